@@ -1,0 +1,121 @@
+// Package etcdlocal runs a real etcd server in this process, on 127.0.0.1,
+// for `kproxy dev` and for tests. It is the real server (go.etcd.io/etcd/server
+// embed), not a fake: transactions, leases and watches behave as in production.
+package etcdlocal
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// Config says where the server keeps its data and listens.
+type Config struct {
+	// Dir is the data directory. Empty means a new temporary directory that
+	// Close removes.
+	Dir string
+	// ClientAddr is host:port for clients; empty means 127.0.0.1 on a free port.
+	ClientAddr string
+	// LogLevel is etcd's own (zap) log level; empty means "error".
+	LogLevel string
+	// UnsafeNoFsync trades durability for speed (tests only).
+	UnsafeNoFsync bool
+}
+
+// Server is a running embedded etcd.
+type Server struct {
+	etcd    *embed.Etcd
+	tempDir string
+	// Endpoint is the client URL, e.g. http://127.0.0.1:43210.
+	Endpoint string
+}
+
+// Start starts the server and waits until it serves clients or ctx ends.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	s := &Server{}
+	dir := cfg.Dir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "kproxy-etcd-")
+		if err != nil {
+			return nil, fmt.Errorf("etcd data dir: %w", err)
+		}
+		dir, s.tempDir = d, d
+	}
+	clientAddr := cfg.ClientAddr
+	if clientAddr == "" {
+		clientAddr = "127.0.0.1:0"
+	}
+	peerAddr, err := freeAddr()
+	if err != nil {
+		s.removeTemp()
+		return nil, err
+	}
+	ec := embed.NewConfig()
+	ec.Name = "kproxy-dev"
+	ec.Dir = dir
+	ec.LogLevel = cfg.LogLevel
+	if ec.LogLevel == "" {
+		ec.LogLevel = "error"
+	}
+	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	cu, pu := mustURL("http://"+clientAddr), mustURL("http://"+peerAddr)
+	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
+	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
+	ec.InitialCluster = ec.Name + "=" + pu.String()
+	e, err := embed.StartEtcd(ec)
+	if err != nil {
+		s.removeTemp()
+		return nil, fmt.Errorf("start embedded etcd in %s: %w", dir, err)
+	}
+	s.etcd = e
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		s.Close()
+		return nil, fmt.Errorf("embedded etcd failed: %w", err)
+	case <-ctx.Done():
+		s.Close()
+		return nil, fmt.Errorf("embedded etcd not ready: %w", ctx.Err())
+	case <-time.After(60 * time.Second):
+		s.Close()
+		return nil, fmt.Errorf("embedded etcd not ready after 60s")
+	}
+	s.Endpoint = "http://" + e.Clients[0].Addr().String()
+	return s, nil
+}
+
+// Close stops the server and removes a temporary data directory.
+func (s *Server) Close() {
+	if s.etcd != nil {
+		s.etcd.Close()
+	}
+	s.removeTemp()
+}
+
+func (s *Server) removeTemp() {
+	if s.tempDir != "" {
+		os.RemoveAll(s.tempDir)
+	}
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func mustURL(s string) url.URL {
+	u, err := url.Parse(s)
+	if err != nil {
+		panic(err) // only built from host:port strings above
+	}
+	return *u
+}
