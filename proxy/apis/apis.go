@@ -4,6 +4,13 @@
 // current owner and merges the answers in the client's order. Connections,
 // framing and response ordering belong to package proxy; pooled broker
 // connections belong to package upstream.
+//
+// Ordering: a client may pipeline several produce requests for one partition
+// (idempotent producers do). The proxy keeps their order by sending every
+// request's first attempt from Begin, which the connection calls in the order
+// it read the requests, and by the Sender writing requests with equal
+// affinity to one broker connection in call order. Waiting, retrying and
+// merging happen in Call.Finish, concurrently with later requests.
 package apis
 
 import (
@@ -26,10 +33,19 @@ type Reply struct {
 	NoResponse bool
 }
 
-// Sender forwards one encoded request body to a broker and returns the
-// response body (header stripped). A Sender error wraps retry.ErrNotSent when
-// the request definitely did not reach the broker; any other error is
-// ambiguous (the broker may have processed it).
+// Sender forwards encoded request bodies to brokers.
 type Sender interface {
-	Send(ctx context.Context, broker int32, key, version int16, body []byte) ([]byte, error)
+	// Send copies body into a request frame and queues it on one of broker's
+	// connections; requests with equal affinity for one broker go to the same
+	// connection and are written in the order Send was called. Send does not
+	// keep body after it returns. An error from Send or from the Pending wraps
+	// retry.ErrNotSent when the request definitely did not reach the broker;
+	// any other error is ambiguous (the broker may have processed it).
+	Send(ctx context.Context, broker int32, affinity uint64, key, version int16, body []byte) (Pending, error)
+}
+
+// Pending is a request written (or about to be written) to a broker.
+type Pending interface {
+	// Wait returns the response body (response header stripped) or an error.
+	Wait(ctx context.Context) ([]byte, error)
 }
