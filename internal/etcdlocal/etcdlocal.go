@@ -33,6 +33,8 @@ type Server struct {
 	tempDir string
 	// Endpoint is the client URL, e.g. http://127.0.0.1:43210.
 	Endpoint string
+	// Dir is the data directory in use.
+	Dir string
 }
 
 // Start starts the server and waits until it serves clients or ctx ends.
@@ -55,6 +57,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.removeTemp()
 		return nil, err
 	}
+	s.Dir = dir
 	ec := embed.NewConfig()
 	ec.Name = "kproxy-dev"
 	ec.Dir = dir

@@ -1,0 +1,33 @@
+# The two commands a new user needs: `make run` and `make test`.
+GO       ?= go
+BIN      := bin/kproxy
+GOFLAGS_TEST ?= -race -timeout 25m
+DURATION ?= 5m
+
+.PHONY: run build test vet unit clients bench chaos clean
+
+run: build ## a working local cluster: embedded etcd, 3 stub brokers, 1 proxy on 127.0.0.1:9092
+	./$(BIN) dev
+
+build:
+	$(GO) build -o $(BIN) ./cmd/kproxy
+
+test: clients vet unit ## vet and every test under -race (includes the client matrix and a short fault run)
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test $(GOFLAGS_TEST) ./...
+
+clients: ## kcat and kafkajs for the client matrix (skipped with a message when they cannot be installed)
+	./scripts/install-clients.sh
+
+bench: ## proxy cost side by side with direct and a plain TCP relay; writes docs/benchmarks.md
+	$(GO) run ./bench/cmd/benchrun
+
+chaos: ## the full fault suite (DURATION=5m); leaves a report under results/
+	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/
+
+clean:
+	rm -rf bin results

@@ -1,0 +1,353 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Session is one broker's etcd lease plus the resources it holds under it.
+// It runs its own keepalive loop (not clientv3's KeepAlive, whose idea of
+// expiry counts from when an answer arrives) and renews itself after an
+// expiry, so a broker that was paused past its lease serves again once it can
+// reach etcd. All methods are safe for concurrent use.
+type Session struct {
+	cfg Config
+	cli *clientv3.Client
+	log *slog.Logger
+
+	ctx    context.Context // cancelled by Close; bounds every loop call
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the loop has stopped
+
+	mu         sync.RWMutex
+	leaseID    clientv3.LeaseID // 0 while the session has no lease
+	deadline   time.Time        // local expiry: sendTime + TTL - SafetyMargin
+	ttl        time.Duration    // as granted by the server
+	lastSend   time.Time        // send time of the last keepalive or grant
+	owned      map[string]*Ownership
+	registered map[string]string
+	regDirty   bool // registered keys not yet put under the current lease
+	closed     bool
+	losses     chan Loss
+
+	regMu     sync.Mutex // orders puts of registered keys across lease changes
+	closeOnce sync.Once
+}
+
+// NewSession grants the session lease and starts the keepalive loop. Close
+// stops it.
+func NewSession(ctx context.Context, cfg Config) (*Session, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{
+		cfg:        cfg,
+		cli:        cfg.Client,
+		log:        cfg.Logger.With("broker", cfg.BrokerID),
+		done:       make(chan struct{}),
+		owned:      make(map[string]*Ownership),
+		registered: make(map[string]string),
+		losses:     make(chan Loss, cfg.LossBuffer),
+	}
+	if err := s.grant(ctx); err != nil {
+		return nil, fmt.Errorf("new lease session for broker %d: %w", cfg.BrokerID, err)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	go s.run()
+	return s, nil
+}
+
+// LeaseID is the current session lease, 0 while the session is renewing.
+func (s *Session) LeaseID() clientv3.LeaseID {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.leaseID
+}
+
+// Deadline is the local expiry of the current lease (zero without a lease).
+func (s *Session) Deadline() time.Time {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.leaseID == 0 {
+		return time.Time{}
+	}
+	return s.deadline
+}
+
+// Valid reports whether the session holds a lease that has not passed its
+// local deadline.
+func (s *Session) Valid() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.validLocked()
+}
+
+func (s *Session) validLocked() bool {
+	return !s.closed && s.leaseID != 0 && s.cfg.Now().Before(s.deadline)
+}
+
+// Losses reports resources the session stopped holding without being asked
+// to (expiry, fenced commit). Sends never block: when the buffer is full the
+// loss is logged and dropped, so Owns stays the authority. Closed by Close.
+func (s *Session) Losses() <-chan Loss { return s.losses }
+
+// Register puts key=value under the session lease and puts it again under
+// every new lease the session obtains, until Close. With no lease at the
+// moment the key is put as soon as one is granted. A failed put is retried by
+// the keepalive loop; the error is still returned.
+func (s *Session) Register(ctx context.Context, key, value string) error {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("register %s: %w", key, ErrClosed)
+	}
+	s.registered[key] = value
+	id := s.leaseID
+	s.mu.Unlock()
+	if id == 0 {
+		return nil
+	}
+	if _, err := s.cli.Put(ctx, key, value, clientv3.WithLease(id)); err != nil {
+		s.mu.Lock()
+		s.regDirty = true
+		s.mu.Unlock()
+		return fmt.Errorf("register %s under lease %x: %w", key, id, err)
+	}
+	return nil
+}
+
+// Close stops the keepalive loop and revokes the lease, which deletes every
+// owner key and registered key at once so successors need not wait for the
+// TTL. Held ownerships are forgotten without Loss reports.
+func (s *Session) Close() {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		<-s.done
+		s.mu.Lock()
+		id := s.leaseID
+		s.closed, s.leaseID = true, 0
+		clear(s.owned)
+		close(s.losses)
+		s.mu.Unlock()
+		if id == 0 {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if _, err := s.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			s.log.Warn("revoke lease on close", "lease", fmt.Sprintf("%x", id), "err", err)
+		}
+	})
+}
+
+// run is the keepalive loop: one KeepAliveOnce every TTL/3 from the previous
+// send, and an expiry check exactly at the local deadline.
+func (s *Session) run() {
+	defer close(s.done)
+	t := time.NewTimer(s.nextWait())
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.tick()
+		t.Reset(s.nextWait())
+	}
+}
+
+func (s *Session) nextWait() time.Duration {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	now := s.cfg.Now()
+	if s.leaseID == 0 {
+		return s.retryInterval()
+	}
+	wait := s.lastSend.Add(s.ttl / 3).Sub(now)
+	if untilDeadline := s.deadline.Sub(now); untilDeadline < wait {
+		wait = untilDeadline
+	}
+	return max(wait, time.Millisecond)
+}
+
+func (s *Session) retryInterval() time.Duration {
+	return min(s.cfg.TTL/3, time.Second)
+}
+
+func (s *Session) tick() {
+	s.mu.RLock()
+	id, deadline, ttl, dirty := s.leaseID, s.deadline, s.ttl, s.regDirty
+	s.mu.RUnlock()
+	if id == 0 {
+		s.renew()
+		return
+	}
+	if !s.cfg.Now().Before(deadline) {
+		s.expire(id, fmt.Errorf("lease %x: local deadline passed without an answered keepalive", id))
+		s.renew()
+		return
+	}
+	if !s.keepAlive(id, deadline, ttl) {
+		s.renew()
+		return
+	}
+	if dirty {
+		s.putRegistered()
+	}
+}
+
+// keepAlive sends one keepalive and reports whether the lease is still usable.
+func (s *Session) keepAlive(id clientv3.LeaseID, deadline time.Time, ttl time.Duration) bool {
+	send := s.cfg.Now()
+	s.mu.Lock()
+	s.lastSend = send
+	s.mu.Unlock()
+	// Never wait past the deadline: an answer after it cannot revive the lease.
+	timeout := min(ttl/3, deadline.Sub(send))
+	ctx, cancel := context.WithTimeout(s.ctx, max(timeout, 10*time.Millisecond))
+	resp, err := s.cli.KeepAliveOnce(ctx, id)
+	cancel()
+	switch {
+	case err == nil:
+		return s.extend(id, send, time.Duration(resp.TTL)*time.Second)
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		s.expire(id, fmt.Errorf("lease %x: %w", id, err))
+		return false
+	default:
+		if s.ctx.Err() != nil {
+			return true // closing; Close takes over
+		}
+		s.log.Debug("keepalive failed", "lease", fmt.Sprintf("%x", id), "err", err)
+		if !s.cfg.Now().Before(deadline) {
+			s.expire(id, fmt.Errorf("lease %x: no keepalive answered before the local deadline: %w", id, err))
+			return false
+		}
+		return true
+	}
+}
+
+// extend moves the deadline to send+ttl-margin. Once the deadline has passed
+// the lease is finished: a late answer does not revive it, so Owns never
+// flips from false back to true for the same lease.
+func (s *Session) extend(id clientv3.LeaseID, send time.Time, ttl time.Duration) bool {
+	s.mu.Lock()
+	if s.leaseID != id {
+		s.mu.Unlock()
+		return true
+	}
+	if !s.cfg.Now().Before(s.deadline) {
+		s.mu.Unlock()
+		s.expire(id, fmt.Errorf("lease %x: keepalive answered after the local deadline", id))
+		return false
+	}
+	if d := send.Add(ttl - s.cfg.SafetyMargin); d.After(s.deadline) {
+		s.deadline = d
+	}
+	s.ttl = ttl
+	s.mu.Unlock()
+	return true
+}
+
+// expire forgets lease id and every ownership under it, reporting each as a
+// Loss, then revokes the lease (best effort) so its keys go now rather than
+// at the server's expiry.
+func (s *Session) expire(id clientv3.LeaseID, reason error) {
+	s.mu.Lock()
+	if s.leaseID != id || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.leaseID, s.regDirty = 0, true
+	lost := len(s.owned)
+	for k, o := range s.owned {
+		delete(s.owned, k)
+		s.sendLossLocked(Loss{Resource: o.Resource, Reason: reason})
+	}
+	s.mu.Unlock()
+	s.log.Warn("lease session expired", "lease", fmt.Sprintf("%x", id), "ownerships_lost", lost, "reason", reason)
+	ctx, cancel := context.WithTimeout(s.ctx, s.retryInterval())
+	defer cancel()
+	if _, err := s.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		s.log.Debug("revoke expired lease", "lease", fmt.Sprintf("%x", id), "err", err)
+	}
+}
+
+// renew grants a new lease and re-puts the registered keys under it.
+func (s *Session) renew() {
+	ctx, cancel := context.WithTimeout(s.ctx, s.retryInterval())
+	err := s.grant(ctx)
+	cancel()
+	if err != nil {
+		if s.ctx.Err() == nil {
+			s.log.Warn("grant new session lease", "err", err)
+		}
+		return
+	}
+	s.putRegistered()
+}
+
+func (s *Session) grant(ctx context.Context) error {
+	send := s.cfg.Now()
+	resp, err := s.cli.Grant(ctx, ttlSeconds(s.cfg.TTL))
+	if err != nil {
+		return fmt.Errorf("grant lease ttl %v: %w", s.cfg.TTL, err)
+	}
+	ttl := time.Duration(resp.TTL) * time.Second
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.leaseID, s.ttl, s.lastSend = resp.ID, ttl, send
+	s.deadline = send.Add(ttl - s.cfg.SafetyMargin)
+	s.regDirty = len(s.registered) > 0
+	s.log.Info("lease session granted", "lease", fmt.Sprintf("%x", resp.ID), "ttl", ttl)
+	return nil
+}
+
+func (s *Session) putRegistered() {
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	s.mu.RLock()
+	id, keys := s.leaseID, maps.Clone(s.registered)
+	s.mu.RUnlock()
+	if id == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, s.retryInterval())
+	defer cancel()
+	for k, v := range keys {
+		if _, err := s.cli.Put(ctx, k, v, clientv3.WithLease(id)); err != nil {
+			s.log.Warn("re-put registered key", "key", k, "err", err)
+			return
+		}
+	}
+	s.mu.Lock()
+	if s.leaseID == id { // Register holds regMu too, so keys is complete
+		s.regDirty = false
+	}
+	s.mu.Unlock()
+}
+
+func (s *Session) sendLossLocked(l Loss) {
+	if s.closed {
+		return
+	}
+	select {
+	case s.losses <- l:
+	default:
+		s.log.Error("loss channel full; loss dropped", "resource", l.Resource.Name, "reason", l.Reason)
+	}
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/urfave/cli/v2"
+
+	"github.com/kproxy/kproxy/broker-stub/broker"
+	"github.com/kproxy/kproxy/broker-stub/store"
+	"github.com/kproxy/kproxy/layout"
+)
+
+func brokerCommand() *cli.Command {
+	flags := append([]cli.Flag{
+		intFlag("id", 1, "broker id, unique in the pool"),
+		stringFlag("listen", "127.0.0.1:9101", "address for Kafka clients and proxies"),
+		stringFlag("advertise", "", "host:port written to etcd and Metadata (default: the bound --listen address)"),
+		stringFlag("store", "", "shared object store folder, or \"memory\" (benchmarks only: data dies with the process)"),
+		durationFlag("lease-ttl", 10*time.Second, "etcd session lease TTL; ownership is lost this long after the broker stops answering"),
+		boolFlag("auto-create-topics", true, "create unknown topics on Metadata requests that allow it"),
+		intFlag("default-partitions", 3, "partitions of an auto-created topic"),
+		intFlag("max-frame-bytes", 100<<20, "largest request frame accepted"),
+		stringFlag("metrics", "", "optional HTTP address serving /metrics for this broker"),
+		&cli.BoolFlag{Name: "unsafe-disable-fencing", Hidden: true, Usage: "TEST ONLY: commit without the fencing compare, like the broken systems in shared/context"},
+	}, append(etcdFlags(), logFlags()...)...)
+	flags, before := withConfigFile(flags)
+	return &cli.Command{
+		Name:   "broker",
+		Usage:  "run a stub broker that enforces partition ownership with etcd leases",
+		Flags:  flags,
+		Before: before,
+		Action: runBroker,
+	}
+}
+
+func runBroker(c *cli.Context) error {
+	logger, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	st, err := openStore(c.String("store"))
+	if err != nil {
+		return err
+	}
+	cli, err := newEtcdClient(c)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	b, err := broker.New(c.Context, broker.Config{
+		ID:                int32(c.Int("id")),
+		Listen:            c.String("listen"),
+		Advertise:         c.String("advertise"),
+		Etcd:              cli,
+		Layout:            layout.New(c.String("etcd-prefix")),
+		Store:             st,
+		LeaseTTL:          c.Duration("lease-ttl"),
+		AutoCreateTopics:  c.Bool("auto-create-topics"),
+		DefaultPartitions: int32(c.Int("default-partitions")),
+		MaxFrameBytes:     int32(c.Int("max-frame-bytes")),
+		Logger:            logger,
+		Registerer:        reg,
+		DisableFencing:    c.Bool("unsafe-disable-fencing"),
+	})
+	if err != nil {
+		return err
+	}
+	if addr := c.String("metrics"); addr != "" {
+		stop, err := serveMetrics(c.Context, addr, reg, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	logger.Info("broker listening", "id", c.Int("id"), "kafka", b.Addr())
+	return b.Run(c.Context)
+}
+
+func openStore(spec string) (store.ObjectStore, error) {
+	switch spec {
+	case "":
+		return nil, fmt.Errorf("--store is required: a shared folder, or \"memory\"")
+	case "memory":
+		return store.NewMemory(), nil
+	default:
+		return store.NewFS(spec)
+	}
+}
+
+// serveMetrics serves /metrics until the returned stop is called.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, logger *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("metrics server stopped", "err", err)
+		}
+	}()
+	return func() {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(shutdownCtx)
+		<-done
+	}, nil
+}

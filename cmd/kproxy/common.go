@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"github.com/urfave/cli/v2/altsrc"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// envPrefix makes every flag settable as KPROXY_<FLAG> (dashes become underscores).
+const envPrefix = "KPROXY_"
+
+func envVars(flag string) []string {
+	return []string{envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
+}
+
+// withConfigFile lets a YAML file given by --config set any flag; explicit
+// flags and environment variables win over the file.
+func withConfigFile(flags []cli.Flag) ([]cli.Flag, cli.BeforeFunc) {
+	flags = append(flags, &cli.StringFlag{Name: "config", Usage: "YAML file whose keys are flag names (see config.example.yaml)", EnvVars: envVars("config")})
+	return flags, altsrc.InitInputSourceWithContext(flags, altsrc.NewYamlSourceFromFlagFunc("config"))
+}
+
+func stringFlag(name, value, usage string) cli.Flag {
+	return altsrc.NewStringFlag(&cli.StringFlag{Name: name, Value: value, Usage: usage, EnvVars: envVars(name)})
+}
+
+func intFlag(name string, value int, usage string) cli.Flag {
+	return altsrc.NewIntFlag(&cli.IntFlag{Name: name, Value: value, Usage: usage, EnvVars: envVars(name)})
+}
+
+func boolFlag(name string, value bool, usage string) cli.Flag {
+	return altsrc.NewBoolFlag(&cli.BoolFlag{Name: name, Value: value, Usage: usage, EnvVars: envVars(name)})
+}
+
+func durationFlag(name string, value time.Duration, usage string) cli.Flag {
+	return altsrc.NewDurationFlag(&cli.DurationFlag{Name: name, Value: value, Usage: usage, EnvVars: envVars(name)})
+}
+
+func logFlags() []cli.Flag {
+	return []cli.Flag{
+		stringFlag("log-level", "info", "debug, info, warn or error"),
+		stringFlag("log-format", "text", "text or json"),
+	}
+}
+
+func newLogger(c *cli.Context) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch c.String("log-format") {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	default:
+		return nil, fmt.Errorf("--log-format %q: want text or json", c.String("log-format"))
+	}
+}
+
+func etcdFlags() []cli.Flag {
+	return []cli.Flag{
+		stringFlag("etcd-endpoints", "http://127.0.0.1:2379", "comma-separated etcd client URLs"),
+		stringFlag("etcd-prefix", "/kproxy", "root of every key kproxy reads and writes"),
+		durationFlag("etcd-dial-timeout", 5*time.Second, "timeout for the first connection to etcd"),
+	}
+}
+
+func newEtcdClient(c *cli.Context) (*clientv3.Client, error) {
+	var endpoints []string
+	for _, e := range strings.Split(c.String("etcd-endpoints"), ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			endpoints = append(endpoints, e)
+		}
+	}
+	if len(endpoints) == 0 {
+		return nil, fmt.Errorf("--etcd-endpoints is empty")
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: c.Duration("etcd-dial-timeout"),
+		// Keepalives on the gRPC connection notice a dead etcd member quickly.
+		DialKeepAliveTime:    2 * time.Second,
+		DialKeepAliveTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
+	}
+	return cli, nil
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/urfave/cli/v2"
+
+	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/proxy"
+)
+
+func serveCommand() *cli.Command {
+	flags := append([]cli.Flag{
+		stringFlag("listen", "127.0.0.1:9092", "address Kafka clients connect to"),
+		stringFlag("admin", "127.0.0.1:9644", "admin HTTP address (/healthz, /readyz, /metrics, /v1/routes)"),
+		stringFlag("advertise", "", "host:port clients are told to use; the same on every replica behind one load balancer (default: --listen)"),
+		intFlag("node-id", 0, "broker id clients see for the proxy; the same on every replica"),
+		stringFlag("cluster-id", "kproxy", "cluster id reported in Metadata"),
+		boolFlag("auto-create-topics", true, "create unknown topics when a client's Metadata request allows it"),
+		intFlag("default-partitions", 3, "partitions of an auto-created topic"),
+		intFlag("max-frame-bytes", 100<<20, "largest request frame accepted from a client"),
+		intFlag("max-inflight-per-conn", 64, "pipelined requests per client connection before the proxy stops reading"),
+		intFlag("upstream-conns", 4, "multiplexed connections per broker, shared by all clients"),
+		durationFlag("drain-timeout", 10*time.Second, "how long shutdown waits for in-flight requests"),
+		boolFlag("pprof", false, "serve /debug/pprof on the admin address"),
+	}, append(etcdFlags(), logFlags()...)...)
+	flags, before := withConfigFile(flags)
+	return &cli.Command{
+		Name:   "serve",
+		Usage:  "run the proxy",
+		Flags:  flags,
+		Before: before,
+		Action: runServe,
+	}
+}
+
+func runServe(c *cli.Context) error {
+	logger, err := newLogger(c)
+	if err != nil {
+		return err
+	}
+	cli, err := newEtcdClient(c)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	advertise := c.String("advertise")
+	if advertise == "" {
+		advertise = c.String("listen")
+	}
+	if _, _, err := splitHostPort(advertise); err != nil {
+		return fmt.Errorf("--advertise: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := proxy.New(c.Context, proxy.Config{
+		Listen:                 c.String("listen"),
+		AdminListen:            c.String("admin"),
+		Advertise:              advertise,
+		NodeID:                 int32(c.Int("node-id")),
+		ClusterID:              c.String("cluster-id"),
+		Etcd:                   cli,
+		Layout:                 layout.New(c.String("etcd-prefix")),
+		AutoCreateTopics:       c.Bool("auto-create-topics"),
+		DefaultPartitions:      int32(c.Int("default-partitions")),
+		MaxFrameBytes:          int32(c.Int("max-frame-bytes")),
+		MaxInFlightPerConn:     c.Int("max-inflight-per-conn"),
+		DrainTimeout:           c.Duration("drain-timeout"),
+		UpstreamConnsPerBroker: c.Int("upstream-conns"),
+		EnablePprof:            c.Bool("pprof"),
+		Logger:                 logger,
+		Registry:               reg,
+	})
+	if err != nil {
+		return err
+	}
+	logger.Info("proxy listening", "kafka", srv.Addr(), "admin", srv.AdminAddr(), "advertise", advertise)
+	return srv.Run(c.Context)
+}
+
+func splitHostPort(addr string) (string, int32, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", port, err)
+	}
+	return host, int32(p), nil
+}

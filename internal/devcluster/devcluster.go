@@ -1,0 +1,389 @@
+// Package devcluster runs a whole kproxy system in one process: a real
+// embedded etcd, N stub brokers and M proxies, all on 127.0.0.1. It backs
+// `kproxy dev` and the in-process integration tests. Each broker gets its own
+// etcd client so that KillBroker can cut it off abruptly, the way a crashed
+// process would: its leases then expire on the server after the TTL.
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kproxy/kproxy/broker-stub/broker"
+	"github.com/kproxy/kproxy/broker-stub/store"
+	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/proxy"
+)
+
+// Config describes the cluster. Zero values take the defaults in brackets.
+type Config struct {
+	Brokers           int           // [3]
+	Proxies           int           // [1]
+	ProxyListen       []string      // per proxy [127.0.0.1:0]
+	AdminListen       []string      // per proxy [127.0.0.1:0]
+	BrokerListen      []string      // per broker [127.0.0.1:0]
+	LeaseTTL          time.Duration // [10s]
+	DefaultPartitions int32         // [3]
+	AutoCreateTopics  bool
+	StoreMemory       bool   // keep segments in memory instead of DataDir/store
+	DataDir           string // [temporary, removed by Close]
+	EtcdClientAddr    string // [127.0.0.1:0]
+	Logger            *slog.Logger
+}
+
+// Cluster is a running system.
+type Cluster struct {
+	cfg          Config
+	logger       *slog.Logger
+	etcd         *etcdlocal.Server
+	EtcdEndpoint string
+	cli          *clientv3.Client // the proxies' and the cluster's own client
+	layout       layout.Layout
+	store        store.ObjectStore
+
+	mu      sync.Mutex
+	brokers map[int32]*brokerProc
+	listens map[int32]string // last address of each broker, for restarts
+	proxies []*proxyProc
+}
+
+type brokerProc struct {
+	b      *broker.Broker
+	cli    *clientv3.Client
+	cancel context.CancelFunc
+	done   chan error
+	listen string
+}
+
+type proxyProc struct {
+	s      *proxy.Server
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Start starts etcd, the brokers and the proxies, and waits until every proxy
+// is ready to route.
+func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	cfg = withDefaults(cfg)
+	c := &Cluster{cfg: cfg, logger: cfg.Logger, layout: layout.New(""), brokers: map[int32]*brokerProc{}, listens: map[int32]string{}}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	etcdDir := ""
+	if cfg.DataDir != "" {
+		etcdDir = filepath.Join(cfg.DataDir, "etcd")
+	}
+	c.etcd, err = etcdlocal.Start(ctx, etcdlocal.Config{Dir: etcdDir, ClientAddr: cfg.EtcdClientAddr, UnsafeNoFsync: cfg.DataDir == ""})
+	if err != nil {
+		return nil, err
+	}
+	c.EtcdEndpoint = c.etcd.Endpoint
+	if c.cli, err = c.newClient(); err != nil {
+		return nil, err
+	}
+	if c.store, err = c.openStore(); err != nil {
+		return nil, err
+	}
+	for i := 0; i < cfg.Brokers; i++ {
+		if err := c.startBroker(ctx, int32(i+1), listenAt(cfg.BrokerListen, i)); err != nil {
+			return nil, err
+		}
+	}
+	for i := 0; i < cfg.Proxies; i++ {
+		if err := c.startProxy(ctx, listenAt(cfg.ProxyListen, i), listenAt(cfg.AdminListen, i)); err != nil {
+			return nil, err
+		}
+	}
+	return c, c.waitReady(ctx)
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.Brokers == 0 {
+		cfg.Brokers = 3
+	}
+	if cfg.Proxies == 0 {
+		cfg.Proxies = 1
+	}
+	if cfg.LeaseTTL == 0 {
+		cfg.LeaseTTL = 10 * time.Second
+	}
+	if cfg.DefaultPartitions == 0 {
+		cfg.DefaultPartitions = 3
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
+
+func listenAt(addrs []string, i int) string {
+	if i < len(addrs) && addrs[i] != "" {
+		return addrs[i]
+	}
+	return "127.0.0.1:0"
+}
+
+func (c *Cluster) newClient() (*clientv3.Client, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EtcdEndpoint}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for %s: %w", c.EtcdEndpoint, err)
+	}
+	return cli, nil
+}
+
+func (c *Cluster) openStore() (store.ObjectStore, error) {
+	if c.cfg.StoreMemory {
+		return store.NewMemory(), nil
+	}
+	dir := c.cfg.DataDir
+	if dir == "" {
+		// The etcd server's temp dir is removed by Close; keep the store beside it.
+		dir = filepath.Join(c.etcd.Dir, "store")
+	} else {
+		dir = filepath.Join(dir, "store")
+	}
+	s, err := store.NewFS(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+func (c *Cluster) startBroker(ctx context.Context, id int32, listen string) error {
+	cli, err := c.newClient()
+	if err != nil {
+		return err
+	}
+	b, err := broker.New(ctx, broker.Config{
+		ID: id, Listen: listen, Etcd: cli, Layout: c.layout, Store: c.store,
+		LeaseTTL: c.cfg.LeaseTTL, AutoCreateTopics: c.cfg.AutoCreateTopics,
+		DefaultPartitions: c.cfg.DefaultPartitions,
+		Logger:            c.logger.With("broker", id),
+	})
+	if err != nil {
+		cli.Close()
+		return fmt.Errorf("start broker %d: %w", id, err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	p := &brokerProc{b: b, cli: cli, cancel: cancel, done: make(chan error, 1), listen: b.Addr()}
+	go func() { p.done <- b.Run(runCtx) }()
+	c.mu.Lock()
+	c.brokers[id] = p
+	c.listens[id] = b.Addr()
+	c.mu.Unlock()
+	return nil
+}
+
+func (c *Cluster) startProxy(ctx context.Context, listen, admin string) error {
+	s, err := proxy.New(ctx, proxy.Config{
+		Listen: listen, AdminListen: admin, Etcd: c.cli, Layout: c.layout,
+		AutoCreateTopics: c.cfg.AutoCreateTopics, DefaultPartitions: c.cfg.DefaultPartitions,
+		Logger: c.logger.With("proxy", len(c.proxies)), Registry: prometheus.NewRegistry(),
+	})
+	if err != nil {
+		return fmt.Errorf("start proxy %d: %w", len(c.proxies), err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	p := &proxyProc{s: s, cancel: cancel, done: make(chan error, 1)}
+	go func() { p.done <- s.Run(runCtx) }()
+	c.mu.Lock()
+	c.proxies = append(c.proxies, p)
+	c.mu.Unlock()
+	return nil
+}
+
+// waitReady waits until every proxy's watch has synced and sees every broker.
+func (c *Cluster) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, addr := range c.AdminAddrs() {
+		if err := waitProxyReady(ctx, addr, c.cfg.Brokers); err != nil {
+			return fmt.Errorf("proxy with admin %s not ready: %w", addr, err)
+		}
+	}
+	return nil
+}
+
+// ProxyAddrs are the proxies' client addresses, in start order.
+func (c *Cluster) ProxyAddrs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.proxies))
+	for i, p := range c.proxies {
+		out[i] = p.s.Addr()
+	}
+	return out
+}
+
+// AdminAddrs are the proxies' admin HTTP addresses, in start order.
+func (c *Cluster) AdminAddrs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, len(c.proxies))
+	for i, p := range c.proxies {
+		out[i] = p.s.AdminAddr()
+	}
+	return out
+}
+
+// BrokerIDs are the ids of the running brokers, ascending.
+func (c *Cluster) BrokerIDs() []int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ids := make([]int32, 0, len(c.brokers))
+	for id := range c.brokers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// BrokerAddr is a running broker's client address ("" if not running).
+func (c *Cluster) BrokerAddr(id int32) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.brokers[id]; ok {
+		return p.b.Addr()
+	}
+	return ""
+}
+
+// Client is an etcd client for the cluster's etcd, owned by the cluster.
+func (c *Cluster) Client() *clientv3.Client { return c.cli }
+
+// Owner reads a partition's current owner from etcd.
+func (c *Cluster) Owner(ctx context.Context, topic string, partition int32) (int32, bool, error) {
+	resp, err := c.cli.Get(ctx, c.layout.OwnerKey(topic, partition))
+	if err != nil {
+		return 0, false, fmt.Errorf("read owner of %s/%d: %w", topic, partition, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, false, nil
+	}
+	var o layout.Owner
+	if err := layout.Unmarshal(resp.Kvs[0].Value, &o); err != nil {
+		return 0, false, err
+	}
+	return o.Broker, true, nil
+}
+
+// KillBroker stops a broker the way a crash would: its etcd client is closed
+// first, so it cannot release anything and its leases run out on the server.
+func (c *Cluster) KillBroker(id int32) error {
+	p, err := c.takeBroker(id)
+	if err != nil {
+		return err
+	}
+	p.cli.Close()
+	p.cancel()
+	<-p.done
+	return nil
+}
+
+// StopBroker stops a broker gracefully: it hands its partitions over at once.
+func (c *Cluster) StopBroker(id int32) error {
+	p, err := c.takeBroker(id)
+	if err != nil {
+		return err
+	}
+	p.cancel()
+	runErr := <-p.done
+	p.cli.Close()
+	return runErr
+}
+
+// RestartBroker starts a stopped or killed broker again on its old address.
+func (c *Cluster) RestartBroker(ctx context.Context, id int32) error {
+	c.mu.Lock()
+	listen, known := c.listens[id]
+	_, running := c.brokers[id]
+	c.mu.Unlock()
+	if !known || running {
+		return fmt.Errorf("restart broker %d: known=%v running=%v", id, known, running)
+	}
+	return c.startBroker(ctx, id, listen)
+}
+
+func (c *Cluster) takeBroker(id int32) (*brokerProc, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.brokers[id]
+	if !ok {
+		return nil, fmt.Errorf("broker %d is not running", id)
+	}
+	delete(c.brokers, id)
+	return p, nil
+}
+
+// Wait blocks until ctx ends or any component stops on its own, and returns
+// that component's error.
+func (c *Cluster) Wait(ctx context.Context) error {
+	errs := make(chan error, 1)
+	c.mu.Lock()
+	for id, p := range c.brokers {
+		go func() {
+			select {
+			case err := <-p.done:
+				p.done <- err
+				errs <- fmt.Errorf("broker %d stopped: %w", id, err)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	for i, p := range c.proxies {
+		go func() {
+			select {
+			case err := <-p.done:
+				p.done <- err
+				errs <- fmt.Errorf("proxy %d stopped: %w", i, err)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	c.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errs:
+		return err
+	}
+}
+
+// Close stops proxies, then brokers (gracefully), then etcd.
+func (c *Cluster) Close() {
+	c.mu.Lock()
+	proxies, brokers := c.proxies, c.brokers
+	c.proxies, c.brokers = nil, map[int32]*brokerProc{}
+	c.mu.Unlock()
+	var errs []error
+	for _, p := range proxies {
+		p.cancel()
+		errs = append(errs, <-p.done)
+	}
+	for _, p := range brokers {
+		p.cancel()
+		errs = append(errs, <-p.done)
+		p.cli.Close()
+	}
+	if err := errors.Join(errs...); err != nil {
+		c.logger.Warn("cluster components stopped with errors", "err", err)
+	}
+	if c.cli != nil {
+		c.cli.Close()
+	}
+	if c.etcd != nil {
+		c.etcd.Close()
+	}
+}
