@@ -88,6 +88,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SafetyMargin <= 0 {
 		c.SafetyMargin = max(c.TTL/5, 500*time.Millisecond)
 	}
+	if c.SafetyMargin >= c.TTL*2/3 {
+		// The deadline would pass before the first keepalive is answered.
+		return c, fmt.Errorf("lease: SafetyMargin %v must be below 2/3 of TTL %v", c.SafetyMargin, c.TTL)
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -151,8 +155,8 @@ type Loss struct {
 // State/StateRev only from that committer.
 type Ownership struct {
 	Resource Resource
-	Epoch    int32 // leader epoch: the EpochKey's version after acquisition
-	Token    int64 // fencing token: the owner key's create revision
+	Epoch    int32  // leader epoch: the EpochKey's version after acquisition
+	Token    int64  // fencing token: the owner key's create revision
 	State    []byte // state value read atomically with acquisition (nil if absent)
 	StateRev int64  // state key mod revision; updated by successful FencedCommit
 

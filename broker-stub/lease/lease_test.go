@@ -122,6 +122,13 @@ func TestFencedCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		{"stale token, state untouched", func(t *testing.T, cli *clientv3.Client, s2 *lease.Session, r lease.Resource) {
+			// The successor has not committed yet: only the token differs.
+			if _, err := cli.Delete(tctx(t, 5*time.Second), r.OwnerKey); err != nil {
+				t.Fatal(err)
+			}
+			mustAcquire(t, s2, r)
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -140,13 +147,13 @@ func TestFencedCommit(t *testing.T) {
 			}
 
 			tc.interfere(t, cli, s2, r)
-			_, before, _, _ := get(t, cli, r.StateKey)
+			want, before, _, _ := get(t, cli, r.StateKey)
 			_, err = s1.FencedCommit(tctx(t, 5*time.Second), o, []byte("stale"), clientv3.OpPut(extraKey, "seg"))
 			if !isFenced(err) || errors.Is(err, lease.ErrAmbiguous) {
 				t.Fatalf("stale commit error = %v; want ErrFenced", err)
 			}
-			if val, after, _, _ := get(t, cli, r.StateKey); val != "intruder" || after != before {
-				t.Fatalf("state after refused commit = %q rev %d; want intruder rev %d", val, after, before)
+			if val, after, _, _ := get(t, cli, r.StateKey); val != want || after != before {
+				t.Fatalf("state after refused commit = %q rev %d; want %q rev %d", val, after, want, before)
 			}
 			if _, _, _, found := get(t, cli, extraKey); found {
 				t.Fatal("extra op of a refused commit was written")
@@ -224,5 +231,99 @@ func TestCloseRevokes(t *testing.T) {
 	}
 	if _, err := s1.Acquire(tctx(t, time.Second), r); !errors.Is(err, lease.ErrClosed) {
 		t.Errorf("acquire after close = %v; want ErrClosed", err)
+	}
+}
+
+func TestAdoptAfterLostAcquireAnswer(t *testing.T) {
+	_, cli := startEtcd(t)
+	s := newSession(t, cli, 1)
+	r := lease.PartitionResource(testLayout, "demo", 0)
+	// As if an Acquire transaction committed but its answer was lost.
+	resp, err := cli.Txn(tctx(t, 5*time.Second)).Then(
+		clientv3.OpPut(r.EpochKey, ""),
+		clientv3.OpPut(r.OwnerKey, layout.Marshal(layout.Owner{Broker: 1}), clientv3.WithLease(s.LeaseID())),
+	).Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := mustAcquire(t, s, r)
+	if o.Token != resp.Header.Revision || o.Epoch != 1 {
+		t.Fatalf("adopted token %d epoch %d; want %d, 1", o.Token, o.Epoch, resp.Header.Revision)
+	}
+	if _, err := s.FencedCommit(tctx(t, 5*time.Second), o, []byte("s")); err != nil {
+		t.Fatalf("commit on adopted ownership: %v", err)
+	}
+}
+
+func TestLossesNeverBlock(t *testing.T) {
+	_, cli := startEtcd(t)
+	s, err := lease.NewSession(tctx(t, 10*time.Second), lease.Config{
+		Client: cli, Layout: testLayout, BrokerID: 1, TTL: testTTL, LossBuffer: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	const n = 3
+	for p := range int32(n) {
+		r := lease.PartitionResource(testLayout, "demo", p)
+		o := mustAcquire(t, s, r)
+		if _, err := cli.Put(tctx(t, 5*time.Second), r.StateKey, "intruder"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FencedCommit(tctx(t, 5*time.Second), o, []byte("x")); !isFenced(err) {
+			t.Fatalf("commit %d = %v; want ErrFenced", p, err)
+		}
+	}
+	if got := len(s.Losses()); got != 1 {
+		t.Fatalf("%d losses buffered, want 1 (the rest dropped, not blocking)", got)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	_, cli := startEtcd(t)
+	tests := []struct {
+		name string
+		cfg  lease.Config
+		ok   bool
+	}{
+		{"no client", lease.Config{}, false},
+		{"margin too large", lease.Config{Client: cli, TTL: 3 * time.Second, SafetyMargin: 2 * time.Second}, false},
+		{"defaults", lease.Config{Client: cli}, true},
+		{"sub-second TTL rounds up", lease.Config{Client: cli, TTL: 1500 * time.Millisecond}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := lease.NewSession(tctx(t, 10*time.Second), tc.cfg)
+			if (err == nil) != tc.ok {
+				t.Fatalf("NewSession error = %v, want ok=%v", err, tc.ok)
+			}
+			if s != nil {
+				defer s.Close()
+				if !s.Valid() || s.LeaseID() == 0 {
+					t.Fatal("new session has no valid lease")
+				}
+			}
+		})
+	}
+}
+
+func TestRegisterBroker(t *testing.T) {
+	_, cli := startEtcd(t)
+	s := newSession(t, cli, 7)
+	info := layout.BrokerInfo{ID: 7, Addr: "127.0.0.1:9092"}
+	if err := s.RegisterBroker(tctx(t, 5*time.Second), info); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := cli.Get(tctx(t, 5*time.Second), testLayout.BrokerKey(7))
+	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease != int64(s.LeaseID()) {
+		t.Fatalf("broker key = %v, %v; want one key under the session lease", resp, err)
+	}
+	var got layout.BrokerInfo
+	if err := layout.Unmarshal(resp.Kvs[0].Value, &got); err != nil || got != info {
+		t.Fatalf("broker info = %+v, %v; want %+v", got, err, info)
+	}
+	if s.Partition("t", 1) != lease.PartitionResource(testLayout, "t", 1) || s.Group("g") != lease.GroupResource(testLayout, "g") {
+		t.Fatal("session resource helpers disagree with the package functions")
 	}
 }

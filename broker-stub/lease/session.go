@@ -11,6 +11,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kproxy/kproxy/layout"
 )
 
 // Session is one broker's etcd lease plus the resources it holds under it.
@@ -126,6 +128,22 @@ func (s *Session) Register(ctx context.Context, key, value string) error {
 	}
 	return nil
 }
+
+// RegisterBroker registers this broker's BrokerInfo at its BrokerKey.
+func (s *Session) RegisterBroker(ctx context.Context, info layout.BrokerInfo) error {
+	return s.Register(ctx, s.cfg.Layout.BrokerKey(s.cfg.BrokerID), layout.Marshal(info))
+}
+
+// Partition is PartitionResource under the session's layout.
+func (s *Session) Partition(topic string, partition int32) Resource {
+	return PartitionResource(s.cfg.Layout, topic, partition)
+}
+
+// Group is GroupResource under the session's layout.
+func (s *Session) Group(group string) Resource { return GroupResource(s.cfg.Layout, group) }
+
+// BrokerID is the broker the session acquires for.
+func (s *Session) BrokerID() int32 { return s.cfg.BrokerID }
 
 // Close stops the keepalive loop and revokes the lease, which deletes every
 // owner key and registered key at once so successors need not wait for the

@@ -1,0 +1,52 @@
+package lease_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kproxy/kproxy/broker-stub/lease"
+	"github.com/kproxy/kproxy/internal/etcdlocal"
+)
+
+func benchSession(b *testing.B) (*lease.Session, lease.Resource, *lease.Ownership) {
+	_, cli := etcdlocal.StartForTest(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := lease.NewSession(ctx, lease.Config{Client: cli, Layout: testLayout, BrokerID: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(s.Close)
+	r := s.Partition("bench", 0)
+	o, err := s.Acquire(ctx, r)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s, r, o
+}
+
+// Owns is on every produce and fetch: it must stay cheap under parallel load.
+func BenchmarkOwnsParallel(b *testing.B) {
+	s, r, _ := benchSession(b)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, ok := s.Owns(r); !ok {
+				b.Fatal("lost ownership during benchmark")
+			}
+		}
+	})
+}
+
+func BenchmarkFencedCommit(b *testing.B) {
+	s, _, o := benchSession(b)
+	ctx := context.Background()
+	state := make([]byte, 256)
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := s.FencedCommit(ctx, o, state); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kproxy/kproxy/broker-stub/lease"
+	"github.com/kproxy/kproxy/internal/etcdlocal"
+)
+
+// TestLocalExpiryBeforeServer stalls the network between a session and etcd:
+// keepalives go unanswered. Owns must turn false by the last send + TTL -
+// margin, while the server still has the owner key; the server deletes it
+// later; the loss is reported; and once the network is back the session has a
+// new lease, its registered key back, and can acquire again.
+func TestLocalExpiryBeforeServer(t *testing.T) {
+	srv, direct := startEtcd(t)
+	rl := newRelay(t, srv.Endpoint[len("http://"):])
+	s := newSession(t, etcdlocal.NewClientForTest(t, rl.Endpoint()), 1)
+	t.Cleanup(s.Close) // before the relay client closes
+	r := lease.PartitionResource(testLayout, "demo", 0)
+	o := mustAcquire(t, s, r)
+	brokerKey := testLayout.BrokerKey(1)
+	if err := s.Register(tctx(t, 5*time.Second), brokerKey, "b1"); err != nil {
+		t.Fatal(err)
+	}
+	oldLease := s.LeaseID()
+
+	// Every keepalive answered so far was sent before now.
+	paused := time.Now()
+	rl.Pause()
+	limit := paused.Add(testTTL - testMargin)
+	falseAt := eventually(t, testTTL, "Owns false after keepalives stop", func() bool {
+		_, ok := s.Owns(r)
+		return !ok
+	})
+	if slack := 20 * time.Millisecond; falseAt.After(limit.Add(slack)) {
+		t.Fatalf("Owns still true %v after the last possible answered send + TTL - margin", falseAt.Sub(limit))
+	}
+	if _, _, _, found := get(t, direct, r.OwnerKey); !found {
+		t.Fatal("server dropped the owner key before the session stopped owning: no margin")
+	}
+	if _, err := s.Acquire(tctx(t, time.Second), r); !errors.Is(err, lease.ErrNoLease) || !errors.Is(err, lease.ErrNotOwner) {
+		t.Fatalf("acquire without a valid lease = %v; want ErrNotOwner/ErrNoLease", err)
+	}
+	if _, err := s.FencedCommit(tctx(t, time.Second), o, []byte("x")); !errors.Is(err, lease.ErrNotOwner) {
+		t.Fatalf("commit without a valid lease = %v; want ErrNotOwner", err)
+	}
+	if l := nextLoss(t, s, testTTL); l.Resource != r || l.Reason == nil {
+		t.Fatalf("loss = %+v, want %s with a reason", l, r.Name)
+	}
+	goneAt := eventually(t, 2*testTTL+2*time.Second, "server deletes the expired owner key", func() bool {
+		_, _, _, found := get(t, direct, r.OwnerKey)
+		return !found
+	})
+	t.Logf("Owns false %v after pause (limit %v); server expiry %v after Owns false",
+		falseAt.Sub(paused), testTTL-testMargin, goneAt.Sub(falseAt))
+
+	rl.Resume()
+	eventually(t, 3*testTTL, "session renews its lease", func() bool {
+		return s.Valid() && s.LeaseID() != oldLease
+	})
+	eventually(t, 3*testTTL, "registered key re-put under the new lease", func() bool {
+		resp, err := direct.Get(tctx(t, time.Second), brokerKey)
+		return err == nil && len(resp.Kvs) == 1 && resp.Kvs[0].Lease == int64(s.LeaseID())
+	})
+	o2 := mustAcquire(t, s, r)
+	if o2.Epoch != 2 || o2.Token <= o.Token {
+		t.Fatalf("re-acquired with epoch %d token %d; want epoch 2, token > %d", o2.Epoch, o2.Token, o.Token)
+	}
+}
+
+// TestAmbiguousCommit: errors whose outcome is unknown are ErrAmbiguous, never
+// ErrFenced, keep the ownership but require a re-read before serving again.
+func TestAmbiguousCommit(t *testing.T) {
+	tests := []struct {
+		name string
+		// commitCtx returns the context for the commit and is free to break
+		// the network; restore undoes it.
+		commitCtx func(t *testing.T, rl *relay) context.Context
+		restore   func(rl *relay)
+	}{
+		{"cancelled context", func(t *testing.T, _ *relay) context.Context {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx
+		}, func(*relay) {}},
+		{"expired deadline", func(t *testing.T, _ *relay) context.Context {
+			ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+			t.Cleanup(cancel)
+			return ctx
+		}, func(*relay) {}},
+		{"cut connection", func(t *testing.T, rl *relay) context.Context {
+			rl.Cut()
+			return tctx(t, 300*time.Millisecond)
+		}, (*relay).Resume},
+		{"stalled connection", func(t *testing.T, rl *relay) context.Context {
+			rl.Pause()
+			return tctx(t, 300*time.Millisecond)
+		}, (*relay).Resume},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, direct := startEtcd(t)
+			rl := newRelay(t, srv.Endpoint[len("http://"):])
+			s := newSession(t, etcdlocal.NewClientForTest(t, rl.Endpoint()), 1)
+			t.Cleanup(s.Close)
+			r := lease.PartitionResource(testLayout, "demo", 0)
+			o := mustAcquire(t, s, r)
+
+			_, err := s.FencedCommit(tc.commitCtx(t, rl), o, []byte("maybe"))
+			tc.restore(rl)
+			if !errors.Is(err, lease.ErrAmbiguous) || isFenced(err) {
+				t.Fatalf("commit error = %v; want ErrAmbiguous and not ErrFenced", err)
+			}
+			if !o.NeedsReread() {
+				t.Fatal("ambiguous commit did not mark the ownership for re-read")
+			}
+			if _, ok := s.Owns(r); ok {
+				t.Fatal("Owns true while the state is unknown")
+			}
+			if _, err := s.FencedCommit(tctx(t, 5*time.Second), o, []byte("next")); !errors.Is(err, lease.ErrNeedsReread) {
+				t.Fatalf("commit before re-read = %v; want ErrNeedsReread", err)
+			}
+			// Acquire on the held ownership re-reads it.
+			if got, err := s.Acquire(tctx(t, 10*time.Second), r); err != nil || got != o {
+				t.Fatalf("acquire to re-read = %v, %v; want the same ownership", got, err)
+			}
+			val, modRev, _, _ := get(t, direct, r.StateKey)
+			if o.NeedsReread() || o.StateRev != modRev || string(o.State) != val {
+				t.Fatalf("after re-read: rev %d state %q; etcd has rev %d state %q", o.StateRev, o.State, modRev, val)
+			}
+			if _, err := s.FencedCommit(tctx(t, 5*time.Second), o, []byte("next")); err != nil {
+				t.Fatalf("commit after re-read: %v", err)
+			}
+			noLoss(t, s)
+		})
+	}
+}

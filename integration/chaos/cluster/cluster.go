@@ -1,0 +1,366 @@
+// Package cluster runs the system under fault test as separate processes on
+// 127.0.0.1: etcd members (chaos/cmd/etcdmember), `kproxy broker` processes
+// sharing one store folder, and `kproxy serve` replicas. Every broker reaches
+// etcd only through its own fault relays (internal/faultnet), one per etcd
+// member, so one broker's etcd traffic can be cut or delayed alone.
+//
+// The promise: every process and relay Start created is ended by Close, also
+// after a failed Start; restarts reuse each process's ports and data, so the
+// cluster keeps one shape for the whole run.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kproxy/kproxy/integration/chaos/proc"
+	"github.com/kproxy/kproxy/internal/faultnet"
+	"github.com/kproxy/kproxy/layout"
+)
+
+// Config describes the cluster. Zero values take the defaults in brackets.
+type Config struct {
+	Dir        string // data and logs (required)
+	Kproxy     string // path of the kproxy binary (required)
+	EtcdMember string // path of the etcdmember binary (required)
+
+	EtcdMembers int           // [3]
+	Brokers     int           // [3]
+	Proxies     int           // [2]
+	LeaseTTL    time.Duration // [3s]
+	Partitions  int32         // default partitions of auto-created topics [8]
+	// DisableFencing starts every broker with --unsafe-disable-fencing.
+	DisableFencing bool
+	// BrokerArgs and BrokerEnv are added to every broker's command line and
+	// environment (failpoints, log level).
+	BrokerArgs []string
+	BrokerEnv  []string
+	// EtcdNoFsync trades etcd durability under kill -9 for speed.
+	EtcdNoFsync bool
+	Logger      *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Dir == "" || c.Kproxy == "" || c.EtcdMember == "" {
+		return c, errors.New("cluster config: Dir, Kproxy and EtcdMember are required")
+	}
+	if c.EtcdMembers == 0 {
+		c.EtcdMembers = 3
+	}
+	if c.Brokers == 0 {
+		c.Brokers = 3
+	}
+	if c.Proxies == 0 {
+		c.Proxies = 2
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 3 * time.Second
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 8
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Member is one etcd member.
+type Member struct {
+	Name       string
+	ClientAddr string
+	PeerAddr   string
+	Proc       *proc.Proc
+}
+
+// Broker is one `kproxy broker`.
+type Broker struct {
+	ID          int32
+	Addr        string
+	MetricsAddr string
+	Proc        *proc.Proc
+	// Relays are the broker's only way to etcd, one per member, in member order.
+	Relays []*faultnet.Relay
+}
+
+// Proxy is one `kproxy serve`.
+type Proxy struct {
+	Index     int
+	Addr      string
+	AdminAddr string
+	Proc      *proc.Proc
+}
+
+// Cluster is a running system under test.
+type Cluster struct {
+	cfg     Config
+	log     *slog.Logger
+	layout  layout.Layout
+	Members []*Member
+	Brokers []*Broker
+	Proxies []*Proxy
+	cli     *clientv3.Client
+
+	closeOnce sync.Once
+}
+
+// Start starts etcd, the brokers and the proxies and waits until every proxy
+// routes to every broker.
+func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	cfg, err = cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, log: cfg.Logger, layout: layout.New("")}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	for _, d := range []string{"logs", "store"} {
+		if err := os.MkdirAll(filepath.Join(cfg.Dir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("make %s dir: %w", d, err)
+		}
+	}
+	if err := c.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.startBrokers(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.startProxies(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) logPath(name string) string {
+	return filepath.Join(c.cfg.Dir, "logs", name+".log")
+}
+
+func (c *Cluster) startEtcd(ctx context.Context) error {
+	var initial []string
+	for i := range c.cfg.EtcdMembers {
+		m := &Member{Name: fmt.Sprintf("etcd-%d", i+1)}
+		var err error
+		if m.ClientAddr, err = freeAddr(); err != nil {
+			return err
+		}
+		if m.PeerAddr, err = freeAddr(); err != nil {
+			return err
+		}
+		initial = append(initial, m.Name+"=http://"+m.PeerAddr)
+		c.Members = append(c.Members, m)
+	}
+	for _, m := range c.Members {
+		args := []string{
+			"-name", m.Name, "-data-dir", filepath.Join(c.cfg.Dir, m.Name),
+			"-client", m.ClientAddr, "-peer", m.PeerAddr,
+			"-initial-cluster", strings.Join(initial, ","), "-log-level", "warn",
+		}
+		if c.cfg.EtcdNoFsync {
+			args = append(args, "-unsafe-no-fsync")
+		}
+		m.Proc = proc.New(proc.Spec{Name: m.Name, Path: c.cfg.EtcdMember, Args: args,
+			LogPath: c.logPath(m.Name), Ready: "etcdmember " + m.Name + " ready"})
+	}
+	// A member is ready only once a quorum formed: start all, then wait.
+	errs := make(chan error, len(c.Members))
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for _, m := range c.Members {
+		go func() { errs <- m.Proc.Start(startCtx) }()
+	}
+	var all []error
+	for range c.Members {
+		all = append(all, <-errs)
+	}
+	if err := errors.Join(all...); err != nil {
+		return err
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: c.EtcdEndpoints(), DialTimeout: 5 * time.Second,
+		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
+	})
+	if err != nil {
+		return fmt.Errorf("etcd client: %w", err)
+	}
+	c.cli = cli
+	return nil
+}
+
+func (c *Cluster) startBrokers(ctx context.Context) error {
+	for i := range c.cfg.Brokers {
+		b := &Broker{ID: int32(i + 1)}
+		var err error
+		if b.Addr, err = freeAddr(); err != nil {
+			return err
+		}
+		if b.MetricsAddr, err = freeAddr(); err != nil {
+			return err
+		}
+		var endpoints []string
+		for _, m := range c.Members {
+			r, err := faultnet.NewRelay("127.0.0.1:0", m.ClientAddr, c.log.With("relay", fmt.Sprintf("broker-%d->%s", b.ID, m.Name)))
+			if err != nil {
+				return fmt.Errorf("relay for broker %d to %s: %w", b.ID, m.Name, err)
+			}
+			b.Relays = append(b.Relays, r)
+			endpoints = append(endpoints, "http://"+r.Addr())
+		}
+		c.Brokers = append(c.Brokers, b)
+		args := []string{"broker",
+			"--id", strconv.Itoa(int(b.ID)), "--listen", b.Addr, "--metrics", b.MetricsAddr,
+			"--etcd-endpoints", strings.Join(endpoints, ","),
+			"--store", filepath.Join(c.cfg.Dir, "store"),
+			"--lease-ttl", c.cfg.LeaseTTL.String(),
+			"--default-partitions", strconv.Itoa(int(c.cfg.Partitions)),
+		}
+		if c.cfg.DisableFencing {
+			args = append(args, "--unsafe-disable-fencing")
+		}
+		args = append(args, c.cfg.BrokerArgs...)
+		name := fmt.Sprintf("broker-%d", b.ID)
+		b.Proc = proc.New(proc.Spec{Name: name, Path: c.cfg.Kproxy, Args: args, Env: c.cfg.BrokerEnv,
+			LogPath: c.logPath(name), Ready: "broker listening"})
+	}
+	for _, b := range c.Brokers {
+		if err := c.StartBroker(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartBroker starts a broker that is not running and waits until it listens.
+func (c *Cluster) StartBroker(ctx context.Context, b *Broker) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return b.Proc.Start(ctx)
+}
+
+func (c *Cluster) startProxies(ctx context.Context) error {
+	for i := range c.cfg.Proxies {
+		p := &Proxy{Index: i}
+		var err error
+		if p.Addr, err = freeAddr(); err != nil {
+			return err
+		}
+		if p.AdminAddr, err = freeAddr(); err != nil {
+			return err
+		}
+		name := fmt.Sprintf("proxy-%d", i+1)
+		args := []string{"serve",
+			"--listen", p.Addr, "--admin", p.AdminAddr, "--advertise", p.Addr,
+			"--etcd-endpoints", strings.Join(c.EtcdEndpoints(), ","),
+			"--default-partitions", strconv.Itoa(int(c.cfg.Partitions)),
+		}
+		p.Proc = proc.New(proc.Spec{Name: name, Path: c.cfg.Kproxy, Args: args,
+			LogPath: c.logPath(name), Ready: "proxy listening"})
+		c.Proxies = append(c.Proxies, p)
+	}
+	for _, p := range c.Proxies {
+		if err := c.StartProxy(ctx, p, len(c.Brokers)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// StartProxy starts a proxy that is not running and waits until it is ready
+// and sees at least brokers live brokers.
+func (c *Cluster) StartProxy(ctx context.Context, p *Proxy, brokers int) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := p.Proc.Start(ctx); err != nil {
+		return err
+	}
+	return WaitProxyReady(ctx, p.AdminAddr, brokers)
+}
+
+// EtcdEndpoints are the members' client URLs (direct, without relays).
+func (c *Cluster) EtcdEndpoints() []string {
+	out := make([]string, len(c.Members))
+	for i, m := range c.Members {
+		out[i] = "http://" + m.ClientAddr
+	}
+	return out
+}
+
+// Client is the suite's own etcd client, connected to every member directly.
+func (c *Cluster) Client() *clientv3.Client { return c.cli }
+
+// Layout is the etcd key layout the cluster uses.
+func (c *Cluster) Layout() layout.Layout { return c.layout }
+
+// ProxyAddrs are the proxies' Kafka addresses in order.
+func (c *Cluster) ProxyAddrs() []string {
+	out := make([]string, len(c.Proxies))
+	for i, p := range c.Proxies {
+		out[i] = p.Addr
+	}
+	return out
+}
+
+// Broker returns the broker with id, or nil.
+func (c *Cluster) Broker(id int32) *Broker {
+	for _, b := range c.Brokers {
+		if b.ID == id {
+			return b
+		}
+	}
+	return nil
+}
+
+// Close ends every process and relay. It is safe to call more than once.
+func (c *Cluster) Close() {
+	c.closeOnce.Do(func() {
+		var wg sync.WaitGroup
+		stop := func(p *proc.Proc) {
+			if p == nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); p.Stop(5 * time.Second) }()
+		}
+		for _, p := range c.Proxies {
+			stop(p.Proc)
+		}
+		for _, b := range c.Brokers {
+			stop(b.Proc)
+		}
+		wg.Wait()
+		for _, m := range c.Members {
+			stop(m.Proc)
+		}
+		wg.Wait()
+		for _, b := range c.Brokers {
+			for _, r := range b.Relays {
+				r.Close()
+			}
+		}
+		if c.cli != nil {
+			c.cli.Close()
+		}
+	})
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}

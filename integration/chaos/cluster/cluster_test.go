@@ -1,0 +1,107 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseMetrics(t *testing.T) {
+	text := `# HELP kproxy_broker_fenced_commits_total Commits refused.
+# TYPE kproxy_broker_fenced_commits_total counter
+kproxy_broker_fenced_commits_total{kind="partition"} 3
+kproxy_broker_fenced_commits_total{kind="group"} 2
+kproxy_broker_owned_partitions 4
+kproxy_broker_odd{a="x y}"} 1.5 1700000000
+go_goroutines 12
+`
+	got, err := parseMetrics(bufio.NewScanner(strings.NewReader(text)), "kproxy_broker_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{
+		"kproxy_broker_fenced_commits_total": 5,
+		"kproxy_broker_owned_partitions":     4,
+		"kproxy_broker_odd":                  1.5,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Fatalf("%s = %v, want %v (all %v)", k, got[k], v, got)
+		}
+	}
+}
+
+// buildEtcdMember builds the etcdmember binary for this test.
+func buildEtcdMember(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "etcdmember")
+	cmd := exec.Command("go", "build", "-o", bin, "github.com/kproxy/kproxy/integration/chaos/cmd/etcdmember")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build etcdmember: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestEtcdMembers starts three etcdmember processes, kills the leader with
+// SIGKILL, checks that the others elect a new one and serve writes, restarts
+// the old leader and compacts.
+func TestEtcdMembers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{cfg: Config{Dir: dir, EtcdMember: buildEtcdMember(t), Kproxy: "unused"}}
+	c.cfg, _ = c.cfg.withDefaults()
+	c.log = c.cfg.Logger
+	t.Cleanup(c.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := c.startEtcd(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.cli.Put(ctx, "/kproxy/x", "1"); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := c.EtcdLeader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Members[leader].Proc.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var next int
+	for {
+		next, err = c.EtcdLeader(ctx)
+		if err == nil && next != leader {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no new leader 30s after killing %d: %v", leader, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	if _, err := c.cli.Put(pctx, "/kproxy/x", "2"); err != nil {
+		t.Fatalf("write after leader kill: %v", err)
+	}
+	pcancel()
+	if err := c.startMissingMembers(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := c.Compact(ctx)
+	if err != nil || rev < 3 {
+		t.Fatalf("compact: rev %d err %v", rev, err)
+	}
+}

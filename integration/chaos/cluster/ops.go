@@ -1,0 +1,257 @@
+package cluster
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kproxy/kproxy/layout"
+)
+
+// Owner reads a partition's current owner from etcd (ok false: no owner).
+func (c *Cluster) Owner(ctx context.Context, topic string, partition int32) (int32, bool, error) {
+	resp, err := c.cli.Get(ctx, c.layout.OwnerKey(topic, partition))
+	if err != nil {
+		return 0, false, fmt.Errorf("read owner of %s/%d: %w", topic, partition, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, false, nil
+	}
+	var o layout.Owner
+	if err := layout.Unmarshal(resp.Kvs[0].Value, &o); err != nil {
+		return 0, false, fmt.Errorf("owner of %s/%d: %w", topic, partition, err)
+	}
+	return o.Broker, true, nil
+}
+
+// Owners counts the partitions of topic each broker owns now.
+func (c *Cluster) Owners(ctx context.Context, topic string) (map[int32]int, error) {
+	resp, err := c.cli.Get(ctx, c.layout.MetaPrefix()+"owners/"+topic+"/", clientv3.WithPrefix())
+	if err != nil {
+		return nil, fmt.Errorf("read owners of %s: %w", topic, err)
+	}
+	out := map[int32]int{}
+	for _, kv := range resp.Kvs {
+		var o layout.Owner
+		if err := layout.Unmarshal(kv.Value, &o); err != nil {
+			return nil, fmt.Errorf("owner key %s: %w", kv.Key, err)
+		}
+		out[o.Broker]++
+	}
+	return out, nil
+}
+
+// EtcdLeader is the index in Members of the current raft leader.
+func (c *Cluster) EtcdLeader(ctx context.Context) (int, error) {
+	var errs []error
+	for i, m := range c.Members {
+		if !m.Proc.Running() || m.Proc.Paused() {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := c.cli.Status(sctx, "http://"+m.ClientAddr)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("status of %s: %w", m.Name, err))
+			continue
+		}
+		if st.Leader != 0 && st.Leader == st.Header.MemberId {
+			return i, nil
+		}
+		// The answering member names the leader by id; find its index.
+		for j, other := range c.Members {
+			if j == i || !other.Proc.Running() {
+				continue
+			}
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			ost, err := c.cli.Status(sctx, "http://"+other.ClientAddr)
+			cancel()
+			if err == nil && ost.Header.MemberId == st.Leader {
+				return j, nil
+			}
+		}
+	}
+	return -1, fmt.Errorf("no etcd leader found: %w", errors.Join(errs...))
+}
+
+// Compact compacts etcd's history up to the current revision, so every
+// watcher that lags behind must re-list.
+func (c *Cluster) Compact(ctx context.Context) (int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := c.cli.Get(ctx, c.layout.Prefix()+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, fmt.Errorf("read revision: %w", err)
+	}
+	rev := resp.Header.Revision
+	if _, err := c.cli.Compact(ctx, rev); err != nil {
+		return rev, fmt.Errorf("compact at %d: %w", rev, err)
+	}
+	return rev, nil
+}
+
+// Heal undoes every fault: relays forward again, paused processes resume,
+// dead ones start again, and every proxy is ready and sees every broker.
+func (c *Cluster) Heal(ctx context.Context) error {
+	var errs []error
+	for _, b := range c.Brokers {
+		for _, r := range b.Relays {
+			r.Heal()
+		}
+	}
+	for _, m := range c.Members {
+		if m.Proc.Paused() {
+			errs = append(errs, m.Proc.Resume())
+		}
+	}
+	for _, b := range c.Brokers {
+		if b.Proc.Paused() {
+			errs = append(errs, b.Proc.Resume())
+		}
+	}
+	for _, p := range c.Proxies {
+		if p.Proc.Paused() {
+			errs = append(errs, p.Proc.Resume())
+		}
+	}
+	if err := c.startMissingMembers(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	for _, b := range c.Brokers {
+		if !b.Proc.Running() {
+			errs = append(errs, c.StartBroker(ctx, b))
+		}
+	}
+	for _, p := range c.Proxies {
+		if !p.Proc.Running() {
+			errs = append(errs, c.StartProxy(ctx, p, len(c.Brokers)))
+		}
+	}
+	for _, p := range c.Proxies {
+		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		errs = append(errs, WaitProxyReady(wctx, p.AdminAddr, len(c.Brokers)))
+		cancel()
+	}
+	return errors.Join(errs...)
+}
+
+// StartMember starts a stopped etcd member and waits until it is ready.
+func (c *Cluster) StartMember(ctx context.Context, m *Member) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return m.Proc.Start(ctx)
+}
+
+func (c *Cluster) startMissingMembers(ctx context.Context) error {
+	var errs []error
+	for _, m := range c.Members {
+		if !m.Proc.Running() {
+			errs = append(errs, c.StartMember(ctx, m))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readyz is the part of the proxy's /readyz answer the cluster waits on.
+type readyz struct {
+	Ready       bool `json:"ready"`
+	LiveBrokers int  `json:"live_brokers"`
+}
+
+// WaitProxyReady polls a proxy's /readyz until it is ready and sees at least
+// brokers live brokers, or ctx ends.
+func WaitProxyReady(ctx context.Context, adminAddr string, brokers int) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last readyz
+	var lastErr error
+	for {
+		last, lastErr = getReadyz(ctx, adminAddr)
+		if lastErr == nil && last.Ready && last.LiveBrokers >= brokers {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("proxy admin %s not ready: %w (last answer %+v, last error %v)", adminAddr, ctx.Err(), last, lastErr)
+		case <-tick.C:
+		}
+	}
+}
+
+func getReadyz(ctx context.Context, adminAddr string) (readyz, error) {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+adminAddr+"/readyz", nil)
+	if err != nil {
+		return readyz{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return readyz{}, err
+	}
+	defer resp.Body.Close()
+	var r readyz
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return readyz{}, fmt.Errorf("decode /readyz: %w", err)
+	}
+	return r, nil
+}
+
+// Scrape reads a Prometheus text endpoint and sums each metric over its
+// labels, keeping the metrics whose name starts with prefix.
+func Scrape(ctx context.Context, addr, prefix string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", addr, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape %s: status %s", addr, resp.Status)
+	}
+	return parseMetrics(bufio.NewScanner(resp.Body), prefix)
+}
+
+func parseMetrics(sc *bufio.Scanner, prefix string) (map[string]float64, error) {
+	out := map[string]float64{}
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || !strings.HasPrefix(line, prefix) {
+			continue
+		}
+		name := line
+		if i := strings.IndexAny(line, "{ "); i >= 0 {
+			name = line[:i]
+		}
+		fields := strings.Fields(line[strings.LastIndexByte(line, '}')+1:])
+		if len(fields) == 0 {
+			continue
+		}
+		if strings.IndexByte(line, '}') < 0 {
+			fields = fields[1:] // "name value [ts]"
+		}
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return out, fmt.Errorf("metric line %q: %w", line, err)
+		}
+		out[name] += v
+	}
+	return out, sc.Err()
+}

@@ -1,0 +1,29 @@
+// Package compat proves that Kafka clients this project did not write work
+// unchanged when pointed at kproxy.
+//
+// The tests drive six clients (franz-go kgo, IBM sarama, segmentio kafka-go,
+// confluent-kafka-go, kcat and kafkajs) against a cluster of stub brokers
+// behind a proxy (internal/devcluster) and check, for each client: metadata,
+// keyed acks=all produce and an ordered read back from the beginning, a
+// two-member consumer group that commits and resumes after a restart, the
+// idempotent producer, every compression codec the client supports (the
+// stored batches keep the codec they were sent with), and failover while the
+// broker that owns a partition is killed mid-stream.
+//
+// kcat and kafkajs run as subprocesses (scripts/install-clients.sh installs
+// them; kafkajs's driver script is in node/). A full run writes
+// docs/compatibility.md from the results; the file is never edited by hand.
+//
+// Environment:
+//
+//	KPROXY_COMPAT_TARGET=devcluster|kfake  what the clients talk to
+//	                                      (kfake: franz-go's fake cluster,
+//	                                      no proxy, to tell harness bugs
+//	                                      from proxy bugs)
+//	KPROXY_COMPAT_WRITE_DOC=1|0           force/forbid writing the doc
+//	                                      (default: only when -run is empty)
+//	CI=true                               a missing client fails instead of
+//	                                      being skipped
+//
+// All code lives in _test.go files: nothing here is meant to be imported.
+package compat

@@ -1,0 +1,137 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// report is the one piece of package state: the parallel client tests fill
+// it and TestMain, the only code that runs after them all, renders it.
+var report = newResults()
+
+// docPath is docs/compatibility.md, relative to this package's directory
+// (where go test runs the binary).
+var docPath = filepath.Join("..", "..", "docs", "compatibility.md")
+
+// clientTimeout bounds one client's whole run (every capability).
+const clientTimeout = 8 * time.Minute
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	// Clients wait on the network, not on CPU: run all six at once even
+	// where GOMAXPROCS is 2, unless the caller chose -parallel.
+	if !flagSet("test.parallel") {
+		_ = flag.Set("test.parallel", "8")
+	}
+	code := m.Run()
+	if shouldWriteDoc() && !report.empty() {
+		if err := report.writeFile(docPath); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		} else {
+			fmt.Fprintf(os.Stderr, "compat: wrote %s\n", docPath)
+		}
+	}
+	os.Exit(code)
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// shouldWriteDoc: a partial run (-run) must not overwrite the full matrix.
+func shouldWriteDoc() bool {
+	switch os.Getenv("KPROXY_COMPAT_WRITE_DOC") {
+	case "1", "true":
+		return true
+	case "0", "false":
+		return false
+	}
+	f := flag.Lookup("test.run")
+	return f == nil || f.Value.String() == ""
+}
+
+func drivers() []driver {
+	return []driver{kgoDriver{}}
+}
+
+// TestCompat runs every capability for every client, each client against
+// its own cluster so that one client's failover (a killed broker) or a
+// proxy fault it triggers cannot disturb another client's checks.
+func TestCompat(t *testing.T) {
+	kind, err := chooseTarget()
+	if err != nil {
+		t.Fatal(err)
+	}
+	report.setTarget(kind.describe)
+	for _, d := range drivers() {
+		t.Run(strings.ReplaceAll(d.name(), " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			runClient(t, kind, d)
+		})
+	}
+}
+
+func runClient(t *testing.T, kind targetKind, d driver) {
+	report.setClient(d.name(), d.version(), d.notes())
+	caps := clientCapabilities(d)
+	if why := d.unavailable(); why != "" {
+		for _, c := range caps {
+			runCap(t, d, c.name, func(*testing.T) (string, error) { return "", missingClient{why} })
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
+	defer cancel()
+	tg, err := kind.start(ctx, t)
+	if err != nil {
+		t.Fatalf("start %s: %v", kind.name, err)
+	}
+	defer tg.close()
+	h := &harness{ctx: ctx, tg: tg, d: d}
+	for _, c := range caps {
+		runCap(t, d, c.name, func(t *testing.T) (string, error) { return c.run(h, t) })
+	}
+}
+
+// missingClient is a client that is not installed on this machine.
+type missingClient struct{ how string }
+
+func (m missingClient) Error() string { return "client not installed: " + m.how }
+
+// runCap runs one capability as a subtest and records its cell.
+func runCap(t *testing.T, d driver, name string, fn func(t *testing.T) (string, error)) {
+	t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
+		res := cell{status: statusFail, note: "test aborted"}
+		defer func() { report.set(d.name(), name, res) }()
+		start := time.Now()
+		note, err := fn(t)
+		t.Logf("%s / %s: %v (%s)", d.name(), name, err, time.Since(start).Round(time.Millisecond))
+		var missing missingClient
+		switch {
+		case errors.As(err, &missing) && ciMode():
+			res = cell{status: statusFail, note: err.Error()}
+			t.Fatalf("CI=true: %v", err)
+		case errors.As(err, &missing):
+			res = cell{status: statusSkip, note: err.Error()}
+			t.Skip(err)
+		case errors.Is(err, errNotSupported):
+			res = cell{status: statusNA, note: note}
+			t.Skip(err)
+		case err != nil:
+			res = cell{status: statusFail, note: err.Error()}
+			t.Fatal(err)
+		default:
+			res = cell{status: statusPass, note: note}
+		}
+	})
+}
