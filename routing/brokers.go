@@ -1,12 +1,14 @@
 package routing
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+)
 
 // brokerSet is an immutable set of live brokers, rebuilt on each membership
 // change (brokers join and leave rarely, and there are at most thousands).
 type brokerSet struct {
-	byID   map[int32]Broker
-	sorted []Broker
+	sorted []Broker // by id
 	hashes []brokerHash // in id order
 	// dense answers live() for ids in [0, len(dense)) without a map lookup;
 	// sparse says whether some live id lies outside that range.
@@ -23,23 +25,28 @@ type brokerHash struct {
 const maxDenseID = 1 << 16
 
 func newBrokerSet(byID map[int32]Broker) *brokerSet {
-	if byID == nil {
-		byID = map[int32]Broker{}
-	}
-	s := &brokerSet{byID: byID, sorted: make([]Broker, 0, len(byID))}
-	maxID := int32(-1)
+	sorted := make([]Broker, 0, len(byID))
 	for _, b := range byID {
-		s.sorted = append(s.sorted, b)
+		sorted = append(sorted, b)
+	}
+	slices.SortFunc(sorted, func(a, b Broker) int { return cmp.Compare(a.ID, b.ID) })
+	return fromSorted(sorted)
+}
+
+// fromSorted builds the set from brokers sorted by id, without duplicates.
+func fromSorted(sorted []Broker) *brokerSet {
+	s := &brokerSet{sorted: sorted}
+	maxID := int32(-1)
+	for _, b := range sorted {
 		if b.ID >= 0 && b.ID < maxDenseID {
 			maxID = max(maxID, b.ID)
 		} else {
 			s.sparse = true
 		}
 	}
-	sort.Slice(s.sorted, func(i, j int) bool { return s.sorted[i].ID < s.sorted[j].ID })
 	s.dense = make([]bool, maxID+1)
-	s.hashes = make([]brokerHash, len(s.sorted))
-	for i, b := range s.sorted {
+	s.hashes = make([]brokerHash, len(sorted))
+	for i, b := range sorted {
 		if b.ID >= 0 && b.ID < maxDenseID {
 			s.dense[b.ID] = true
 		}
@@ -49,35 +56,50 @@ func newBrokerSet(byID map[int32]Broker) *brokerSet {
 }
 
 func (s *brokerSet) live(id int32) bool {
-	if uint64(uint32(id)) < uint64(len(s.dense)) && id >= 0 {
+	if id >= 0 && int64(id) < int64(len(s.dense)) {
 		return s.dense[id]
 	}
 	if !s.sparse {
 		return false
 	}
-	_, ok := s.byID[id]
+	_, ok := s.find(id)
 	return ok
+}
+
+func (s *brokerSet) get(id int32) (Broker, bool) {
+	if i, ok := s.find(id); ok {
+		return s.sorted[i], true
+	}
+	return Broker{}, false
+}
+
+func (s *brokerSet) find(id int32) (int, bool) {
+	return slices.BinarySearchFunc(s.sorted, id, func(b Broker, id int32) int { return cmp.Compare(b.ID, id) })
 }
 
 // with returns a copy of s with b added or replaced.
 func (s *brokerSet) with(b Broker) *brokerSet {
-	m := make(map[int32]Broker, len(s.byID)+1)
-	for id, v := range s.byID {
-		m[id] = v
+	i, found := s.find(b.ID)
+	sorted := make([]Broker, 0, len(s.sorted)+1)
+	sorted = append(sorted, s.sorted[:i]...)
+	sorted = append(sorted, b)
+	if found {
+		i++
 	}
-	m[b.ID] = b
-	return newBrokerSet(m)
+	sorted = append(sorted, s.sorted[i:]...)
+	return fromSorted(sorted)
 }
 
 // without returns a copy of s without id.
 func (s *brokerSet) without(id int32) *brokerSet {
-	m := make(map[int32]Broker, len(s.byID))
-	for k, v := range s.byID {
-		if k != id {
-			m[k] = v
-		}
+	i, found := s.find(id)
+	if !found {
+		return s
 	}
-	return newBrokerSet(m)
+	sorted := make([]Broker, 0, len(s.sorted))
+	sorted = append(sorted, s.sorted[:i]...)
+	sorted = append(sorted, s.sorted[i+1:]...)
+	return fromSorted(sorted)
 }
 
 // rendezvous returns the live broker other than avoid with the highest score

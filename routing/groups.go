@@ -30,8 +30,12 @@ func newGroupMap() *groupMap {
 	return g
 }
 
+func (g *groupMap) shardIndex(group string) int {
+	return int(maphash.String(g.seed, group) % groupShards)
+}
+
 func (g *groupMap) shard(group string) *atomic.Pointer[map[string]*groupSlot] {
-	return &g.shards[maphash.String(g.seed, group)%groupShards]
+	return &g.shards[g.shardIndex(group)]
 }
 
 func (g *groupMap) get(group string) uint64 {

@@ -199,8 +199,7 @@ func (t *Table) AnyBroker(key string, avoid int32) (int32, bool) {
 
 // Broker returns a live broker.
 func (t *Table) Broker(id int32) (Broker, bool) {
-	b, ok := t.st.Load().brokers.byID[id]
-	return b, ok
+	return t.st.Load().brokers.get(id)
 }
 
 // Brokers returns the live brokers sorted by id. The slice is shared: do not

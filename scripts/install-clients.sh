@@ -45,7 +45,10 @@ install_kcat() {
 }
 
 install_kafkajs() {
-	if [ -d "$node_dir/node_modules/kafkajs" ]; then
+	# npm ci writes node_modules/.package-lock.json; a lock file newer than
+	# it means the pinned versions changed since the last install.
+	if [ -d "$node_dir/node_modules/kafkajs" ] &&
+		[ ! "$node_dir/package-lock.json" -nt "$node_dir/node_modules/.package-lock.json" ]; then
 		log "kafkajs present: $node_dir/node_modules"
 		return 0
 	fi

@@ -61,7 +61,7 @@ func shouldWriteDoc() bool {
 }
 
 func drivers() []driver {
-	return []driver{kgoDriver{}}
+	return []driver{kgoDriver{}, saramaDriver{}, kafkaGoDriver{}, confluentDriver{}, kcatDriver{}, kafkajsDriver{}}
 }
 
 // TestCompat runs every capability for every client, each client against
@@ -92,11 +92,22 @@ func runClient(t *testing.T, kind targetKind, d driver) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
 	defer cancel()
-	tg, err := kind.start(ctx, t)
+	logs := &tailBuffer{}
+	tg, err := kind.start(ctx, logs)
 	if err != nil {
-		t.Fatalf("start %s: %v", kind.name, err)
+		for _, c := range caps {
+			runCap(t, d, c.name, func(*testing.T) (string, error) {
+				return "", fmt.Errorf("start %s: %w", kind.name, err)
+			})
+		}
+		return
 	}
-	defer tg.close()
+	defer func() {
+		tg.close()
+		if t.Failed() && logs.String() != "" {
+			t.Logf("%s log (warnings and worse, last 64 KiB):\n%s", kind.name, logs)
+		}
+	}()
 	h := &harness{ctx: ctx, tg: tg, d: d}
 	for _, c := range caps {
 		runCap(t, d, c.name, func(t *testing.T) (string, error) { return c.run(h, t) })

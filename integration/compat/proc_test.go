@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 )
 
@@ -19,7 +18,8 @@ import (
 const maxLines = 100000
 
 // proc is a client subprocess (kcat, node) whose stdout is read as lines.
-// It is killed at test end whatever happens.
+// It is killed when the context it was started with ends: every capability
+// runs under its own context, cancelled when the capability returns.
 type proc struct {
 	name  string
 	cmd   *exec.Cmd
@@ -33,10 +33,11 @@ type proc struct {
 	waitErr error
 }
 
-func startProc(ctx context.Context, t testing.TB, name string, args []string, env []string) (*proc, error) {
+func startProc(ctx context.Context, name string, args []string, env []string) (*proc, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// If the test binary dies (a -timeout panic), take the client with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return cmd.Process.Kill() }
 	cmd.WaitDelay = 5 * time.Second
 	p := &proc{name: name, cmd: cmd, lines: make(chan string, maxLines), done: make(chan struct{})}
@@ -70,7 +71,6 @@ func startProc(ctx context.Context, t testing.TB, name string, args []string, en
 		p.waitErr = cmd.Wait()
 		close(p.done)
 	}()
-	t.Cleanup(func() { p.kill() })
 	return p, nil
 }
 

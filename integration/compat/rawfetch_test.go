@@ -133,7 +133,7 @@ func checkBatchCodec(batches []batchInfo, c codec) error {
 	}
 	for _, b := range batches {
 		if b.magic != 2 || b.codec != c {
-			return fmt.Errorf("stored batch p%d@%d: magic %d codec %s, sent codec %s",
+			return fmt.Errorf("stored batch p%d@%d: magic %d codec %s; the client was asked for %s",
 				b.partition, b.baseOffset, b.magic, b.codec, c)
 		}
 	}

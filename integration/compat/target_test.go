@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
-	"testing"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -31,7 +32,9 @@ type target interface {
 type targetKind struct {
 	name     string
 	describe string
-	start    func(ctx context.Context, t *testing.T) (target, error)
+	// start starts a cluster; it writes its own log (warnings and worse)
+	// to logs.
+	start func(ctx context.Context, logs io.Writer) (target, error)
 }
 
 func chooseTarget() (targetKind, error) {
@@ -54,7 +57,7 @@ type kfakeTarget struct{ c *kfake.Cluster }
 var kfakeKind = targetKind{
 	name:     "kfake",
 	describe: "franz-go kfake (3 in-memory brokers, no proxy): harness baseline only",
-	start: func(_ context.Context, _ *testing.T) (target, error) {
+	start: func(_ context.Context, _ io.Writer) (target, error) {
 		c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.DefaultNumPartitions(3),
 			kfake.AllowAutoTopicCreation())
 		if err != nil {
@@ -171,4 +174,27 @@ func checkAdvertised(tg target, brokers []string) error {
 		return fmt.Errorf("metadata names brokers %v, cluster advertises %v", bad, adv)
 	}
 	return nil
+}
+
+// tailBuffer keeps the last 64 KiB written to it: a cluster's log, shown
+// only when the client's checks failed.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 64<<10 {
+		b.buf = b.buf[len(b.buf)-64<<10:]
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
 }

@@ -1,6 +1,6 @@
 package compat
 
 // defaultTarget is what the matrix runs against without KPROXY_COMPAT_TARGET.
-const defaultTarget = "kfake"
+const defaultTarget = "devcluster"
 
-func targetKinds() []targetKind { return []targetKind{kfakeKind} }
+func targetKinds() []targetKind { return []targetKind{devclusterKind, kfakeKind} }

@@ -223,12 +223,12 @@ func (r *Relay) acceptLoop() {
 		}
 		r.mu.Lock()
 		r.accepted++
-		cut, closed := r.state.cut, r.closed
-		if !closed {
-			r.wg.Add(1)
+		refuse := r.state.cut || r.closed
+		if !refuse {
+			r.wg.Add(1) // under r.mu, so that Close's Wait cannot start before it
 		}
 		r.mu.Unlock()
-		if cut || closed {
+		if refuse {
 			resetConn(c)
 			continue
 		}

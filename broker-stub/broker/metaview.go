@@ -1,0 +1,252 @@
+package broker
+
+import (
+	"encoding/hex"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
+	"github.com/kproxy/kproxy/layout"
+)
+
+// topicMeta is a topic as the meta prefix describes it.
+type topicMeta struct {
+	info layout.TopicInfo
+	id   [16]byte
+	rev  int64 // mod revision of the topic key
+}
+
+// metaView mirrors the meta prefix (brokers, topics, owners, epochs,
+// coordinators) for Metadata, FindCoordinator and validation. It is a
+// leasewatch.Handler.
+type metaView struct {
+	layout layout.Layout
+	log    *slog.Logger
+
+	mu           sync.RWMutex
+	brokers      map[int32]layout.BrokerInfo
+	topics       map[string]*topicMeta
+	topicIDs     map[[16]byte]string
+	owners       map[partlog.TP]int32
+	epochs       map[partlog.TP]int32
+	coordinators map[string]int32
+	rev          int64
+	ready        chan struct{}
+	changed      chan struct{} // closed and replaced on every Synced
+}
+
+func newMetaView(l layout.Layout, log *slog.Logger) *metaView {
+	m := &metaView{layout: l, log: log, ready: make(chan struct{}), changed: make(chan struct{})}
+	m.clearLocked()
+	return m
+}
+
+func (m *metaView) clearLocked() {
+	m.brokers = make(map[int32]layout.BrokerInfo)
+	m.topics = make(map[string]*topicMeta)
+	m.topicIDs = make(map[[16]byte]string)
+	m.owners = make(map[partlog.TP]int32)
+	m.epochs = make(map[partlog.TP]int32)
+	m.coordinators = make(map[string]int32)
+}
+
+func (m *metaView) Reset(kvs []*mvccpb.KeyValue, rev int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.clearLocked()
+	for _, kv := range kvs {
+		m.putLocked(kv)
+	}
+}
+
+func (m *metaView) Put(kv *mvccpb.KeyValue) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.putLocked(kv)
+}
+
+func (m *metaView) putLocked(kv *mvccpb.KeyValue) {
+	k := m.layout.Parse(string(kv.Key))
+	tp := partlog.TP{Topic: k.Topic, Partition: k.Partition}
+	switch k.Kind {
+	case layout.KindBroker:
+		var bi layout.BrokerInfo
+		if m.decode(kv, &bi) {
+			m.brokers[k.Broker] = bi
+		}
+	case layout.KindTopic:
+		var ti layout.TopicInfo
+		if !m.decode(kv, &ti) {
+			return
+		}
+		t := &topicMeta{info: ti, rev: kv.ModRevision}
+		if id, err := hex.DecodeString(ti.ID); err == nil && len(id) == 16 {
+			copy(t.id[:], id)
+		}
+		if old := m.topics[k.Topic]; old != nil {
+			delete(m.topicIDs, old.id)
+		}
+		m.topics[k.Topic] = t
+		m.topicIDs[t.id] = k.Topic
+	case layout.KindOwner, layout.KindCoordinator:
+		var o layout.Owner
+		if !m.decode(kv, &o) {
+			return
+		}
+		if k.Kind == layout.KindOwner {
+			m.owners[tp] = o.Broker
+		} else {
+			m.coordinators[k.Group] = o.Broker
+		}
+	case layout.KindEpoch:
+		m.epochs[tp] = int32(kv.Version)
+	}
+}
+
+func (m *metaView) decode(kv *mvccpb.KeyValue, v any) bool {
+	if err := layout.Unmarshal(kv.Value, v); err != nil {
+		m.log.Warn("bad value under meta prefix", "key", string(kv.Key), "err", err)
+		return false
+	}
+	return true
+}
+
+func (m *metaView) Delete(kv *mvccpb.KeyValue) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := m.layout.Parse(string(kv.Key))
+	tp := partlog.TP{Topic: k.Topic, Partition: k.Partition}
+	switch k.Kind {
+	case layout.KindBroker:
+		delete(m.brokers, k.Broker)
+	case layout.KindTopic:
+		if t := m.topics[k.Topic]; t != nil {
+			delete(m.topicIDs, t.id)
+		}
+		delete(m.topics, k.Topic)
+	case layout.KindOwner:
+		delete(m.owners, tp)
+	case layout.KindEpoch:
+		delete(m.epochs, tp)
+	case layout.KindCoordinator:
+		delete(m.coordinators, k.Group)
+	}
+}
+
+func (m *metaView) Synced(rev int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	select {
+	case <-m.ready:
+	default:
+		close(m.ready)
+	}
+	if rev > m.rev {
+		m.rev = rev
+		close(m.changed)
+		m.changed = make(chan struct{})
+	}
+}
+
+// atLeast returns a channel closed once the view is complete up to rev, and
+// whether that is already so.
+func (m *metaView) atLeast(rev int64) (<-chan struct{}, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.changed, m.rev >= rev
+}
+
+func (m *metaView) topic(name string) (topicMeta, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	t := m.topics[name]
+	if t == nil {
+		return topicMeta{}, false
+	}
+	return *t, true
+}
+
+func (m *metaView) topicByID(id [16]byte) (topicMeta, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	name, ok := m.topicIDs[id]
+	if !ok {
+		return topicMeta{}, false
+	}
+	return *m.topics[name], true
+}
+
+func (m *metaView) topicNames() []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	names := make([]string, 0, len(m.topics))
+	for n := range m.topics {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// partitionExists reports whether tp names a partition of a known topic.
+func (m *metaView) partitionExists(tp partlog.TP) bool {
+	t, ok := m.topic(tp.Topic)
+	return ok && tp.Partition >= 0 && tp.Partition < t.info.Partitions
+}
+
+// liveBrokers returns the registered brokers sorted by id.
+func (m *metaView) liveBrokers() []layout.BrokerInfo {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]layout.BrokerInfo, 0, len(m.brokers))
+	for _, b := range m.brokers {
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b layout.BrokerInfo) int { return int(a.ID - b.ID) })
+	return out
+}
+
+// leader is the partition's owner, or for an unowned partition the live
+// broker rendezvous hashing picks (so every broker answers alike), or self.
+func (m *metaView) leader(tp partlog.TP, self int32) (leader int32, epoch int32, owned bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	epoch = m.epochs[tp]
+	if o, ok := m.owners[tp]; ok {
+		return o, epoch, true
+	}
+	return m.rendezvousLocked(tp.Topic+"/"+itoa(tp.Partition), self), epoch, false
+}
+
+// coordinator is the group's coordinating broker, or the one that should be.
+func (m *metaView) coordinator(group string, self int32) int32 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if o, ok := m.coordinators[group]; ok {
+		return o
+	}
+	return m.rendezvousLocked("group:"+group, self)
+}
+
+func (m *metaView) epoch(tp partlog.TP) int32 {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.epochs[tp]
+}
+
+func (m *metaView) rendezvousLocked(key string, self int32) int32 {
+	best, bestScore := self, uint64(0)
+	found := false
+	for id := range m.brokers {
+		h := fnv.New64a()
+		h.Write([]byte(key))
+		h.Write([]byte{byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)})
+		if s := h.Sum64(); !found || s > bestScore || (s == bestScore && id < best) {
+			best, bestScore, found = id, s, true
+		}
+	}
+	return best
+}

@@ -1,0 +1,80 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
+)
+
+// metrics are the broker's Prometheus series (kproxy_broker_*). With no
+// registerer they are still counted, just not exported.
+type metrics struct {
+	requests     *prometheus.CounterVec
+	produces     prometheus.Counter
+	fetches      prometheus.Counter
+	commits      prometheus.Counter
+	commitFails  *prometheus.CounterVec
+	commitTime   prometheus.Histogram
+	acquisitions prometheus.Counter
+	losses       prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_broker_requests_total", Help: "Requests received, by API.",
+		}, []string{"api"}),
+		produces: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kproxy_broker_produce_requests_total", Help: "Produce requests received.",
+		}),
+		fetches: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kproxy_broker_fetch_requests_total", Help: "Fetch requests received.",
+		}),
+		commits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kproxy_broker_commits_total", Help: "Successful fenced partition commits.",
+		}),
+		commitFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_broker_commit_failures_total", Help: "Failed partition commits, by reason (fenced or other).",
+		}, []string{"reason"}),
+		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "kproxy_broker_commit_seconds", Help: "Latency of successful partition commits.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		acquisitions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kproxy_broker_acquisitions_total", Help: "Partition ownerships acquired.",
+		}),
+		losses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kproxy_broker_losses_total", Help: "Partition or group ownerships lost without release.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.requests, m.produces, m.fetches, m.commits, m.commitFails, m.commitTime, m.acquisitions, m.losses)
+	}
+	return m
+}
+
+func (m *metrics) request(key int16) { m.requests.WithLabelValues(kmsg.NameForKey(key)).Inc() }
+func (m *metrics) produceRequest()   { m.produces.Inc() }
+func (m *metrics) fetchRequest()     { m.fetches.Inc() }
+func (m *metrics) loss()             { m.losses.Inc() }
+
+// Acquired implements partlog.Observer.
+func (m *metrics) Acquired(partlog.TP) { m.acquisitions.Inc() }
+
+// Committed implements partlog.Observer.
+func (m *metrics) Committed(_ partlog.TP, took time.Duration) {
+	m.commits.Inc()
+	m.commitTime.Observe(took.Seconds())
+}
+
+// CommitFailed implements partlog.Observer.
+func (m *metrics) CommitFailed(_ partlog.TP, fenced bool) {
+	reason := "other"
+	if fenced {
+		reason = "fenced"
+	}
+	m.commitFails.WithLabelValues(reason).Inc()
+}

@@ -1,0 +1,210 @@
+package partlog
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kproxy/kproxy/broker-stub/lease"
+	"github.com/kproxy/kproxy/layout"
+)
+
+// pending is a request of the group being built and its answer if the
+// commit succeeds.
+type pending struct {
+	req     *request
+	res     Result
+	decided bool // res is final whatever the commit does (errors, old duplicates)
+}
+
+// append builds one segment from the group, writes it and commits it. It
+// returns true when the appender must exit.
+func (a *appender) append(group []*request) bool {
+	now := a.cfg.Now()
+	st := a.state
+	st.Epochs = slices.Clip(st.Epochs)
+	prod := producerTable{src: st.Producers}
+	base := st.End
+	size := 0
+	for _, r := range group {
+		size += r.bytes
+	}
+	buf := make([]byte, 0, size)
+	var maxTS int64 = -1
+	ps := make([]pending, len(group))
+	for i, r := range group {
+		ps[i].req = r
+		first := int64(-1)
+		res, ok := prod.check(r.batches)
+		if !ok {
+			ps[i].res, ps[i].decided = res, res.BaseOffset < base || res.Code != 0
+			continue
+		}
+		for _, b := range r.batches {
+			off := st.End
+			if first < 0 {
+				first = off
+			}
+			start := len(buf)
+			buf = append(buf, b.Raw...)
+			setBaseOffset(buf[start:], off)
+			st.End += int64(b.LastOffsetDelta) + 1
+			maxTS = max(maxTS, b.MaxTimestamp)
+			prod.record(&b, off, now.UnixMilli())
+		}
+		ps[i].res = Result{BaseOffset: first}
+	}
+	if st.End == base {
+		a.answer(ps, nil, st.LogStart)
+		return false
+	}
+	if n := len(st.Epochs); n == 0 || st.Epochs[n-1].Epoch != a.own.Epoch {
+		st.Epochs = append(st.Epochs, layout.EpochStart{Epoch: a.own.Epoch, Start: base})
+	}
+	st.Producers = prod.result(now)
+	seg := layout.Segment{
+		Object: a.objectName(base), Base: base, Last: st.End - 1,
+		Bytes: int64(len(buf)), Epoch: a.own.Epoch, MaxTimestamp: maxTS,
+	}
+	if err := a.putObject(seg.Object, buf); err != nil {
+		a.answer(ps, &Result{Code: kerr.KafkaStorageError.Code, Msg: err.Error()}, st.LogStart)
+		return false
+	}
+	ops := []clientv3.Op{clientv3.OpPut(a.cfg.Layout.SegmentKey(a.tp.Topic, a.tp.Partition, base), layout.Marshal(seg))}
+	fail, dead := a.commit(st, ops, &seg)
+	a.answer(ps, fail, st.LogStart)
+	return dead
+}
+
+// answer delivers results: the commit's outcome (fail nil = success) to
+// every request whose answer depends on it.
+func (a *appender) answer(ps []pending, fail *Result, logStart int64) {
+	for _, p := range ps {
+		switch {
+		case p.decided:
+			if p.res.Code == 0 {
+				p.res.LogStart = logStart
+			}
+			p.req.finish(p.res)
+		case fail != nil:
+			p.req.finish(*fail)
+		default:
+			p.res.LogStart = logStart
+			p.req.finish(p.res)
+		}
+	}
+}
+
+// trim advances the log start offset. It returns true when the appender
+// must exit.
+func (a *appender) trim(r *request) bool {
+	st := a.state
+	to := r.trimTo
+	if to == -1 {
+		to = st.End
+	}
+	switch {
+	case to < 0 || to > st.End:
+		r.finish(Result{Code: kerr.OffsetOutOfRange.Code, Msg: fmt.Sprintf("offset %d outside [0, %d]", to, st.End), LogStart: st.LogStart})
+		return false
+	case to <= st.LogStart:
+		r.finish(Result{BaseOffset: st.LogStart, LogStart: st.LogStart})
+		return false
+	}
+	st.LogStart = to
+	var ops []clientv3.Op
+	if snap, ok := a.cfg.View.Get(a.tp); ok {
+		// Segment keys wholly below the new start go in the same commit. Only
+		// a segment the view knows bounds the range; without one, keys stay
+		// (the view hides them; they are harmless).
+		if i := snap.Find(to); i >= 0 || to == st.End {
+			keep := to
+			if i >= 0 {
+				keep = snap.Segments[i].Base
+			}
+			from := a.cfg.Layout.SegmentKey(a.tp.Topic, a.tp.Partition, 0)
+			end := a.cfg.Layout.SegmentKey(a.tp.Topic, a.tp.Partition, keep)
+			ops = append(ops, clientv3.OpDelete(from, clientv3.WithRange(end)))
+		}
+	}
+	fail, dead := a.commit(st, ops, nil)
+	if fail != nil {
+		r.finish(*fail)
+	} else {
+		r.finish(Result{BaseOffset: to, LogStart: to})
+	}
+	return dead
+}
+
+// commit writes st (plus ops) through the fence and publishes it to the
+// view. It returns the failure to answer (nil on success) and whether the
+// appender must exit.
+func (a *appender) commit(st layout.PartitionState, ops []clientv3.Op, seg *layout.Segment) (*Result, bool) {
+	if h := a.cfg.Hooks.BeforeCommit; h != nil {
+		h(a.tp.Topic, a.tp.Partition)
+	}
+	val := []byte(layout.Marshal(st))
+	ctx, cancel := context.WithTimeout(a.logs.ctx, a.cfg.OpTimeout)
+	defer cancel()
+	start := a.cfg.Now()
+	var rev int64
+	var err error
+	if a.cfg.DisableFencing {
+		rev, err = a.plainCommit(ctx, val, ops)
+	} else {
+		rev, err = a.cfg.Session.FencedCommit(ctx, a.own, val, ops...)
+	}
+	if err != nil {
+		res, dead := commitFailure(err)
+		a.cfg.Obs.CommitFailed(a.tp, errors.Is(err, lease.ErrFenced))
+		a.cfg.Logger.Warn("commit failed", "partition", a.res.Name, "code", res.Code, "err", err)
+		return &res, dead
+	}
+	a.cfg.Obs.Committed(a.tp, a.cfg.Now().Sub(start))
+	a.state, a.stateRev = st, rev
+	a.cfg.View.Apply(a.tp, st, rev, seg)
+	if h := a.cfg.Hooks.AfterCommitBeforeAck; h != nil {
+		h(a.tp.Topic, a.tp.Partition)
+	}
+	return nil, false
+}
+
+// plainCommit is the deliberately broken commit of DisableFencing: no
+// compare at all, like systems that lose or duplicate writes under faults.
+func (a *appender) plainCommit(ctx context.Context, val []byte, ops []clientv3.Op) (int64, error) {
+	all := append([]clientv3.Op{clientv3.OpPut(a.res.StateKey, string(val))}, ops...)
+	resp, err := a.cfg.Etcd.Txn(ctx).Then(all...).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("unfenced commit %s: %w: %w", a.res.Name, lease.ErrAmbiguous, err)
+	}
+	a.own.State, a.own.StateRev = val, resp.Header.Revision
+	return resp.Header.Revision, nil
+}
+
+func (a *appender) putObject(name string, data []byte) error {
+	ctx, cancel := context.WithTimeout(a.logs.ctx, a.cfg.OpTimeout)
+	defer cancel()
+	if err := a.cfg.Store.PutIfAbsent(ctx, name, data); err != nil {
+		return fmt.Errorf("write segment object %s: %w", name, err)
+	}
+	return nil
+}
+
+// objectName is unique per attempt: a retried or competing write can never
+// overwrite an object a commit references.
+func (a *appender) objectName(base int64) string {
+	var r [8]byte
+	_, _ = rand.Read(r[:]) // crypto/rand.Read never fails
+	return fmt.Sprintf("%s%020d-%d-%s", SegmentPrefix(a.tp), base, a.own.Epoch, hex.EncodeToString(r[:]))
+}
+
+// SegmentPrefix is the object-store prefix of a partition's segments.
+func SegmentPrefix(tp TP) string {
+	return fmt.Sprintf("segments/%s/%d/", tp.Topic, tp.Partition)
+}

@@ -1,0 +1,218 @@
+package partlog
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+
+	"github.com/kproxy/kproxy/layout"
+)
+
+func testBatch(pid int64, epoch int16, seq int32, ts int64, values ...string) []byte {
+	var recs []byte
+	for i, v := range values {
+		r := kmsg.NewRecord()
+		r.OffsetDelta, r.TimestampDelta64, r.Value = int32(i), int64(i), []byte(v)
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		recs = r.AppendTo(recs)
+	}
+	b := kmsg.RecordBatch{Magic: 2, LastOffsetDelta: int32(len(values) - 1), FirstTimestamp: ts,
+		MaxTimestamp: ts + int64(len(values)) - 1, ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
+		NumRecords: int32(len(values)), Records: recs}
+	raw := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
+	return raw
+}
+
+func TestParseProduce(t *testing.T) {
+	good := testBatch(-1, -1, -1, 1, "a", "b")
+	flip := func(b []byte, i int) []byte {
+		c := append([]byte(nil), b...)
+		c[i] ^= 1
+		return c
+	}
+	cases := []struct {
+		name    string
+		records []byte
+		want    int16
+		batches int
+	}{
+		{"one", good, 0, 1},
+		{"two", append(append([]byte(nil), good...), good...), 0, 2},
+		{"empty", nil, kerr.InvalidRecord.Code, 0},
+		{"payload bit flipped", flip(good, len(good)-1), kerr.CorruptMessage.Code, 0},
+		{"attributes bit flipped", flip(good, offAttributes+1), kerr.CorruptMessage.Code, 0},
+		{"base offset may be anything", flip(good, 3), 0, 1},
+		{"magic 1", flip(good, offMagic), kerr.UnsupportedForMessageFormat.Code, 0},
+		{"length past end", flip(good, offLength+3), kerr.CorruptMessage.Code, 0},
+		{"trailing garbage", append(append([]byte(nil), good...), 0, 0), kerr.CorruptMessage.Code, 0},
+	}
+	for _, tc := range cases {
+		bs, err := ParseProduce(tc.records)
+		code := int16(0)
+		if err != nil {
+			code = err.Code
+		}
+		if code != tc.want || len(bs) != tc.batches {
+			t.Errorf("%s: code %d batches %d, want %d and %d", tc.name, code, len(bs), tc.want, tc.batches)
+		}
+	}
+}
+
+func TestCheckSequence(t *testing.T) {
+	known := layout.ProducerState{Epoch: 3, Batches: []layout.ProducerBatch{
+		{FirstSeq: 0, LastSeq: 4, BaseOffset: 10}, {FirstSeq: 5, LastSeq: 9, BaseOffset: 20},
+	}}
+	wrap := layout.ProducerState{Epoch: 0, Batches: []layout.ProducerBatch{{FirstSeq: 1<<31 - 2, LastSeq: 1<<31 - 1}}}
+	cases := []struct {
+		name        string
+		ps          layout.ProducerState
+		known       bool
+		epoch       int16
+		first, last int32
+		dup         int64
+		code        int16
+	}{
+		{"unknown producer, any sequence", layout.ProducerState{}, false, 0, 77, 80, -1, 0},
+		{"next", known, true, 3, 10, 12, -1, 0},
+		{"duplicate of last", known, true, 3, 5, 9, 20, 0},
+		{"duplicate of older", known, true, 3, 0, 4, 10, 0},
+		{"gap", known, true, 3, 11, 12, -1, kerr.OutOfOrderSequenceNumber.Code},
+		{"overlap", known, true, 3, 7, 12, -1, kerr.OutOfOrderSequenceNumber.Code},
+		{"older epoch", known, true, 2, 10, 12, -1, kerr.InvalidProducerEpoch.Code},
+		{"newer epoch from 0", known, true, 4, 0, 3, -1, 0},
+		{"newer epoch not from 0", known, true, 4, 10, 12, -1, kerr.OutOfOrderSequenceNumber.Code},
+		{"wraps to 0", wrap, true, 0, 0, 3, -1, 0},
+	}
+	for _, tc := range cases {
+		b := &Batch{ProducerID: 1, ProducerEpoch: tc.epoch, BaseSequence: tc.first, LastOffsetDelta: tc.last - tc.first}
+		dup, code, _ := checkSequence(tc.ps, tc.known, b)
+		if dup != tc.dup || code != tc.code {
+			t.Errorf("%s: dup %d code %d, want %d and %d", tc.name, dup, code, tc.dup, tc.code)
+		}
+	}
+}
+
+func TestMultiBatchRequestSequencesInOrder(t *testing.T) {
+	tab := producerTable{}
+	bs, berr := ParseProduce(append(testBatch(7, 0, 0, 1, "a", "b"), testBatch(7, 0, 2, 1, "c")...))
+	if berr != nil {
+		t.Fatal(berr)
+	}
+	if res, ok := tab.check(bs); !ok || res.Code != 0 {
+		t.Fatalf("two consecutive batches of one producer: %+v", res)
+	}
+	bs, _ = ParseProduce(append(testBatch(7, 0, 0, 1, "a"), testBatch(7, 0, 0, 1, "a")...))
+	if res, ok := tab.check(bs); ok || res.Code != kerr.DuplicateSequenceNumber.Code {
+		t.Fatalf("the same batch twice in one request: %+v %v", res, ok)
+	}
+}
+
+func kv(key string, value any, modRev int64) *mvccpb.KeyValue {
+	return &mvccpb.KeyValue{Key: []byte(key), Value: []byte(layout.Marshal(value)), ModRevision: modRev}
+}
+
+func TestViewIsMonotone(t *testing.T) {
+	l := layout.New("/v")
+	v := NewView(l, nil)
+	tp := TP{"t", 0}
+	seg := func(base, last int64) layout.Segment { return layout.Segment{Object: "o", Base: base, Last: last} }
+	v.Reset(nil, 1)
+	v.Synced(1)
+	v.Apply(tp, layout.PartitionState{End: 10}, 20, &layout.Segment{Object: "o", Base: 5, Last: 9})
+	// A late watch event of an older state must not move the end back.
+	v.Put(kv(l.PartitionStateKey("t", 0), layout.PartitionState{End: 5}, 15))
+	// The predecessor's segment, learned late, is still added.
+	v.Put(kv(l.SegmentKey("t", 0, 0), seg(0, 4), 12))
+	s, _ := v.Get(tp)
+	if s.State.End != 10 || s.Rev != 20 || len(s.Segments) != 2 || s.Find(3) != 0 || s.Find(7) != 1 {
+		t.Fatalf("snapshot %+v", s)
+	}
+	// Trimming drops segments below the start; a stale put cannot restore one.
+	v.Apply(tp, layout.PartitionState{LogStart: 5, End: 10}, 30, nil)
+	v.Put(kv(l.SegmentKey("t", 0, 0), seg(0, 4), 12))
+	if s, _ = v.Get(tp); len(s.Segments) != 1 || s.Find(3) != -1 {
+		t.Fatalf("after trim: %+v", s)
+	}
+	// A re-list at an older revision keeps the newer state.
+	v.Reset([]*mvccpb.KeyValue{kv(l.PartitionStateKey("t", 0), layout.PartitionState{End: 10}, 20)}, 25)
+	if s, _ = v.Get(tp); s.Rev != 30 || s.State.LogStart != 5 {
+		t.Fatalf("after older reset: %+v", s)
+	}
+	// Deleting the state (topic deleted) removes the partition.
+	v.Delete(&mvccpb.KeyValue{Key: []byte(l.PartitionStateKey("t", 0)), ModRevision: 40})
+	if _, ok := v.Get(tp); ok {
+		t.Fatal("partition still visible after its state was deleted")
+	}
+}
+
+func TestViewWakesWaiters(t *testing.T) {
+	v := NewView(layout.New("/v"), nil)
+	tp := TP{"t", 0}
+	ch := make(chan struct{}, 1)
+	cancel := v.Wait([]TP{tp}, ch)
+	defer cancel()
+	v.Apply(tp, layout.PartitionState{End: 1}, 5, nil)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("waiter not woken by a commit")
+	}
+}
+
+type memObjects map[string][]byte
+
+func (m memObjects) PutIfAbsent(_ context.Context, k string, d []byte) error { m[k] = d; return nil }
+func (m memObjects) Get(_ context.Context, k string) ([]byte, error)         { return m[k], nil }
+
+func TestReadLimits(t *testing.T) {
+	objs := memObjects{}
+	var segs []layout.Segment
+	var data []byte
+	for i := range 3 { // segment 0: offsets 0-3 (two batches), segment 1: 4-5
+		b := testBatch(-1, -1, -1, int64(100*i), "x", "y")
+		setBaseOffset(b, int64(2*i))
+		data = append(data, b...)
+	}
+	objs["s0"] = data[:len(data)/3*2]
+	objs["s1"] = data[len(data)/3*2:]
+	one := len(data) / 3
+	segs = append(segs, layout.Segment{Object: "s0", Base: 0, Last: 3, MaxTimestamp: 101},
+		layout.Segment{Object: "s1", Base: 4, Last: 5, MaxTimestamp: 201})
+	snap := &Snapshot{State: layout.PartitionState{End: 6}, Segments: segs}
+	ctx := context.Background()
+	cases := []struct {
+		name       string
+		offset     int64
+		max        int
+		atLeastOne bool
+		want       int
+	}{
+		{"everything", 0, 1 << 20, true, 3 * one},
+		{"from the middle of a batch", 1, 1 << 20, true, 3 * one},
+		{"second segment", 5, 1 << 20, true, one},
+		{"limit", 0, 2*one + 1, true, 2 * one},
+		{"first batch beyond the limit", 0, 1, true, one},
+		{"nothing when not first", 0, 1, false, 0},
+		{"at end", 6, 1 << 20, true, 0},
+	}
+	for _, tc := range cases {
+		got, err := Read(ctx, objs, snap, tc.offset, tc.max, tc.atLeastOne)
+		if err != nil || len(got) != tc.want {
+			t.Errorf("%s: %d bytes (%v), want %d", tc.name, len(got), err, tc.want)
+		}
+	}
+	ts, ok, err := ByTimestamp(ctx, objs, snap, 101)
+	if err != nil || !ok || ts.Offset != 3 || ts.Timestamp != 101 {
+		t.Errorf("by timestamp 101: %+v %v %v, want offset 3", ts, ok, err)
+	}
+	if _, ok, _ := ByTimestamp(ctx, objs, snap, 1000); ok {
+		t.Error("by timestamp past the last record found something")
+	}
+}

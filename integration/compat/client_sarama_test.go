@@ -1,0 +1,238 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/IBM/sarama"
+)
+
+// saramaDriver drives IBM sarama with its defaults (protocol version
+// sarama.DefaultVersion, 3 retries 100 ms apart, hash partitioner) plus
+// acks=all, the codec under test, and OffsetOldest for new groups.
+type saramaDriver struct{}
+
+func (saramaDriver) name() string         { return "IBM sarama" }
+func (saramaDriver) version() string      { return moduleVersion("github.com/IBM/sarama") }
+func (saramaDriver) unavailable() string  { return "" }
+func (saramaDriver) hasIdempotence() bool { return true }
+func (saramaDriver) codecs() []codec      { return allCodecs }
+func (saramaDriver) notes() []string {
+	return []string{fmt.Sprintf("protocol version %s (sarama's default); the idempotent producer needs Net.MaxOpenRequests=1 as sarama requires.", sarama.DefaultVersion)}
+}
+
+func saramaConfig() *sarama.Config {
+	cfg := sarama.NewConfig()
+	cfg.ClientID = "kproxy-compat"
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Return.Errors = true
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	return cfg
+}
+
+func saramaCodec(c codec) sarama.CompressionCodec {
+	switch c {
+	case codecGzip:
+		return sarama.CompressionGZIP
+	case codecSnappy:
+		return sarama.CompressionSnappy
+	case codecLZ4:
+		return sarama.CompressionLZ4
+	case codecZstd:
+		return sarama.CompressionZSTD
+	}
+	return sarama.CompressionNone
+}
+
+func (saramaDriver) metadata(_ context.Context, bootstrap []string, topic string) (metaView, error) {
+	cl, err := sarama.NewClient(bootstrap, saramaConfig())
+	if err != nil {
+		return metaView{}, fmt.Errorf("sarama client: %w", err)
+	}
+	defer cl.Close()
+	if err := cl.RefreshMetadata(topic); err != nil {
+		return metaView{}, fmt.Errorf("sarama metadata %s: %w", topic, err)
+	}
+	mv := metaView{brokers: make(map[int32]string), leaders: make(map[int32]int32)}
+	for _, b := range cl.Brokers() {
+		mv.brokers[b.ID()] = b.Addr()
+	}
+	ps, err := cl.Partitions(topic)
+	if err != nil {
+		return metaView{}, fmt.Errorf("sarama partitions %s: %w", topic, err)
+	}
+	for _, p := range ps {
+		l, err := cl.Leader(topic, p)
+		if err != nil {
+			return metaView{}, fmt.Errorf("sarama leader %s/%d: %w", topic, p, err)
+		}
+		mv.leaders[p] = l.ID()
+	}
+	return mv, nil
+}
+
+func (saramaDriver) produce(ctx context.Context, bootstrap []string, topic string, in <-chan Rec, o produceOpts) ([]Rec, error) {
+	cfg := saramaConfig()
+	cfg.Producer.Compression = saramaCodec(o.codec)
+	if o.idempotent {
+		cfg.Producer.Idempotent = true
+		cfg.Net.MaxOpenRequests = 1
+	}
+	p, err := sarama.NewAsyncProducer(bootstrap, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("sarama producer: %w", err)
+	}
+	var (
+		mu       sync.Mutex
+		acked    []Rec
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for m := range p.Successes() {
+			mu.Lock()
+			acked = append(acked, saramaRec(m))
+			mu.Unlock()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for e := range p.Errors() {
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = e.Err
+			}
+			mu.Unlock()
+		}
+	}()
+	feedErr := func() error {
+		for r := range in {
+			m := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(r.Key), Value: sarama.StringEncoder(r.Value)}
+			select {
+			case p.Input() <- m:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}()
+	p.AsyncClose() // flushes what was sent, then closes Successes and Errors
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	return acked, errors.Join(feedErr, firstErr)
+}
+
+func saramaRec(m *sarama.ProducerMessage) Rec {
+	k, _ := m.Key.Encode()
+	v, _ := m.Value.Encode()
+	return Rec{Partition: m.Partition, Offset: m.Offset, Key: string(k), Value: string(v)}
+}
+
+func (d saramaDriver) consume(ctx context.Context, bootstrap []string, topic, group string) (stream, error) {
+	if group != "" {
+		return d.consumeGroup(ctx, bootstrap, topic, group)
+	}
+	c, err := sarama.NewConsumer(bootstrap, saramaConfig())
+	if err != nil {
+		return nil, fmt.Errorf("sarama consumer: %w", err)
+	}
+	ps, err := c.Partitions(topic)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("sarama partitions %s: %w", topic, err)
+	}
+	s, loopCtx := newChanStream(ctx)
+	var pcs []sarama.PartitionConsumer
+	for _, p := range ps {
+		pc, err := c.ConsumePartition(topic, p, sarama.OffsetOldest)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("sarama consume %s/%d: %w", topic, p, err)
+		}
+		pcs = append(pcs, pc)
+	}
+	var wg sync.WaitGroup
+	for _, pc := range pcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case m := <-pc.Messages():
+					s.push(Rec{Partition: m.Partition, Offset: m.Offset, Key: string(m.Key), Value: string(m.Value)})
+				case <-loopCtx.Done():
+					return
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); s.loopDone() }()
+	s.shutdown = func(context.Context) error {
+		var errs []error
+		for _, pc := range pcs {
+			errs = append(errs, pc.Close())
+		}
+		errs = append(errs, c.Close())
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("sarama consumer close: %w", err)
+		}
+		return nil
+	}
+	return s, nil
+}
+
+func (saramaDriver) consumeGroup(ctx context.Context, bootstrap []string, topic, group string) (stream, error) {
+	cg, err := sarama.NewConsumerGroup(bootstrap, group, saramaConfig())
+	if err != nil {
+		return nil, fmt.Errorf("sarama consumer group: %w", err)
+	}
+	s, loopCtx := newChanStream(ctx)
+	go func() {
+		defer s.loopDone()
+		h := saramaHandler{s: s}
+		// Consume returns at every rebalance; the loop rejoins, as the
+		// sarama docs prescribe.
+		for i := 0; loopCtx.Err() == nil && i < 1000; i++ {
+			if err := cg.Consume(loopCtx, []string{topic}, h); err != nil {
+				if errors.Is(err, sarama.ErrClosedConsumerGroup) || loopCtx.Err() != nil {
+					return
+				}
+				s.fail(fmt.Errorf("sarama group consume: %w", err))
+				return
+			}
+		}
+	}()
+	s.shutdown = func(context.Context) error {
+		if err := cg.Close(); err != nil {
+			return fmt.Errorf("sarama group close: %w", err)
+		}
+		return nil
+	}
+	return s, nil
+}
+
+type saramaHandler struct{ s *chanStream }
+
+func (saramaHandler) Setup(sarama.ConsumerGroupSession) error   { return nil }
+func (saramaHandler) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+func (h saramaHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sarama.ConsumerGroupClaim) error {
+	for {
+		select {
+		case m, ok := <-claim.Messages():
+			if !ok {
+				return nil
+			}
+			h.s.push(Rec{Partition: m.Partition, Offset: m.Offset, Key: string(m.Key), Value: string(m.Value)})
+			sess.MarkMessage(m, "")
+		case <-sess.Context().Done():
+			return nil
+		}
+	}
+}

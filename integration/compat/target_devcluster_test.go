@@ -1,0 +1,55 @@
+package compat
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/kproxy/kproxy/internal/devcluster"
+)
+
+// compatLeaseTTL is the brokers' lease TTL: how long a killed broker's
+// partitions stay unowned. Short to keep the matrix fast; clients keep
+// their default timeouts, so the proxy must bridge this gap by itself.
+const compatLeaseTTL = 3 * time.Second
+
+// devTarget is the real thing: 3 stub brokers behind 1 kproxy, embedded etcd.
+type devTarget struct{ c *devcluster.Cluster }
+
+var devclusterKind = targetKind{
+	name: "devcluster",
+	describe: fmt.Sprintf("internal/devcluster: 3 stub brokers behind 1 kproxy, embedded etcd, in-memory store, lease TTL %s; "+
+		"clients are given only the proxy's address", compatLeaseTTL),
+	start: func(ctx context.Context, logs io.Writer) (target, error) {
+		c, err := devcluster.Start(ctx, devcluster.Config{
+			Brokers: 3, Proxies: 1, LeaseTTL: compatLeaseTTL,
+			DefaultPartitions: partitions, AutoCreateTopics: true, StoreMemory: true,
+			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("start devcluster: %w", err)
+		}
+		return &devTarget{c: c}, nil
+	},
+}
+
+func (d *devTarget) bootstrap() []string  { return d.c.ProxyAddrs() }
+func (d *devTarget) advertised() []string { return d.c.ProxyAddrs() }
+func (d *devTarget) close()               { d.c.Close() }
+
+func (d *devTarget) killOwner(ctx context.Context, topic string, p int32) (int32, error) {
+	id, ok, err := d.c.Owner(ctx, topic, p)
+	if err != nil {
+		return -1, fmt.Errorf("owner of %s/%d: %w", topic, p, err)
+	}
+	if !ok {
+		return -1, fmt.Errorf("%s/%d has no owner to kill", topic, p)
+	}
+	if err := d.c.KillBroker(id); err != nil {
+		return id, fmt.Errorf("kill broker %d: %w", id, err)
+	}
+	return id, nil
+}
+

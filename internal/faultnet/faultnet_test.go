@@ -1,0 +1,385 @@
+package faultnet
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// echoServer echoes every connection until EOF and then half-closes it.
+type echoServer struct {
+	ln    *net.TCPListener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns []*net.TCPConn
+}
+
+func startEcho(t *testing.T) *echoServer {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	s := &echoServer{ln: ln}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.AcceptTCP()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer c.Close()
+				if _, err := io.Copy(c, c); err == nil {
+					c.CloseWrite()
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return s
+}
+
+func (s *echoServer) addr() string { return s.ln.Addr().String() }
+
+func newRelay(t *testing.T, target string) *Relay {
+	t.Helper()
+	r, err := NewRelay("127.0.0.1:0", target, nil)
+	if err != nil {
+		t.Fatalf("NewRelay: %v", err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func dial(t *testing.T, addr string) *net.TCPConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn)
+}
+
+// roundTrip writes msg and reads the echo, failing after timeout.
+func roundTrip(t *testing.T, c net.Conn, msg []byte, timeout time.Duration) {
+	t.Helper()
+	c.SetDeadline(time.Now().Add(timeout))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write(msg); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("read echo of %d bytes: %v", len(msg), err)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatalf("echo differs from what was sent")
+	}
+}
+
+// expectSilence fails if any byte arrives on c within d.
+func expectSilence(t *testing.T, c net.Conn, d time.Duration) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(d))
+	defer c.SetReadDeadline(time.Time{})
+	var b [1]byte
+	n, err := c.Read(b[:])
+	if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("expected no bytes for %s, got n=%d err=%v", d, n, err)
+	}
+}
+
+// expectDead fails unless c reports reset or EOF within 5 s.
+func expectDead(t *testing.T, c net.Conn) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var b [1]byte
+	_, err := c.Read(b[:])
+	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("expected the connection to be reset or closed, got err=%v", err)
+	}
+}
+
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7 + i>>8)
+	}
+	return b
+}
+
+func TestForwarding(t *testing.T) {
+	echo := startEcho(t)
+	r := newRelay(t, echo.addr())
+	tests := []struct {
+		name string
+		size int
+	}{
+		{"one byte", 1},
+		{"small", 100},
+		{"larger than a pipe", 3 << 20},
+	}
+	c := dial(t, r.Addr())
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := pattern(tc.size)
+			errc := make(chan error, 1)
+			go func() { _, err := c.Write(msg); errc <- err }()
+			got := make([]byte, len(msg))
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.ReadFull(c, got); err != nil {
+				t.Fatalf("read echo: %v", err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatalf("write: %v", err)
+			}
+			if !bytes.Equal(got, msg) {
+				t.Fatalf("echo differs")
+			}
+		})
+	}
+	// A half-close travels through: the echo server sees EOF and closes its
+	// side, which reaches us as EOF.
+	if err := c.CloseWrite(); err != nil {
+		t.Fatalf("CloseWrite: %v", err)
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Fatalf("after half-close: n=%d err=%v, want EOF", n, err)
+	}
+	if got := r.Accepted(); got != 1 {
+		t.Fatalf("Accepted = %d, want 1", got)
+	}
+}
+
+func TestCutResetsAndRefusesUntilHeal(t *testing.T) {
+	echo := startEcho(t)
+	r := newRelay(t, echo.addr())
+	old := dial(t, r.Addr())
+	roundTrip(t, old, []byte("before"), 5*time.Second)
+
+	r.Cut()
+	expectDead(t, old)
+	// The kernel completes the handshake and the relay resets the connection
+	// at once; the reset may even beat the dialer's own check.
+	if refused, err := net.DialTimeout("tcp", r.Addr(), 5*time.Second); err == nil {
+		expectDead(t, refused)
+		refused.Close()
+	} else if !strings.Contains(err.Error(), "reset") {
+		t.Fatalf("dial while cut: %v, want reset", err)
+	}
+	if n := r.Active(); n != 0 {
+		t.Fatalf("Active after Cut = %d, want 0", n)
+	}
+
+	r.Heal()
+	fresh := dial(t, r.Addr())
+	roundTrip(t, fresh, []byte("after heal"), 5*time.Second)
+}
+
+func TestPauseHoldsBytesUntilHeal(t *testing.T) {
+	echo := startEcho(t)
+	r := newRelay(t, echo.addr())
+	c := dial(t, r.Addr())
+	roundTrip(t, c, []byte("warm"), 5*time.Second) // the copy is now in splice
+
+	r.Pause()
+	msg := []byte("held while paused")
+	if _, err := c.Write(msg); err != nil {
+		t.Fatalf("write while paused: %v", err)
+	}
+	expectSilence(t, c, 300*time.Millisecond)
+	late := dial(t, r.Addr()) // new connections are accepted but held too
+	if _, err := late.Write([]byte("x")); err != nil {
+		t.Fatalf("write on new conn while paused: %v", err)
+	}
+	expectSilence(t, late, 100*time.Millisecond)
+
+	r.Heal()
+	got := make([]byte, len(msg))
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("after heal read %q, %v; want %q", got, err, msg)
+	}
+	one := make([]byte, 1)
+	late.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(late, one); err != nil || one[0] != 'x' {
+		t.Fatalf("new conn after heal read %q, %v", one, err)
+	}
+}
+
+func TestDelayAddsLatencyBothWays(t *testing.T) {
+	echo := startEcho(t)
+	r := newRelay(t, echo.addr())
+	c := dial(t, r.Addr())
+	roundTrip(t, c, []byte("warm"), 5*time.Second)
+
+	const d = 150 * time.Millisecond
+	r.Delay(d)
+	start := time.Now()
+	roundTrip(t, c, []byte("slow"), 10*time.Second)
+	if rtt := time.Since(start); rtt < 2*d {
+		t.Fatalf("round trip with Delay(%s) took %s, want >= %s", d, rtt, 2*d)
+	}
+
+	// Latency, not a rate limit: many chunks in flight cost about one delay.
+	start = time.Now()
+	msg := pattern(1 << 20)
+	errc := make(chan error, 1)
+	go func() { _, err := c.Write(msg); errc <- err }()
+	got := make([]byte, len(msg))
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("1 MiB through delay: err=%v equal=%t", err, bytes.Equal(got, msg))
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	if took := time.Since(start); took > 32*d {
+		t.Fatalf("1 MiB with Delay(%s) took %s: delay acts as a rate limit", d, took)
+	}
+
+	r.Delay(0)
+	start = time.Now()
+	roundTrip(t, c, []byte("fast again"), 5*time.Second)
+	if rtt := time.Since(start); rtt >= d {
+		t.Fatalf("round trip after Delay(0) took %s, want < %s", rtt, d)
+	}
+}
+
+func TestCloseEndsEverything(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault func(*Relay)
+	}{
+		{"forwarding", func(*Relay) {}},
+		{"paused", (*Relay).Pause},
+		{"delayed", func(r *Relay) { r.Delay(time.Hour) }},
+		{"cut", (*Relay).Cut},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			echo := startEcho(t)
+			r := newRelay(t, echo.addr())
+			conns := make([]*net.TCPConn, 3)
+			for i := range conns {
+				conns[i] = dial(t, r.Addr())
+				roundTrip(t, conns[i], []byte("hi"), 5*time.Second)
+			}
+			tc.fault(r)
+			if _, err := conns[0].Write([]byte("in flight")); err != nil && tc.name != "cut" {
+				t.Fatalf("write: %v", err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- r.Close() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatalf("Close did not return within 10s")
+			}
+			if stacks := relayGoroutines(); stacks != "" {
+				t.Fatalf("goroutines of the relay remain after Close:\n%s", stacks)
+			}
+			for _, c := range conns {
+				expectDead(t, c)
+			}
+			if _, err := net.DialTimeout("tcp", r.Addr(), time.Second); err == nil {
+				t.Fatalf("dial after Close succeeded")
+			}
+			if err := r.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+		})
+	}
+}
+
+// relayGoroutines returns the stacks of goroutines running relay code.
+func relayGoroutines() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var found []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "faultnet.(*Relay)") {
+			found = append(found, g)
+		}
+	}
+	return strings.Join(found, "\n\n")
+}
+
+func TestDialFailureResetsClient(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens on dead now
+	r := newRelay(t, dead)
+	c := dial(t, r.Addr())
+	expectDead(t, c)
+}
+
+func BenchmarkRelayThroughput(b *testing.B) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	sink := make(chan error, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			sink <- err
+			return
+		}
+		defer c.Close()
+		_, err = io.Copy(io.Discard, c)
+		sink <- err
+	}()
+	r, err := NewRelay("127.0.0.1:0", ln.Addr().String(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	c, err := net.Dial("tcp", r.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	b.SetBytes(int64(len(buf)))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c.Close()
+	if err := <-sink; err != nil {
+		b.Fatal(err)
+	}
+}

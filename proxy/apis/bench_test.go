@@ -1,0 +1,84 @@
+package apis
+
+import (
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// cannedSender answers every request to a broker with a fixed body,
+// without decoding: it measures the dispatcher, not the fake.
+type cannedSender struct{ answers map[int32]*canned }
+
+type canned struct{ body []byte }
+
+func (c *canned) Wait(context.Context) ([]byte, error) { return c.body, nil }
+
+func (s *cannedSender) Send(_ context.Context, broker int32, _ uint64, _, _ int16, _ []byte) (Pending, error) {
+	return s.answers[broker], nil
+}
+
+// benchProduce builds a produce of parts of topic "t" (1 KiB of records
+// each) and the canned answers of the brokers that own them.
+func benchProduce(b *testing.B, parts []int32) (*Dispatcher, []byte) {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+	topic := kmsg.ProduceRequestTopic{Topic: "t"}
+	for _, p := range parts {
+		topic.Partitions = append(topic.Partitions, kmsg.ProduceRequestTopicPartition{Partition: p, Records: make([]byte, 1024)})
+	}
+	req.Topics = []kmsg.ProduceRequestTopic{topic}
+	f := newFake(b)
+	s := &cannedSender{answers: map[int32]*canned{}}
+	for broker := int32(1); broker <= 3; broker++ {
+		sub := kmsg.NewPtrProduceRequest()
+		sub.Version = req.Version
+		st := kmsg.ProduceRequestTopic{Topic: "t"}
+		for _, p := range parts {
+			if owner("t", p) == broker {
+				st.Partitions = append(st.Partitions, kmsg.ProduceRequestTopicPartition{Partition: p})
+			}
+		}
+		sub.Topics = []kmsg.ProduceRequestTopic{st}
+		s.answers[broker] = &canned{body: f.okResponse(broker, sub).AppendTo(nil)}
+	}
+	cfg := testConfig(testTable(), f)
+	cfg.Sender = s
+	d, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d, req.AppendTo(nil)
+}
+
+func runProduce(b *testing.B, d *Dispatcher, body []byte) {
+	ctx := context.Background()
+	h := Header{Key: int16(kmsg.Produce), Version: 9}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		reply, err := d.Begin(ctx, 1, h, body).Finish(ctx)
+		if err != nil || len(reply.Body) == 0 {
+			b.Fatalf("reply %d bytes, err %v", len(reply.Body), err)
+		}
+	}
+}
+
+// BenchmarkProduceSplit16x3: 16 partitions owned by 3 brokers.
+func BenchmarkProduceSplit16x3(b *testing.B) {
+	parts := make([]int32, 16)
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	d, body := benchProduce(b, parts)
+	runProduce(b, d, body)
+}
+
+// BenchmarkProduceSingleBroker: 6 partitions all owned by broker 1 (the
+// body and the answer pass unchanged).
+func BenchmarkProduceSingleBroker(b *testing.B) {
+	d, body := benchProduce(b, []int32{0, 3, 6, 9, 12, 15})
+	runProduce(b, d, body)
+}

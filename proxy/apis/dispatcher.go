@@ -1,0 +1,268 @@
+package apis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/retry"
+	"github.com/kproxy/kproxy/routing"
+)
+
+// Config configures a Dispatcher. Routes, Sender and AdvertisedHost are
+// required; zero values elsewhere pick the documented defaults.
+type Config struct {
+	Routes *routing.Table
+	Sender Sender
+	// Retry paces retries of definite failures (zero: retry.DefaultPolicy).
+	Retry retry.Policy
+
+	// NodeID, AdvertisedHost and AdvertisedPort are the one broker clients
+	// see; every proxy replica advertises the same.
+	NodeID         int32
+	AdvertisedHost string
+	AdvertisedPort int32
+	ClusterID      string
+
+	// AutoCreateTopics lets Metadata create unknown topics (when the request
+	// allows it) with DefaultPartitions partitions (default 1).
+	AutoCreateTopics  bool
+	DefaultPartitions int32
+	// AutoCreateWait bounds how long Metadata waits for a created topic to
+	// appear in the routing table (default 5s).
+	AutoCreateWait time.Duration
+
+	// RetryBudget is how long requests without a timeout of their own
+	// (group and admin requests, ListOffsets before v10) may retry
+	// (default 5s). It is also the floor of produce budgets.
+	RetryBudget time.Duration
+	// ProbeTimeout bounds asking a new broker for its ApiVersions
+	// (default 3s).
+	ProbeTimeout time.Duration
+
+	Logger     *slog.Logger          // default: discard
+	Registerer prometheus.Registerer // nil: metrics are kept but not exported
+	Now        func() time.Time      // default time.Now
+	// Rand supplies retry jitter; the dispatcher serializes its use. When
+	// nil, one is seeded from Seed.
+	Rand *rand.Rand
+	Seed uint64
+}
+
+// Dispatcher answers client requests; it is safe for concurrent use.
+type Dispatcher struct {
+	cfg    Config
+	routes *routing.Table
+	sender Sender
+	log    *slog.Logger
+	now    func() time.Time
+	policy retry.Policy
+	m      *metrics
+	vers   *versions
+	ids    topicIDs
+	bufs   sync.Pool // *[]byte
+
+	producePool sync.Pool // *produceOp
+	fetchPool   sync.Pool // *fetchOp
+
+	randMu sync.Mutex
+	rnd    *rand.Rand
+}
+
+// New checks cfg and returns a Dispatcher. It starts no goroutines.
+func New(cfg Config) (*Dispatcher, error) {
+	switch {
+	case cfg.Routes == nil:
+		return nil, errors.New("apis: Config.Routes is required")
+	case cfg.Sender == nil:
+		return nil, errors.New("apis: Config.Sender is required")
+	case cfg.AdvertisedHost == "":
+		return nil, errors.New("apis: Config.AdvertisedHost is required")
+	case cfg.AdvertisedPort <= 0 || cfg.AdvertisedPort > 65535:
+		return nil, fmt.Errorf("apis: Config.AdvertisedPort %d out of range", cfg.AdvertisedPort)
+	case cfg.NodeID < 0:
+		return nil, fmt.Errorf("apis: Config.NodeID %d is negative", cfg.NodeID)
+	}
+	if cfg.Retry == (retry.Policy{}) {
+		cfg.Retry = retry.DefaultPolicy()
+	}
+	if cfg.DefaultPartitions <= 0 {
+		cfg.DefaultPartitions = 1
+	}
+	setDuration(&cfg.AutoCreateWait, 5*time.Second)
+	setDuration(&cfg.RetryBudget, 5*time.Second)
+	setDuration(&cfg.ProbeTimeout, 3*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	}
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{
+		cfg: cfg, routes: cfg.Routes, sender: cfg.Sender, log: cfg.Logger,
+		now: cfg.Now, policy: cfg.Retry, m: m, rnd: cfg.Rand,
+	}
+	d.vers = newVersions(d)
+	return d, nil
+}
+
+func setDuration(d *time.Duration, def time.Duration) {
+	if *d <= 0 {
+		*d = def
+	}
+}
+
+// Call is one client request between Begin and Finish.
+type Call struct {
+	reply Reply
+	err   error
+	op    op // nil when Begin already has the answer
+}
+
+// op is a request in flight. finish is called once, from Call.Finish.
+type op interface {
+	finish(ctx context.Context) (Reply, error)
+}
+
+// Begin decodes a request, routes it and sends its first attempts, in the
+// order the client connection calls it (see the package comment). It does
+// not keep body. conn is the client connection's identity, used as the
+// Sender affinity.
+func (d *Dispatcher) Begin(ctx context.Context, conn uint64, h Header, body []byte) *Call {
+	c := &Call{}
+	if !d.Supported(h.Key, h.Version) {
+		c.reply, c.err = d.unsupported(h, body)
+		return c
+	}
+	var err error
+	switch h.Key {
+	case int16(kmsg.Produce):
+		c.op, c.reply, err = d.beginProduce(ctx, conn, h, body)
+	case int16(kmsg.Fetch):
+		c.op, err = d.beginFetch(ctx, conn, h, body)
+	case int16(kmsg.ListOffsets), int16(kmsg.OffsetForLeaderEpoch), int16(kmsg.DeleteRecords):
+		c.op, err = d.beginOffsets(ctx, conn, h, body)
+	case int16(kmsg.Metadata):
+		c.op, c.reply, err = d.beginMetadata(ctx, h, body)
+	case int16(kmsg.ApiVersions):
+		c.op, c.reply, err = d.beginApiVersions(h, body)
+	case int16(kmsg.FindCoordinator):
+		c.reply, err = d.answerFindCoordinator(h, body)
+	case int16(kmsg.DescribeCluster):
+		c.reply, err = d.answerDescribeCluster(h, body)
+	case int16(kmsg.ListGroups):
+		c.op, err = d.beginListGroups(ctx, conn, h, body)
+	default:
+		switch apiTable[h.Key].kind {
+		case kindGroup:
+			c.op, c.reply, err = d.beginGroup(ctx, conn, h, body)
+		case kindAny:
+			c.op, c.reply, err = d.beginAdmin(ctx, conn, h, body)
+		default:
+			err = fmt.Errorf("no handler for %s v%d", kmsg.NameForKey(h.Key), h.Version)
+		}
+	}
+	if err != nil {
+		c.err = fmt.Errorf("%s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
+	}
+	return c
+}
+
+// Finish waits for the answers, retries definite failures and returns the
+// reply. An error means the client sent something the proxy cannot answer
+// (or ctx ended); the connection should then be closed. Finish must be
+// called exactly once per Call.
+func (c *Call) Finish(ctx context.Context) (Reply, error) {
+	if c.op == nil {
+		return c.reply, c.err
+	}
+	o := c.op
+	c.op = nil
+	return o.finish(ctx)
+}
+
+// Supported says whether the proxy advertises version of API key.
+func (d *Dispatcher) Supported(key, version int16) bool {
+	r := d.vers.current().get(key)
+	return version >= r.min && version <= r.max
+}
+
+// unsupported answers a request for a key or version the proxy does not
+// advertise: ApiVersions gets Kafka's v0 fallback answer, anything kmsg can
+// encode gets its response with UNSUPPORTED_VERSION, anything else closes
+// the connection.
+func (d *Dispatcher) unsupported(h Header, body []byte) (Reply, error) {
+	if h.Key == int16(kmsg.ApiVersions) {
+		return d.apiVersionsFallback(), nil
+	}
+	req := kmsg.RequestForKey(h.Key)
+	if req == nil || h.Version < 0 || h.Version > req.MaxVersion() {
+		return Reply{}, fmt.Errorf("unsupported request: key %d (%s) v%d", h.Key, kmsg.NameForKey(h.Key), h.Version)
+	}
+	req.SetVersion(h.Version)
+	if err := req.ReadFrom(body); err != nil {
+		return Reply{}, fmt.Errorf("decode unsupported %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
+	}
+	d.log.Debug("unsupported request version", "api", kmsg.NameForKey(h.Key), "version", h.Version)
+	return Reply{Body: errorResponse(req, kerr.UnsupportedVersion.Code).AppendTo(nil)}, nil
+}
+
+// backoff is the delay before retry number attempt (1 = first retry).
+func (d *Dispatcher) backoff(attempt int, deadline time.Time) (time.Duration, bool) {
+	d.randMu.Lock()
+	defer d.randMu.Unlock()
+	return d.policy.Next(attempt, d.now(), deadline, d.rnd)
+}
+
+// getBuf returns an empty pooled buffer; putBuf gives it back.
+func (d *Dispatcher) getBuf() *[]byte {
+	if b, ok := d.bufs.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 4096)
+	return &b
+}
+
+// maxPooled keeps rare huge requests from pinning memory in the pool.
+const maxPooled = 4 << 20
+
+func (d *Dispatcher) putBuf(b *[]byte) {
+	if b == nil || cap(*b) > maxPooled {
+		return
+	}
+	*b = (*b)[:0]
+	d.bufs.Put(b)
+}
+
+// ownCopy copies a client's body into a pooled buffer the call owns until it
+// finishes: Begin may not keep body, but retries need the bytes.
+func (d *Dispatcher) ownCopy(body []byte) *[]byte {
+	b := d.getBuf()
+	*b = append((*b)[:0], body...)
+	return b
+}
+
+// closed reports whether a Changed channel has fired.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,129 @@
+package apis
+
+import (
+	"errors"
+	"reflect"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/retry"
+)
+
+func isNotSent(err error) bool { return errors.Is(err, retry.ErrNotSent) }
+
+// readOnly says whether repeating key's request is harmless, so that an
+// attempt that may have been processed can be retried. retry.Classify
+// already encodes this for timeouts.
+func readOnly(key int16) bool {
+	return retry.Classify(key, kerr.RequestTimedOut.Code) == retry.Definite
+}
+
+// errorResponse builds req's response, at req's version, that fails
+// everything req asked about with code: the top-level error code is set and
+// every list in the request (topics, partitions, groups, resources) is
+// mirrored into the response with its names copied and its error code set,
+// so clients find an answer for each thing they asked about. It is for the
+// rare paths (unsupported versions, no broker, ambiguous admin writes); it
+// uses reflection over kmsg's generated types, never hand-written schemas.
+func errorResponse(req kmsg.Request, code int16) kmsg.Response {
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	mirror(reflect.ValueOf(req).Elem(), reflect.ValueOf(resp).Elem(), code, 0)
+	return resp
+}
+
+const maxMirrorDepth = 6
+
+func mirror(src, dst reflect.Value, code int16, depth int) {
+	if f := dst.FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 {
+		f.SetInt(int64(code))
+	}
+	if depth >= maxMirrorDepth {
+		return
+	}
+	dt := dst.Type()
+	for i := range dt.NumField() {
+		df := dst.Field(i)
+		name := dt.Field(i).Name
+		if df.Kind() != reflect.Slice || df.Type().Elem().Kind() != reflect.Struct {
+			continue
+		}
+		sf := src.FieldByName(name)
+		if !sf.IsValid() || sf.Kind() != reflect.Slice {
+			continue
+		}
+		out := reflect.MakeSlice(df.Type(), sf.Len(), sf.Len())
+		for j := range sf.Len() {
+			de, se := out.Index(j), sf.Index(j)
+			if m := de.Addr().MethodByName("Default"); m.IsValid() {
+				m.Call(nil)
+			}
+			if se.Kind() == reflect.Struct {
+				copySame(se, de)
+				mirror(se, de, code, depth+1)
+			} else {
+				setFirstOfType(de, se) // e.g. []string groups, []int32 partitions
+			}
+		}
+		df.Set(out)
+	}
+}
+
+// copySame copies the scalar fields src and dst share by name and type.
+func copySame(src, dst reflect.Value) {
+	st := src.Type()
+	for i := range st.NumField() {
+		f := st.Field(i)
+		if f.Name == "UnknownTags" || f.Name == "ErrorCode" {
+			continue
+		}
+		switch f.Type.Kind() {
+		case reflect.Slice, reflect.Map, reflect.Struct:
+			continue
+		}
+		if df := dst.FieldByName(f.Name); df.IsValid() && df.Type() == f.Type && df.CanSet() {
+			df.Set(src.Field(i))
+		}
+	}
+}
+
+func setFirstOfType(dst, v reflect.Value) {
+	for i := range dst.NumField() {
+		if f := dst.Field(i); f.Type() == v.Type() && f.CanSet() {
+			f.Set(v)
+			return
+		}
+	}
+}
+
+// definiteCode returns the first error code in resp that retry classifies
+// as Definite for key (a refusal: not the coordinator, not the
+// controller), or 0. Admin and group responses are small; reflection keeps
+// this one function for every shape.
+func definiteCode(key int16, resp kmsg.Response) int16 {
+	return walkCodes(key, reflect.ValueOf(resp).Elem(), 0)
+}
+
+func walkCodes(key int16, v reflect.Value, depth int) int16 {
+	if f := v.FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 {
+		if c := int16(f.Int()); c != 0 && retry.Classify(key, c) == retry.Definite {
+			return c
+		}
+	}
+	if depth >= maxMirrorDepth {
+		return 0
+	}
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Kind() != reflect.Slice || f.Type().Elem().Kind() != reflect.Struct {
+			continue
+		}
+		for j := range f.Len() {
+			if c := walkCodes(key, f.Index(j), depth+1); c != 0 {
+				return c
+			}
+		}
+	}
+	return 0
+}

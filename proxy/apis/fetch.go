@@ -1,0 +1,238 @@
+package apis
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/retry"
+)
+
+// fetchOp splits a Fetch by partition owner.
+//
+// Sessions: clients see sessionless fetches. A fetch session (KIP-227)
+// belongs to one client-broker connection, so brokers always get session
+// id 0 and epoch -1 (a full fetch that opens no session), forgotten topics
+// are ignored (every request lists all partitions the client wants), and
+// the client always gets session id 0, which tells it to keep sending full
+// fetches.
+//
+// Early answers: as soon as the answers in hand hold MinBytes of records
+// (or an error the client must see), the client gets them, without waiting
+// for brokers that still long-poll; those brokers' fetches are abandoned
+// (reads have no effect, nothing is lost). Their partitions are left out
+// of the answer rather than answered empty: kgo, librdkafka and kafka-go
+// simply fetch partitions missing from a response again, while an invented
+// empty answer would need a high watermark the proxy does not have (a
+// guess makes librdkafka report a false end of partition, and lag go
+// wrong). Sarama is the exception: it treats a missing partition as an
+// incomplete response and re-subscribes it after Consumer.Retry.Backoff.
+//
+// The proxy never abandons a broker because of time: brokers answer by
+// MaxWait themselves, and one that is slow to read from the object store
+// must not be cut off every time (the client would re-fetch forever).
+type fetchOp struct {
+	s   splitter
+	req kmsg.FetchRequest
+
+	enc      kmsg.FetchRequest
+	encParts []kmsg.FetchRequestTopicPartition
+	dec      kmsg.FetchResponse // scratch for broker answers
+	slots    []kmsg.FetchResponseTopicPartition
+	tstart   []int32
+	throttle int32
+	hints    bool
+	byID     bool
+	bytes    int  // record bytes in the answers so far
+	errored  bool // some partition has a final error for the client
+	sizeHint int
+}
+
+func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body []byte) (op, error) {
+	o, _ := d.fetchPool.Get().(*fetchOp)
+	if o == nil {
+		o = &fetchOp{}
+	}
+	o.s.init(d, o, h, conn)
+	o.s.concurrent = true
+	o.s.own = d.ownCopy(body)
+	o.req = kmsg.FetchRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
+	if err := o.req.UnsafeReadFrom(*o.s.own); err != nil {
+		o.release()
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	o.byID = h.Version >= 13
+	o.s.deadline = retry.Budget(d.now(), time.Duration(o.req.MaxWaitMillis)*time.Millisecond, 0)
+	n := countParts(o.req.Topics, fetchParts)
+	o.slots = slices.Grow(o.slots[:0], n)[:n]
+	o.s.items = slices.Grow(o.s.items[:0], n)
+	o.tstart = slices.Grow(o.tstart[:0], len(o.req.Topics)+1)
+	for ti := range o.req.Topics {
+		t := &o.req.Topics[ti]
+		o.tstart = append(o.tstart, int32(len(o.s.items)))
+		for pi := range t.Partitions {
+			d.addPartition(&o.s, t.Topic, t.TopicID, o.byID, t.Partitions[pi].Partition, int32(ti), int32(pi))
+		}
+	}
+	o.tstart = append(o.tstart, int32(len(o.s.items)))
+	var whole []byte
+	if h.Version < 7 || (o.req.SessionID == 0 && o.req.SessionEpoch == -1 && len(o.req.ForgottenTopics) == 0) {
+		whole = *o.s.own // already sessionless
+	}
+	o.s.dispatch(ctx, whole)
+	return o, nil
+}
+
+func (o *fetchOp) finish(ctx context.Context) (Reply, error) {
+	r, err := o.s.finish(ctx)
+	o.release()
+	return r, err
+}
+
+// release returns o to the pool once its answer is encoded.
+func (o *fetchOp) release() {
+	d := o.s.d
+	d.putBuf(o.s.own)
+	o.s.reset()
+	clear(o.slots)
+	o.throttle, o.hints, o.byID, o.bytes, o.errored, o.sizeHint = 0, false, false, 0, false, 0
+	d.fetchPool.Put(o)
+}
+
+func (o *fetchOp) encode(dst []byte, idx []int32, nsubs int) []byte {
+	e := &o.enc
+	r := &o.req
+	*e = kmsg.FetchRequest{
+		Version: r.Version, ClusterID: r.ClusterID, ReplicaID: r.ReplicaID, ReplicaState: r.ReplicaState,
+		MaxWaitMillis: r.MaxWaitMillis, MinBytes: r.MinBytes, MaxBytes: r.MaxBytes,
+		IsolationLevel: r.IsolationLevel, SessionID: 0, SessionEpoch: -1, Rack: r.Rack,
+		UnknownTags: r.UnknownTags, Topics: e.Topics[:0],
+	}
+	if len(o.s.subs) > 0 { // a retry: only what is left of MaxWait
+		e.MaxWaitMillis = int32(max(0, o.s.deadline.Sub(o.s.d.now()).Milliseconds()))
+	}
+	if nsubs > 1 && e.MaxBytes > 0 {
+		// The merged answer must stay within the client's limit (librdkafka
+		// drops a connection whose response exceeds its receive limit).
+		e.MaxBytes = int32((int64(e.MaxBytes) + int64(nsubs) - 1) / int64(nsubs))
+	}
+	e.Topics = subset(&o.s, idx, r.Topics, fetchParts, e.Topics, &o.encParts)
+	return e.AppendTo(dst)
+}
+
+func fetchParts(t *kmsg.FetchRequestTopic) *[]kmsg.FetchRequestTopicPartition { return &t.Partitions }
+
+func (o *fetchOp) absorb(body []byte, si int) (bool, error) {
+	o.dec = kmsg.FetchResponse{Version: o.s.version, Topics: o.dec.Topics} // see produceOp.absorb
+	r := &o.dec
+	if err := r.UnsafeReadFrom(body); err != nil {
+		return false, err
+	}
+	o.throttle = max(o.throttle, r.ThrottleMillis)
+	clean := len(r.Brokers) == 0 && r.SessionID == 0 && r.ErrorCode == 0
+	if r.ErrorCode != 0 {
+		// A request-level error (there should be none without sessions)
+		// answers every partition of this sub-request.
+		for _, i := range o.s.subs[si].idx {
+			if o.s.items[i].state == itemSent {
+				o.slots[i] = errorPartition(o.s.items[i].part, r.ErrorCode)
+				o.record(i, r.ErrorCode)
+			}
+		}
+		return false, nil
+	}
+	m := o.s.matcher(si)
+	nodeID := o.s.d.cfg.NodeID
+	for ti := range r.Topics {
+		t := &r.Topics[ti]
+		for pi := range t.Partitions {
+			p := &t.Partitions[pi]
+			i := m.find(t.Topic, t.TopicID, o.byID, p.Partition)
+			if i < 0 {
+				continue
+			}
+			if p.CurrentLeader.LeaderID >= 0 && p.CurrentLeader.LeaderID != nodeID {
+				p.CurrentLeader.LeaderID = nodeID
+				o.hints, clean = true, false
+			}
+			if p.PreferredReadReplica >= 0 {
+				p.PreferredReadReplica = -1 // never send clients to a broker
+				clean = false
+			}
+			o.slots[i] = *p
+			o.bytes += len(p.RecordBatches)
+			o.sizeHint += len(p.RecordBatches)
+			o.record(i, p.ErrorCode)
+		}
+	}
+	return clean, nil
+}
+
+// record reports item i's answer to the engine and notes errors the client
+// must see now.
+func (o *fetchOp) record(i int32, code int16) {
+	if code != 0 && retry.Classify(o.s.key, code) != retry.Definite {
+		o.errored = true
+	}
+	o.s.answered(i, code)
+}
+
+func (o *fetchOp) fail(i int32, code int16) {
+	o.slots[i] = errorPartition(o.s.items[i].part, code)
+	if code != 0 {
+		o.errored = true
+	}
+}
+
+func errorPartition(part int32, code int16) kmsg.FetchResponseTopicPartition {
+	p := kmsg.NewFetchResponseTopicPartition()
+	p.Partition = part
+	p.ErrorCode = code
+	p.HighWatermark = -1
+	p.PreferredReadReplica = -1
+	return p
+}
+
+func (o *fetchOp) enough() bool {
+	return o.errored || (o.bytes > 0 && o.bytes >= int(o.req.MinBytes))
+}
+
+// merge answers every partition that has a final answer, in the client's
+// order; partitions still in flight or waiting for a retry are left out.
+func (o *fetchOp) merge(_ []byte) []byte {
+	resp := kmsg.FetchResponse{Version: o.s.version, ThrottleMillis: o.throttle}
+	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(o.req.Topics))
+	for ti := range o.req.Topics {
+		t := &o.req.Topics[ti]
+		lo, hi := o.tstart[ti], o.tstart[ti+1]
+		parts := o.slots[lo:hi]
+		if !o.allDone(lo, hi) {
+			parts = nil
+			for i := lo; i < hi; i++ {
+				if o.s.items[i].state == itemDone {
+					parts = append(parts, o.slots[i])
+				}
+			}
+		}
+		if len(parts) > 0 {
+			resp.Topics = append(resp.Topics, kmsg.FetchResponseTopic{Topic: t.Topic, TopicID: t.TopicID, Partitions: parts})
+		}
+	}
+	if o.hints && o.s.version >= 16 {
+		d := o.s.d
+		resp.Brokers = []kmsg.FetchResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
+	}
+	return resp.AppendTo(make([]byte, 0, 64+o.sizeHint+len(o.slots)*64+len(o.req.Topics)*32))
+}
+
+func (o *fetchOp) allDone(lo, hi int32) bool {
+	for i := lo; i < hi; i++ {
+		if o.s.items[i].state != itemDone {
+			return false
+		}
+	}
+	return true
+}

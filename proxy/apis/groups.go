@@ -1,0 +1,194 @@
+package apis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Group requests go to the group's coordinator. A request naming one group
+// is forwarded unchanged (forwardOp); a request naming several groups
+// (DescribeGroups, DeleteGroups, ConsumerGroupDescribe, OffsetFetch v8+)
+// is split per coordinator and merged in the client's order (groupList);
+// ListGroups asks every live broker (fan.go).
+
+func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
+	own := d.ownCopy(body)
+	req := kmsg.RequestForKey(h.Key)
+	req.SetVersion(h.Version)
+	if err := req.(kmsg.UnsafeReadFrom).UnsafeReadFrom(*own); err != nil {
+		d.putBuf(own)
+		return nil, Reply{}, fmt.Errorf("decode: %w", err)
+	}
+	var gl interface {
+		partOps
+		op
+		sp() *splitter
+		addItems()
+	}
+	switch r := req.(type) {
+	case *kmsg.DescribeGroupsRequest:
+		gl = newGroupList(r, &r.Groups, strName,
+			func(x kmsg.Response) *[]kmsg.DescribeGroupsResponseGroup {
+				return &x.(*kmsg.DescribeGroupsResponse).Groups
+			},
+			func(g *kmsg.DescribeGroupsResponseGroup) (string, int16) { return g.Group, g.ErrorCode },
+			func(name string, code int16) kmsg.DescribeGroupsResponseGroup {
+				g := kmsg.NewDescribeGroupsResponseGroup()
+				g.Group, g.ErrorCode = name, code
+				return g
+			})
+	case *kmsg.DeleteGroupsRequest:
+		gl = newGroupList(r, &r.Groups, strName,
+			func(x kmsg.Response) *[]kmsg.DeleteGroupsResponseGroup { return &x.(*kmsg.DeleteGroupsResponse).Groups },
+			func(g *kmsg.DeleteGroupsResponseGroup) (string, int16) { return g.Group, g.ErrorCode },
+			func(name string, code int16) kmsg.DeleteGroupsResponseGroup {
+				g := kmsg.NewDeleteGroupsResponseGroup()
+				g.Group, g.ErrorCode = name, code
+				return g
+			})
+	case *kmsg.ConsumerGroupDescribeRequest:
+		gl = newGroupList(r, &r.Groups, strName,
+			func(x kmsg.Response) *[]kmsg.ConsumerGroupDescribeResponseGroup {
+				return &x.(*kmsg.ConsumerGroupDescribeResponse).Groups
+			},
+			func(g *kmsg.ConsumerGroupDescribeResponseGroup) (string, int16) { return g.Group, g.ErrorCode },
+			func(name string, code int16) kmsg.ConsumerGroupDescribeResponseGroup {
+				g := kmsg.NewConsumerGroupDescribeResponseGroup()
+				g.Group, g.ErrorCode = name, code
+				return g
+			})
+	case *kmsg.OffsetFetchRequest:
+		if h.Version < 8 {
+			return d.forward(ctx, conn, h, req, own, r.Group, true)
+		}
+		gl = newGroupList(r, &r.Groups, func(g *kmsg.OffsetFetchRequestGroup) string { return g.Group },
+			func(x kmsg.Response) *[]kmsg.OffsetFetchResponseGroup { return &x.(*kmsg.OffsetFetchResponse).Groups },
+			func(g *kmsg.OffsetFetchResponseGroup) (string, int16) { return g.Group, g.ErrorCode },
+			func(name string, code int16) kmsg.OffsetFetchResponseGroup {
+				g := kmsg.NewOffsetFetchResponseGroup()
+				g.Group, g.ErrorCode = name, code
+				return g
+			})
+	default:
+		group, ok := groupOf(req)
+		if !ok {
+			d.putBuf(own)
+			return nil, Reply{}, fmt.Errorf("no group in %T", req)
+		}
+		return d.forward(ctx, conn, h, req, own, group, true)
+	}
+	s := gl.sp()
+	s.init(d, gl, h, conn)
+	s.own, s.byGroup, s.deadline = own, true, d.budget(0)
+	s.lostCode, s.noRoute = kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorNotAvailable.Code
+	gl.addItems()
+	s.dispatch(ctx, *own)
+	return gl, Reply{}, nil
+}
+
+func strName(s *string) string { return *s }
+
+// groupOf returns the group of a request for one group.
+func groupOf(req kmsg.Request) (string, bool) {
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		return r.Group, true
+	case *kmsg.SyncGroupRequest:
+		return r.Group, true
+	case *kmsg.HeartbeatRequest:
+		return r.Group, true
+	case *kmsg.LeaveGroupRequest:
+		return r.Group, true
+	case *kmsg.OffsetCommitRequest:
+		return r.Group, true
+	case *kmsg.TxnOffsetCommitRequest:
+		return r.Group, true
+	case *kmsg.OffsetDeleteRequest:
+		return r.Group, true
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		return r.Group, true
+	}
+	return "", false
+}
+
+// groupList adapts a request listing groups (request elements Q, response
+// elements R) to the split engine: items are groups, routed by coordinator.
+type groupList[Q, R any] struct {
+	s       splitter
+	req     kmsg.Request
+	groups  *[]Q // the request's list; swapped for a subset while encoding
+	all     []Q
+	name    func(*Q) string
+	list    func(kmsg.Response) *[]R
+	answer  func(*R) (string, int16)
+	failed  func(string, int16) R
+	slots   []R
+	scratch []Q
+	thr     int32
+}
+
+func newGroupList[Q, R any](req kmsg.Request, groups *[]Q, name func(*Q) string, list func(kmsg.Response) *[]R,
+	answer func(*R) (string, int16), failed func(string, int16) R,
+) *groupList[Q, R] {
+	return &groupList[Q, R]{req: req, groups: groups, all: *groups, name: name, list: list, answer: answer, failed: failed}
+}
+
+func (g *groupList[Q, R]) sp() *splitter { return &g.s }
+
+func (g *groupList[Q, R]) addItems() {
+	g.slots = make([]R, len(g.all))
+	g.s.items = make([]item, 0, len(g.all))
+	for i := range g.all {
+		g.s.add(g.name(&g.all[i]), [16]byte{}, 0, int32(i), 0)
+	}
+}
+
+func (g *groupList[Q, R]) finish(ctx context.Context) (Reply, error) { return g.s.finish(ctx) }
+func (g *groupList[Q, R]) enough() bool                              { return false }
+
+func (g *groupList[Q, R]) encode(dst []byte, idx []int32, _ int) []byte {
+	sub := g.scratch[:0]
+	for _, i := range idx {
+		sub = append(sub, g.all[g.s.items[i].ti])
+	}
+	g.scratch = sub
+	*g.groups = sub
+	dst = g.req.AppendTo(dst)
+	*g.groups = g.all
+	return dst
+}
+
+func (g *groupList[Q, R]) absorb(body []byte, si int) (bool, error) {
+	resp := g.req.ResponseKind()
+	if err := resp.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body); err != nil {
+		return false, err
+	}
+	if t, ok := resp.(kmsg.ThrottleResponse); ok {
+		thr, _ := t.Throttle()
+		g.thr = max(g.thr, thr)
+	}
+	m := g.s.matcher(si)
+	list := *g.list(resp)
+	for j := range list {
+		name, code := g.answer(&list[j])
+		if i := m.find(name, [16]byte{}, false, 0); i >= 0 {
+			g.slots[i] = list[j]
+			g.s.answered(i, code)
+		}
+	}
+	return true, nil
+}
+
+func (g *groupList[Q, R]) fail(i int32, code int16) { g.slots[i] = g.failed(g.s.items[i].topic, code) }
+
+func (g *groupList[Q, R]) merge([]byte) []byte {
+	resp := g.req.ResponseKind()
+	*g.list(resp) = g.slots
+	if t, ok := resp.(kmsg.SetThrottleResponse); ok {
+		t.SetThrottle(g.thr)
+	}
+	return resp.AppendTo(nil)
+}

@@ -1,0 +1,274 @@
+package apis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/routing"
+)
+
+// The proxy is the only broker clients see: Metadata, FindCoordinator and
+// DescribeCluster are answered here, naming the proxy (NodeID at the
+// advertised address, the same on every replica) as every partition's
+// leader, every group's coordinator and the controller.
+
+// metadataOp waits for auto-created topics to appear in routing.
+type metadataOp struct {
+	d       *Dispatcher
+	req     *kmsg.MetadataRequest
+	pending Pending  // the CreateTopics sent to a broker
+	sendErr error    // CreateTopics could not be sent
+	created []string // topics being created
+}
+
+func (d *Dispatcher) beginMetadata(ctx context.Context, h Header, body []byte) (op, Reply, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = h.Version
+	if err := req.ReadFrom(body); err != nil {
+		return nil, Reply{}, fmt.Errorf("decode: %w", err)
+	}
+	missing := d.toCreate(req)
+	if len(missing) == 0 {
+		return nil, Reply{Body: d.metadataAnswer(req, nil)}, nil
+	}
+	o := &metadataOp{d: d, req: req, created: missing}
+	o.pending, o.sendErr = d.createTopics(ctx, missing)
+	return o, Reply{}, nil
+}
+
+// toCreate lists the unknown, validly named topics the request may create.
+func (d *Dispatcher) toCreate(req *kmsg.MetadataRequest) []string {
+	allow := req.Version < 4 || req.AllowAutoTopicCreation
+	if !d.cfg.AutoCreateTopics || !allow {
+		return nil
+	}
+	var out []string
+	for _, t := range req.Topics {
+		if t.Topic == nil || !validTopic(*t.Topic) {
+			continue
+		}
+		if _, ok := d.routes.Topic(*t.Topic); !ok {
+			out = append(out, *t.Topic)
+		}
+	}
+	return out
+}
+
+// validTopic is Kafka's topic name rule.
+func validTopic(name string) bool {
+	if name == "" || name == "." || name == ".." || len(name) > 249 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// createTopics asks one broker to create topics with the default
+// partition count and the broker's default replication.
+func (d *Dispatcher) createTopics(ctx context.Context, topics []string) (Pending, error) {
+	broker, ok := d.routes.AnyBroker(topics[0], -1)
+	if !ok {
+		return nil, fmt.Errorf("create topics: no live broker")
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version = min(d.vers.current().get(int16(kmsg.CreateTopics)).max, req.MaxVersion())
+	if req.Version < 0 {
+		return nil, fmt.Errorf("create topics: brokers do not serve CreateTopics")
+	}
+	req.TimeoutMillis = int32(d.cfg.AutoCreateWait.Milliseconds())
+	for _, name := range topics {
+		t := kmsg.NewCreateTopicsRequestTopic()
+		t.Topic = name
+		t.NumPartitions = d.cfg.DefaultPartitions
+		t.ReplicationFactor = -1
+		if req.Version < 4 {
+			t.ReplicationFactor = 1 // -1 (broker default) needs v4
+		}
+		req.Topics = append(req.Topics, t)
+	}
+	return d.sender.Send(ctx, broker, 0, req.Key(), req.Version, req.AppendTo(nil))
+}
+
+func (o *metadataOp) finish(ctx context.Context) (Reply, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.d.cfg.AutoCreateWait)
+	defer cancel()
+	failed := map[string]int16{}
+	if o.sendErr == nil {
+		o.sendErr = o.createResult(ctx, failed)
+	}
+	if o.sendErr != nil {
+		o.d.log.Warn("auto-create topics failed", "topics", o.created, "err", o.sendErr)
+	} else {
+		o.awaitTopics(ctx, failed)
+	}
+	for _, t := range o.created {
+		if _, ok := o.d.routes.Topic(t); !ok && failed[t] == 0 {
+			failed[t] = kerr.LeaderNotAvailable.Code // not there yet: clients retry
+		}
+	}
+	return Reply{Body: o.d.metadataAnswer(o.req, failed)}, nil
+}
+
+// createResult records topics the broker refused to create (an existing
+// topic is fine: routing will show it).
+func (o *metadataOp) createResult(ctx context.Context, failed map[string]int16) error {
+	body, err := o.pending.Wait(ctx)
+	if err != nil {
+		return fmt.Errorf("wait for CreateTopics: %w", err)
+	}
+	resp := kmsg.NewPtrCreateTopicsResponse()
+	resp.Version = min(o.d.vers.current().get(int16(kmsg.CreateTopics)).max, resp.MaxVersion())
+	if err := resp.ReadFrom(body); err != nil {
+		return fmt.Errorf("decode CreateTopics answer: %w", err)
+	}
+	for _, t := range resp.Topics {
+		if t.ErrorCode != 0 && t.ErrorCode != kerr.TopicAlreadyExists.Code {
+			failed[t.Topic] = t.ErrorCode
+		}
+	}
+	return nil
+}
+
+// awaitTopics waits until routing shows every created topic or ctx ends.
+func (o *metadataOp) awaitTopics(ctx context.Context, failed map[string]int16) {
+	for {
+		changed := o.d.routes.Changed()
+		all := true
+		for _, t := range o.created {
+			if _, ok := o.d.routes.Topic(t); !ok && failed[t] == 0 {
+				all = false
+			}
+		}
+		if all {
+			return
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// metadataAnswer encodes the Metadata response; failed holds error codes
+// for topics whose creation failed or is not visible yet.
+func (d *Dispatcher) metadataAnswer(req *kmsg.MetadataRequest, failed map[string]int16) []byte {
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.Version = req.Version
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
+	if d.cfg.ClusterID != "" {
+		resp.ClusterID = kmsg.StringPtr(d.cfg.ClusterID)
+	}
+	resp.ControllerID = d.cfg.NodeID
+	replicas := []int32{d.cfg.NodeID} // shared by every partition: encoding only reads it
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		for _, t := range d.routes.Topics() {
+			resp.Topics = append(resp.Topics, d.topicMetadata(t, replicas))
+		}
+		return resp.AppendTo(nil)
+	}
+	for _, rt := range req.Topics {
+		resp.Topics = append(resp.Topics, d.requestedTopic(req.Version, rt, failed, replicas))
+	}
+	return resp.AppendTo(nil)
+}
+
+func (d *Dispatcher) requestedTopic(version int16, rt kmsg.MetadataRequestTopic, failed map[string]int16, replicas []int32) kmsg.MetadataResponseTopic {
+	out := kmsg.NewMetadataResponseTopic()
+	out.Topic, out.TopicID = rt.Topic, rt.TopicID
+	var name string
+	switch {
+	case rt.Topic != nil:
+		name = *rt.Topic
+	case version >= 10:
+		n, ok := d.ids.name(d.routes, rt.TopicID)
+		if !ok {
+			out.ErrorCode = kerr.UnknownTopicID.Code
+			return out
+		}
+		name = n
+	}
+	if code := failed[name]; code != 0 {
+		out.ErrorCode = code
+		return out
+	}
+	t, ok := d.routes.Topic(name)
+	if !ok {
+		out.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		if !validTopic(name) {
+			out.ErrorCode = kerr.InvalidTopicException.Code
+		}
+		return out
+	}
+	return d.topicMetadata(t, replicas)
+}
+
+func (d *Dispatcher) topicMetadata(t routing.Topic, replicas []int32) kmsg.MetadataResponseTopic {
+	out := kmsg.NewMetadataResponseTopic()
+	out.Topic = kmsg.StringPtr(t.Name)
+	out.TopicID = t.ID
+	out.Partitions = make([]kmsg.MetadataResponseTopicPartition, t.Partitions)
+	for p := range t.Partitions {
+		mp := &out.Partitions[p]
+		mp.Default()
+		mp.Partition = p
+		mp.Leader = d.cfg.NodeID
+		mp.LeaderEpoch = d.routes.Epoch(t.Name, p) // -1 when unknown
+		mp.Replicas, mp.ISR = replicas, replicas
+	}
+	return out
+}
+
+func (d *Dispatcher) answerFindCoordinator(h Header, body []byte) (Reply, error) {
+	req := kmsg.NewPtrFindCoordinatorRequest()
+	req.Version = h.Version
+	if err := req.ReadFrom(body); err != nil {
+		return Reply{}, fmt.Errorf("decode: %w", err)
+	}
+	code := int16(0)
+	var msg *string
+	if len(d.routes.Brokers()) == 0 {
+		code, msg = kerr.CoordinatorNotAvailable.Code, kmsg.StringPtr("no live broker")
+	}
+	resp := kmsg.NewPtrFindCoordinatorResponse()
+	resp.Version = h.Version
+	if h.Version < 4 {
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		resp.NodeID, resp.Host, resp.Port = d.cfg.NodeID, d.cfg.AdvertisedHost, d.cfg.AdvertisedPort
+		return Reply{Body: resp.AppendTo(nil)}, nil
+	}
+	for _, key := range req.CoordinatorKeys {
+		resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{
+			Key: key, NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort,
+			ErrorCode: code, ErrorMessage: msg,
+		})
+	}
+	return Reply{Body: resp.AppendTo(nil)}, nil
+}
+
+func (d *Dispatcher) answerDescribeCluster(h Header, body []byte) (Reply, error) {
+	req := kmsg.NewPtrDescribeClusterRequest()
+	req.Version = h.Version
+	if err := req.ReadFrom(body); err != nil {
+		return Reply{}, fmt.Errorf("decode: %w", err)
+	}
+	resp := kmsg.NewPtrDescribeClusterResponse()
+	resp.Version = h.Version
+	if req.EndpointType > 1 { // only broker endpoints exist behind the proxy
+		resp.ErrorCode = kerr.UnsupportedEndpointType.Code
+	}
+	resp.EndpointType = 1
+	resp.ClusterID = d.cfg.ClusterID
+	resp.ControllerID = d.cfg.NodeID
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
+	return Reply{Body: resp.AppendTo(nil)}, nil
+}

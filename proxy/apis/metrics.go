@@ -1,0 +1,74 @@
+package apis
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type metrics struct {
+	retries *prometheus.CounterVec // api, reason
+	splits  *prometheus.CounterVec // api, brokers
+	early   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_retries_total",
+			Help: "Attempts the proxy repeated after a definite failure, by API and reason (Kafka error name, not_sent or transport).",
+		}, []string{"api", "reason"}),
+		splits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_split_requests_total",
+			Help: "Routed client requests by API and by how many brokers their first attempt went to (1: not split).",
+		}, []string{"api", "brokers"}),
+		early: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kproxy_fetch_early_returns_total",
+			Help: "Split fetches answered before every broker replied, because enough bytes had arrived.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.retries, m.splits, m.early} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("apis: register metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// brokerLabels avoids formatting the common broker counts.
+var brokerLabels = [...]string{"0", "1", "2", "3", "4", "5", "6", "7", "8"}
+
+func (m *metrics) split(key int16, brokers int) {
+	label := ">8"
+	if brokers < len(brokerLabels) {
+		label = brokerLabels[brokers]
+	}
+	m.splits.WithLabelValues(kmsg.NameForKey(key), label).Inc()
+}
+
+// retried counts one retry; reason is a Kafka error code or, when code is
+// 0, a transport error.
+func (m *metrics) retried(key int16, code int16, err error) {
+	m.retries.WithLabelValues(kmsg.NameForKey(key), reason(code, err)).Inc()
+}
+
+func reason(code int16, err error) string {
+	if code != 0 {
+		var ke *kerr.Error
+		if errors.As(kerr.ErrorForCode(code), &ke) {
+			return ke.Message
+		}
+		return "code_" + strconv.Itoa(int(code))
+	}
+	if isNotSent(err) {
+		return "not_sent"
+	}
+	return "transport"
+}

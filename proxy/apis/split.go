@@ -1,0 +1,497 @@
+package apis
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/retry"
+)
+
+// The split engine serves every request made of independent items
+// (partitions, or groups in batched group requests): it routes each item,
+// sends one sub-request per broker, retries items a broker refused on a
+// fresh route, and has the API's adapter merge the answers in the client's
+// order. Items are numbered in the client's order, and an adapter keeps
+// item i's answer in slot i, so merging is a walk over the slots.
+//
+// Memory: the request is decoded from the call's own copy of the client's
+// body (Begin may not keep body), so retries re-encode from the decoded
+// request; record batches are never copied apart from that one copy and
+// the Sender's frame.
+
+// partOps adapts one API to the engine.
+type partOps interface {
+	// encode appends the sub-request for items idx (ascending) to dst;
+	// nsubs is how many sub-requests this round sends.
+	encode(dst []byte, idx []int32, nsubs int) []byte
+	// absorb decodes a broker's answer to sub si, stores each partition's
+	// answer in its slot and reports it with splitter.answered. clean
+	// means the answer needed no rewriting (no leader hints).
+	absorb(body []byte, si int) (clean bool, err error)
+	// fail stores a local answer with code in slot i.
+	fail(i int32, code int16)
+	// merge appends the client's response to dst.
+	merge(dst []byte) []byte
+	// enough says the answers so far should go to the client now, without
+	// waiting for outstanding brokers (fetch only).
+	enough() bool
+}
+
+const (
+	itemIdle  uint8 = iota // to be routed and sent
+	itemSent               // an attempt is in flight
+	itemRetry              // refused; waits for its retry
+	itemDone               // answered, by a broker or locally
+)
+
+type item struct {
+	topic  string // topic (or group) name, for routing and matching
+	id     [16]byte
+	part   int32
+	ti, pi int32 // topic index in the client's request, partition index in that topic
+	broker int32 // broker of the current attempt
+	avoid  int32 // broker that refused last, -1 if none
+	tries  int32 // attempts sent
+	state  uint8
+	filled bool   // the slot holds an answer
+	mark   uint32 // absorb pass that matched the item
+	due    time.Time
+}
+
+const (
+	subSent    uint8 = iota // sent; nobody waits yet
+	subWaiting              // a goroutine waits for it
+	subDone                 // handled
+)
+
+type sub struct {
+	broker int32
+	idx    []int32
+	p      Pending
+	err    error // Send failed
+	state  uint8
+}
+
+type result struct {
+	si   int
+	body []byte
+	err  error
+}
+
+type splitter struct {
+	d        *Dispatcher
+	ops      partOps
+	key      int16
+	version  int16
+	conn     uint64
+	byGroup  bool  // items are groups: route by coordinator
+	readOnly bool  // a maybe-processed attempt may be repeated
+	// concurrent waits for all brokers at once (goroutines), so that the
+	// adapter can answer early; otherwise answers are awaited in turn,
+	// which costs no goroutine (every attempt is in flight anyway).
+	concurrent bool
+	ambCode  int16 // answer for items whose attempt may have been processed
+	lostCode int16 // answer for items whose retries ran out unanswered
+	noRoute  int16 // answer for items no live broker can take
+
+	items []item
+	subs  []sub
+	idx   []int32 // backing store of sub.idx
+	own   *[]byte // the call's copy of the client's body, if any
+
+	deadline    time.Time // retries end here
+	raw         []byte    // broker answer the client may get unchanged
+	retries     int       // items in itemRetry
+	outstanding int       // subs not yet handled
+	waiting     int       // subs handed to goroutines
+	seq         uint32
+	results     chan result
+	cancel      context.CancelFunc
+	wctx        context.Context
+}
+
+// reset empties s for reuse by a pooled adapter, keeping its capacity and
+// dropping references to answers.
+func (s *splitter) reset() {
+	clear(s.items)
+	clear(s.subs)
+	*s = splitter{items: s.items[:0], subs: s.subs[:0], idx: s.idx[:0], results: s.results}
+}
+
+func (s *splitter) init(d *Dispatcher, ops partOps, h Header, conn uint64) {
+	s.d, s.ops, s.key, s.version, s.conn = d, ops, h.Key, h.Version, conn
+	s.readOnly = readOnly(h.Key)
+	s.ambCode = kerr.RequestTimedOut.Code
+	s.lostCode = kerr.NotLeaderForPartition.Code
+	s.noRoute = kerr.LeaderNotAvailable.Code
+}
+
+// add appends an item to be routed; it returns the item's index.
+func (s *splitter) add(topic string, id [16]byte, part, ti, pi int32) int32 {
+	s.items = append(s.items, item{topic: topic, id: id, part: part, ti: ti, pi: pi, broker: -1, avoid: -1})
+	return int32(len(s.items) - 1)
+}
+
+// addLocal appends an item the proxy answers itself with code.
+func (s *splitter) addLocal(topic string, id [16]byte, part, ti, pi int32, code int16) {
+	i := s.add(topic, id, part, ti, pi)
+	s.items[i].state = itemDone
+	s.items[i].filled = true
+	s.ops.fail(i, code)
+}
+
+func (s *splitter) route(it *item) (int32, bool) {
+	if s.byGroup {
+		return s.d.routes.RouteGroup(it.topic, it.avoid)
+	}
+	return s.d.routes.Route(it.topic, it.part, it.avoid)
+}
+
+// dispatch routes the idle items and sends one sub-request per broker.
+// whole, if not nil, is the client's encoded request: when every item is
+// idle and goes to one broker it is forwarded as it is.
+func (s *splitter) dispatch(ctx context.Context, whole []byte) {
+	var brokers [8]int32
+	distinct := brokers[:0]
+	idle := 0
+	for i := range s.items {
+		it := &s.items[i]
+		if it.state != itemIdle {
+			continue
+		}
+		b, ok := s.route(it)
+		if !ok {
+			s.done(int32(i), s.noRoute)
+			continue
+		}
+		it.broker = b
+		idle++
+		if !containsID(distinct, b) {
+			distinct = append(distinct, b)
+		}
+	}
+	if idle == 0 {
+		return
+	}
+	if whole != nil && (len(distinct) != 1 || idle != len(s.items)) {
+		whole = nil
+	}
+	first := len(s.subs) == 0
+	s.idx = slices.Grow(s.idx, idle)
+	for _, b := range distinct {
+		start := len(s.idx)
+		for i := range s.items {
+			if it := &s.items[i]; it.state == itemIdle && it.broker == b {
+				s.idx = append(s.idx, int32(i))
+				it.state = itemSent
+				it.tries++
+			}
+		}
+		s.send(ctx, b, s.idx[start:len(s.idx):len(s.idx)], whole, len(distinct))
+	}
+	if first {
+		s.d.m.split(s.key, len(distinct))
+	}
+}
+
+func containsID(ids []int32, id int32) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *splitter) send(ctx context.Context, broker int32, idx []int32, whole []byte, nsubs int) {
+	body := whole
+	var buf *[]byte
+	if body == nil {
+		buf = s.d.getBuf()
+		*buf = s.ops.encode((*buf)[:0], idx, nsubs)
+		body = *buf
+	}
+	p, err := s.d.sender.Send(ctx, broker, s.conn, s.key, s.version, body)
+	s.d.putBuf(buf)
+	if err != nil {
+		err = fmt.Errorf("send %s to broker %d: %w", kmsg.NameForKey(s.key), broker, err)
+	}
+	s.subs = append(s.subs, sub{broker: broker, idx: idx, p: p, err: err})
+	s.outstanding++
+}
+
+// finish waits for the answers, retrying as needed, and merges them.
+func (s *splitter) finish(ctx context.Context) (Reply, error) {
+	defer s.cleanup()
+	if err := s.loop(ctx); err != nil {
+		return Reply{}, err
+	}
+	if s.raw != nil {
+		return Reply{Body: s.raw}, nil
+	}
+	return Reply{Body: s.ops.merge(nil)}, nil
+}
+
+func (s *splitter) loop(ctx context.Context) error {
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		s.handleSendErrors()
+		if s.outstanding > 0 && s.ops.enough() {
+			s.d.m.early.Inc()
+			return nil
+		}
+		if s.outstanding == 0 && s.retries == 0 {
+			return nil
+		}
+		now := s.d.now()
+		if s.retries > 0 && s.resendDue(ctx, now) {
+			continue
+		}
+		if si := s.inlineSub(); si >= 0 {
+			body, err := s.subs[si].p.Wait(ctx)
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: %w", kmsg.NameForKey(s.key), context.Cause(ctx))
+			}
+			s.handle(si, body, err)
+			continue
+		}
+		if s.concurrent {
+			s.launch(ctx)
+		}
+		wake, changed := s.wakeAt()
+		var timerC <-chan time.Time
+		if !wake.IsZero() {
+			if timer == nil {
+				timer = time.NewTimer(wake.Sub(now))
+			} else {
+				timer.Reset(wake.Sub(now))
+			}
+			timerC = timer.C
+		}
+		select {
+		case r := <-s.results:
+			s.waiting--
+			s.handle(r.si, r.body, r.err)
+		case <-timerC:
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", kmsg.NameForKey(s.key), context.Cause(ctx))
+		}
+	}
+}
+
+// wakeAt is when the loop must look again without a result: the earliest
+// retry. changed fires on a routing change while retries wait (a new owner
+// may be known).
+func (s *splitter) wakeAt() (time.Time, <-chan struct{}) {
+	var wake time.Time
+	var changed <-chan struct{}
+	if s.retries > 0 {
+		changed = s.d.routes.Changed()
+		for i := range s.items {
+			if it := &s.items[i]; it.state == itemRetry && (wake.IsZero() || it.due.Before(wake)) {
+				wake = it.due
+			}
+		}
+	}
+	return wake, changed
+}
+
+// inlineSub returns the sub-request to wait for without a goroutine: the
+// oldest one unless waits are concurrent, then only one left alone.
+func (s *splitter) inlineSub() int {
+	if s.outstanding == 0 || (s.concurrent && (s.outstanding != 1 || s.retries != 0 || s.waiting != 0)) {
+		return -1
+	}
+	for si := range s.subs {
+		if s.subs[si].state == subSent {
+			return si
+		}
+	}
+	return -1
+}
+
+// launch hands every sent sub-request to a goroutine that waits for it.
+func (s *splitter) launch(ctx context.Context) {
+	for si := range s.subs {
+		sb := &s.subs[si]
+		if sb.state != subSent {
+			continue
+		}
+		if s.wctx == nil {
+			if cap(s.results) < len(s.items) { // no sub-request has more items
+				s.results = make(chan result, len(s.items))
+			}
+			s.wctx, s.cancel = context.WithCancel(ctx)
+		}
+		sb.state = subWaiting
+		s.waiting++
+		go func(si int, p Pending) {
+			body, err := p.Wait(s.wctx)
+			s.results <- result{si: si, body: body, err: err}
+		}(si, sb.p)
+	}
+}
+
+// cleanup stops the goroutines still waiting (an early fetch answer leaves
+// idle brokers behind) and releases the call's buffers.
+func (s *splitter) cleanup() {
+	if s.cancel != nil {
+		s.cancel()
+		for ; s.waiting > 0; s.waiting-- {
+			<-s.results
+		}
+		s.cancel, s.wctx = nil, nil
+	}
+	s.d.putBuf(s.own)
+	s.own = nil
+}
+
+func (s *splitter) handleSendErrors() {
+	for si := range s.subs {
+		if sb := &s.subs[si]; sb.state == subSent && sb.err != nil {
+			s.handle(si, nil, sb.err)
+		}
+	}
+}
+
+// handle takes one sub-request's outcome.
+func (s *splitter) handle(si int, body []byte, err error) {
+	sb := &s.subs[si]
+	sb.state = subDone
+	s.outstanding--
+	if err == nil {
+		s.seq++
+		clean, derr := s.ops.absorb(body, si)
+		if derr == nil {
+			s.afterAbsorb(si, body, clean)
+			return
+		}
+		// A garbled answer: the broker may have processed the request.
+		err = fmt.Errorf("decode %s answer from broker %d: %w", kmsg.NameForKey(s.key), sb.broker, derr)
+	}
+	cls := retry.ClassifyErr(err)
+	if cls == retry.Ambiguous && s.readOnly {
+		cls = retry.Definite
+	}
+	s.d.log.Debug("sub-request failed", "api", kmsg.NameForKey(s.key), "broker", sb.broker, "class", cls, "err", err)
+	for _, i := range sb.idx {
+		if s.items[i].state != itemSent {
+			continue
+		}
+		if cls == retry.Definite {
+			s.refused(i, 0, err)
+		} else {
+			s.done(i, s.ambCode)
+		}
+	}
+}
+
+func (s *splitter) afterAbsorb(si int, body []byte, clean bool) {
+	sb := &s.subs[si]
+	missing := false
+	for _, i := range sb.idx {
+		if s.items[i].state == itemSent && s.items[i].mark != s.seq {
+			missing = true
+		}
+	}
+	if missing {
+		s.subs[si].state = subSent // handle counts it once more
+		s.outstanding++
+		s.handle(si, nil, fmt.Errorf("broker %d left partitions out of its %s answer", sb.broker, kmsg.NameForKey(s.key)))
+		return
+	}
+	if !clean || si != 0 || len(s.subs) != 1 || len(sb.idx) != len(s.items) {
+		return
+	}
+	for i := range s.items {
+		if s.items[i].state != itemDone {
+			return
+		}
+	}
+	s.raw = body
+}
+
+// answered records a broker's answer (already in slot i) with code.
+func (s *splitter) answered(i int32, code int16) {
+	it := &s.items[i]
+	it.filled = true
+	it.mark = s.seq
+	if retry.Classify(s.key, code) == retry.Definite && s.refused(i, code, nil) {
+		return
+	}
+	it.state = itemDone
+}
+
+// done answers item i locally with code.
+func (s *splitter) done(i int32, code int16) {
+	it := &s.items[i]
+	it.state = itemDone
+	it.filled = true
+	s.ops.fail(i, code)
+}
+
+// refused schedules a retry of item i; false when retries ran out, in
+// which case the item is done with its last answer (or lostCode).
+func (s *splitter) refused(i int32, code int16, err error) bool {
+	it := &s.items[i]
+	now := s.d.now()
+	delay, ok := s.d.backoff(int(it.tries), s.deadline)
+	if !ok || it.state == itemRetry {
+		it.state = itemDone
+		if !it.filled {
+			s.done(i, s.lostCode)
+		}
+		return false
+	}
+	if s.ownerMoved(it, it.broker) {
+		delay = 0
+	}
+	it.state = itemRetry
+	it.avoid = it.broker
+	it.due = now.Add(delay)
+	s.retries++
+	s.d.m.retried(s.key, code, err)
+	return true
+}
+
+// ownerMoved says whether routing already names a live owner other than
+// the broker that refused, so the retry need not wait.
+func (s *splitter) ownerMoved(it *item, refuser int32) bool {
+	if s.byGroup {
+		b, owned := s.d.routes.Coordinator(it.topic)
+		return owned && b != refuser
+	}
+	b, _, owned := s.d.routes.Owner(it.topic, it.part)
+	return owned && b != refuser
+}
+
+// resendDue sends the retries that are due, or whose owner moved; it
+// reports whether it sent anything.
+func (s *splitter) resendDue(ctx context.Context, now time.Time) bool {
+	n := 0
+	for i := range s.items {
+		it := &s.items[i]
+		if it.state != itemRetry || (now.Before(it.due) && !s.ownerMoved(it, it.avoid)) {
+			continue
+		}
+		it.state = itemIdle
+		s.retries--
+		n++
+	}
+	if n == 0 {
+		return false
+	}
+	s.dispatch(ctx, nil)
+	return true
+}

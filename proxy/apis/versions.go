@@ -1,0 +1,324 @@
+package apis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/routing"
+)
+
+// apiKind says how the proxy answers an API.
+type apiKind uint8
+
+const (
+	kindNone      apiKind = iota
+	kindLocal             // answered by the proxy itself
+	kindPartition         // split by partition owner
+	kindGroup             // sent to the group's coordinator (split if batched)
+	kindFanOut            // sent to every live broker, merged
+	kindAny               // sent to any broker
+)
+
+// numKeys covers every API key kmsg knows.
+const numKeys = 128
+
+type apiSpec struct {
+	kind apiKind
+	// maxImpl caps the versions this package handles (-1: whatever kmsg
+	// decodes). Every API here is implemented from v0.
+	maxImpl int16
+}
+
+// apiTable is the immutable list of APIs this package implements. Anything
+// else (SASL, inter-broker and KRaft APIs, share groups, ...) is never
+// advertised and answered with UNSUPPORTED_VERSION.
+var apiTable = func() (t [numKeys]apiSpec) {
+	set := func(k kmsg.Key, kind apiKind) { t[k] = apiSpec{kind: kind, maxImpl: -1} }
+	for _, k := range []kmsg.Key{kmsg.Produce, kmsg.Fetch, kmsg.ListOffsets, kmsg.DeleteRecords, kmsg.OffsetForLeaderEpoch} {
+		set(k, kindPartition)
+	}
+	for _, k := range []kmsg.Key{kmsg.Metadata, kmsg.ApiVersions, kmsg.FindCoordinator, kmsg.DescribeCluster} {
+		set(k, kindLocal)
+	}
+	for _, k := range []kmsg.Key{
+		kmsg.OffsetCommit, kmsg.OffsetFetch, kmsg.JoinGroup, kmsg.Heartbeat, kmsg.LeaveGroup,
+		kmsg.SyncGroup, kmsg.DescribeGroups, kmsg.TxnOffsetCommit, kmsg.DeleteGroups, kmsg.OffsetDelete,
+		kmsg.ConsumerGroupHeartbeat, kmsg.ConsumerGroupDescribe,
+	} {
+		set(k, kindGroup)
+	}
+	set(kmsg.ListGroups, kindFanOut)
+	for _, k := range []kmsg.Key{
+		kmsg.CreateTopics, kmsg.DeleteTopics, kmsg.InitProducerID, kmsg.AddPartitionsToTxn,
+		kmsg.AddOffsetsToTxn, kmsg.EndTxn, kmsg.DescribeACLs, kmsg.CreateACLs, kmsg.DeleteACLs,
+		kmsg.DescribeConfigs, kmsg.AlterConfigs, kmsg.DescribeLogDirs, kmsg.CreatePartitions,
+		kmsg.IncrementalAlterConfigs, kmsg.DescribeClientQuotas, kmsg.AlterClientQuotas,
+	} {
+		set(k, kindAny)
+	}
+	return t
+}()
+
+// vrange is a version range; min > max means none.
+type vrange struct{ min, max int16 }
+
+var noVersions = vrange{min: 0, max: -1}
+
+func (r vrange) ok() bool { return r.min <= r.max }
+
+func (r vrange) and(o vrange) vrange { return vrange{min: max(r.min, o.min), max: min(r.max, o.max)} }
+
+// vtable holds a version range per API key.
+type vtable struct {
+	r [numKeys]vrange
+	// brokers lists the brokers whose versions are in r; complete is false
+	// while some live broker's versions are unknown (probe failed).
+	brokers  []int32
+	complete bool
+	changed  <-chan struct{} // routing change after which r may be stale
+}
+
+func (t *vtable) get(key int16) vrange {
+	if key < 0 || int(key) >= numKeys {
+		return noVersions
+	}
+	return t.r[key]
+}
+
+// staticTable is what kmsg decodes intersected with what this package
+// implements, before any broker is asked.
+func staticTable() *vtable {
+	t := &vtable{complete: true}
+	for k := range numKeys {
+		spec := apiTable[k]
+		req := kmsg.RequestForKey(int16(k))
+		if spec.kind == kindNone || req == nil {
+			t.r[k] = noVersions
+			continue
+		}
+		hi := req.MaxVersion()
+		if spec.maxImpl >= 0 {
+			hi = min(hi, spec.maxImpl)
+		}
+		t.r[k] = vrange{min: 0, max: hi}
+	}
+	return t
+}
+
+// versions tracks what every live broker serves. Brokers are probed with
+// ApiVersions when they first appear; the advertised table is recomputed
+// (lazily, on the next ApiVersions request) whenever routing changes.
+type versions struct {
+	d      *Dispatcher
+	static *vtable
+	cur    atomic.Pointer[vtable]
+
+	mu       sync.Mutex // serializes refreshes; guards the maps
+	byBroker map[int32]*[numKeys]vrange
+	failedAt map[int32]time.Time
+}
+
+// probeRetry paces probes of a broker that did not answer.
+const probeRetry = 5 * time.Second
+
+func newVersions(d *Dispatcher) *versions {
+	v := &versions{d: d, static: staticTable(), byBroker: map[int32]*[numKeys]vrange{}, failedAt: map[int32]time.Time{}}
+	v.cur.Store(v.static)
+	return v
+}
+
+func (v *versions) current() *vtable { return v.cur.Load() }
+
+// refresh returns a table that accounts for every live broker, probing new
+// ones. A broker that cannot be probed is left out (and retried later): it
+// is not serving anyone right now.
+func (v *versions) refresh(ctx context.Context) *vtable {
+	if t := v.cur.Load(); t.changed != nil && !closed(t.changed) && t.complete {
+		return t
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if t := v.cur.Load(); t.changed != nil && !closed(t.changed) && t.complete {
+		return t
+	}
+	changed := v.d.routes.Changed() // taken before reading, so no change is missed
+	live := v.d.routes.Brokers()
+	v.forgetDead(live)
+	v.probeNew(ctx, live)
+
+	t := &vtable{r: v.static.r, complete: true, changed: changed}
+	for _, b := range live {
+		br := v.byBroker[b.ID]
+		if br == nil {
+			t.complete = false
+			continue
+		}
+		t.brokers = append(t.brokers, b.ID)
+		for k := range numKeys {
+			if apiTable[k].kind != kindLocal {
+				t.r[k] = t.r[k].and(br[k])
+			}
+		}
+	}
+	v.cur.Store(t)
+	return t
+}
+
+// forgetDead drops brokers that left, so that a broker coming back (maybe
+// upgraded) is probed again.
+func (v *versions) forgetDead(live []routing.Broker) {
+	alive := make(map[int32]bool, len(live))
+	for _, b := range live {
+		alive[b.ID] = true
+	}
+	for id := range v.byBroker {
+		if !alive[id] {
+			delete(v.byBroker, id)
+		}
+	}
+	for id := range v.failedAt {
+		if !alive[id] {
+			delete(v.failedAt, id)
+		}
+	}
+}
+
+// probeNew asks every live broker without known versions, in parallel.
+func (v *versions) probeNew(ctx context.Context, live []routing.Broker) {
+	now := v.d.now()
+	ctx, cancel := context.WithTimeout(ctx, v.d.cfg.ProbeTimeout)
+	defer cancel()
+	type answer struct {
+		id  int32
+		r   *[numKeys]vrange
+		err error
+	}
+	var need []int32
+	for _, b := range live {
+		if v.byBroker[b.ID] != nil {
+			continue
+		}
+		if at, ok := v.failedAt[b.ID]; ok && now.Sub(at) < probeRetry {
+			continue
+		}
+		need = append(need, b.ID)
+	}
+	answers := make(chan answer, len(need))
+	var wg sync.WaitGroup
+	for _, id := range need {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := v.probe(ctx, id)
+			answers <- answer{id, r, err}
+		}()
+	}
+	wg.Wait()
+	close(answers)
+	for a := range answers {
+		if a.err != nil {
+			v.failedAt[a.id] = now
+			v.d.log.Warn("broker ApiVersions probe failed; not counted in advertised versions", "broker", a.id, "err", a.err)
+			continue
+		}
+		delete(v.failedAt, a.id)
+		v.byBroker[a.id] = a.r
+	}
+}
+
+// probeVersion is the ApiVersions version the proxy asks brokers with; v3
+// carries the software name that lets a stub broker answer out of order on
+// the proxy's connections (the pool identifies itself the same way).
+const probeVersion = 3
+
+func (v *versions) probe(ctx context.Context, broker int32) (*[numKeys]vrange, error) {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = probeVersion
+	req.ClientSoftwareName = "kproxy"
+	req.ClientSoftwareVersion = "1"
+	p, err := v.d.sender.Send(ctx, broker, 0, int16(kmsg.ApiVersions), probeVersion, req.AppendTo(nil))
+	if err != nil {
+		return nil, fmt.Errorf("send ApiVersions to broker %d: %w", broker, err)
+	}
+	body, err := p.Wait(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ApiVersions from broker %d: %w", broker, err)
+	}
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = probeVersion
+	if err := resp.ReadFrom(body); err != nil || resp.ErrorCode == kerr.UnsupportedVersion.Code {
+		// Kafka answers an unsupported ApiVersions version at v0.
+		resp = kmsg.NewPtrApiVersionsResponse()
+		if err0 := resp.ReadFrom(body); err0 != nil {
+			return nil, fmt.Errorf("decode ApiVersions from broker %d: %w", broker, errors.Join(err, err0))
+		}
+	}
+	if resp.ErrorCode != 0 && resp.ErrorCode != kerr.UnsupportedVersion.Code {
+		return nil, fmt.Errorf("ApiVersions from broker %d: %w", broker, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	var r [numKeys]vrange
+	for k := range r {
+		r[k] = noVersions
+	}
+	for _, k := range resp.ApiKeys {
+		if k.ApiKey >= 0 && int(k.ApiKey) < numKeys {
+			r[k.ApiKey] = vrange{min: k.MinVersion, max: k.MaxVersion}
+		}
+	}
+	return &r, nil
+}
+
+// apiVersionsOp answers ApiVersions after bringing the table up to date.
+type apiVersionsOp struct {
+	d       *Dispatcher
+	version int16
+}
+
+func (d *Dispatcher) beginApiVersions(h Header, body []byte) (op, Reply, error) {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = h.Version
+	if err := req.ReadFrom(body); err != nil {
+		// Kafka answers undecodable ApiVersions (e.g. a newer client's
+		// body) with the v0 fallback rather than closing.
+		return nil, d.apiVersionsFallback(), nil
+	}
+	return &apiVersionsOp{d: d, version: h.Version}, Reply{}, nil
+}
+
+func (o *apiVersionsOp) finish(ctx context.Context) (Reply, error) {
+	t := o.d.vers.refresh(ctx)
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = o.version
+	resp.ApiKeys = t.apiKeys()
+	return Reply{Body: resp.AppendTo(nil)}, nil
+}
+
+// apiVersionsFallback is Kafka's answer to an ApiVersions version it does
+// not know: error UNSUPPORTED_VERSION in a v0 body that still lists the
+// versions, so the client can retry with one it shares.
+func (d *Dispatcher) apiVersionsFallback() Reply {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 0
+	resp.ErrorCode = kerr.UnsupportedVersion.Code
+	resp.ApiKeys = d.vers.current().apiKeys()
+	return Reply{Body: resp.AppendTo(nil)}
+}
+
+func (t *vtable) apiKeys() []kmsg.ApiVersionsResponseApiKey {
+	keys := make([]kmsg.ApiVersionsResponseApiKey, 0, 48)
+	for k := range numKeys {
+		if r := t.r[k]; r.ok() {
+			keys = append(keys, kmsg.ApiVersionsResponseApiKey{ApiKey: int16(k), MinVersion: r.min, MaxVersion: r.max})
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].ApiKey < keys[j].ApiKey })
+	return keys
+}

@@ -1,0 +1,244 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/kproxy/kproxy/proxy/apis"
+)
+
+// clientReadBufferBytes keeps an idle connection small: frames larger than
+// this are read straight into a pooled frame buffer.
+const clientReadBufferBytes = 4 << 10
+
+// clientConn is one Kafka client connection: a reader goroutine that reads
+// frames and begins calls in order, a writer goroutine that writes responses
+// in request order, and one short-lived goroutine per outstanding request.
+type clientConn struct {
+	s      *Server
+	id     uint64
+	nc     net.Conn
+	log    *slog.Logger
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	seq    *sequencer
+
+	draining  atomic.Bool
+	closeOnce sync.Once
+	calls     sync.WaitGroup // per-request goroutines
+
+	clientID []byte  // the last client id seen, to reuse its *string
+	clientPtr *string
+}
+
+func newClientConn(s *Server, id uint64, nc net.Conn) *clientConn {
+	ctx, cancel := context.WithCancelCause(s.connCtx)
+	return &clientConn{
+		s: s, id: id, nc: nc, ctx: ctx, cancel: cancel,
+		log: s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
+		seq: newSequencer(s.cfg.MaxInFlightPerConn),
+	}
+}
+
+// serve runs the connection until it is closed; it returns once every
+// goroutine of the connection has ended.
+func (c *clientConn) serve() {
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	c.readLoop()
+	<-writerDone
+	c.calls.Wait()
+	c.close(nil)
+}
+
+// close ends the connection at once; outstanding responses are dropped.
+func (c *clientConn) close(cause error) {
+	c.closeOnce.Do(func() {
+		if cause != nil {
+			c.cancel(cause)
+		} else {
+			c.cancel(errConnClosed)
+		}
+		c.seq.close()
+		c.nc.Close()
+	})
+}
+
+var (
+	errConnClosed = errors.New("client connection closed")
+	errDraining   = errors.New("proxy shutting down")
+)
+
+// drain stops reading requests; outstanding ones still get their responses,
+// then the connection closes.
+func (c *clientConn) drain() {
+	c.draining.Store(true)
+	_ = c.nc.SetReadDeadline(time.Now()) // wakes a reader blocked in Read
+}
+
+func (c *clientConn) readLoop() {
+	br := bufio.NewReaderSize(c.nc, clientReadBufferBytes)
+	for {
+		t, err := c.seq.reserve(c.ctx)
+		if err != nil {
+			return
+		}
+		if err := c.readOne(br, t); err != nil {
+			c.seq.closeInput(t, true)
+			c.endRead(err)
+			return
+		}
+	}
+}
+
+// endRead decides what a read failure means: a drain or a client that went
+// away lets outstanding responses finish; a bad frame closes the connection.
+func (c *clientConn) endRead(err error) {
+	var bad *badFrameError
+	switch {
+	case c.draining.Load() && errors.Is(err, os.ErrDeadlineExceeded):
+		c.log.Debug("client connection draining")
+	case errors.As(err, &bad):
+		c.s.m.fail(bad.key, codeInvalidRequest)
+		c.log.Warn("closing client connection", "reason", bad.Error())
+		c.close(err)
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+		c.log.Debug("client connection closed by client")
+		c.close(err)
+	default:
+		c.log.Debug("client connection read failed", "err", err)
+		c.close(err)
+	}
+}
+
+// badFrameError is a frame the proxy cannot or will not serve.
+type badFrameError struct {
+	key int16
+	err error
+}
+
+func (e *badFrameError) Error() string { return e.err.Error() }
+func (e *badFrameError) Unwrap() error { return e.err }
+
+// readOne reads one request frame and begins its call under ticket t.
+func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
+	var sz [4]byte
+	if _, err := io.ReadFull(br, sz[:]); err != nil {
+		return err
+	}
+	start := time.Now()
+	n := int32(binary.BigEndian.Uint32(sz[:]))
+	if n < 0 || n > c.s.cfg.MaxFrameBytes {
+		return &badFrameError{key: -1, err: fmt.Errorf("frame of %d bytes (max %d)", n, c.s.cfg.MaxFrameBytes)}
+	}
+	buf := c.s.bufs.get(int(n))
+	defer c.s.bufs.put(buf)
+	frame := (*buf)[:n]
+	if _, err := io.ReadFull(br, frame); err != nil {
+		return err
+	}
+	c.s.m.bytesIn.Add(float64(4 + n))
+	h, err := parseHeader(frame, c.s.flex)
+	if err != nil {
+		return &badFrameError{key: h.key, err: fmt.Errorf("request header: %w", err)}
+	}
+	am := c.s.m.api(h.key)
+	am.requests.Inc()
+	if !h.known {
+		c.s.m.fail(h.key, codeUnsupported)
+	}
+	call := c.s.d.disp.Begin(c.ctx, c.id, apis.Header{
+		Key: h.key, Version: h.version, CorrelationID: h.corr, ClientID: c.internClientID(&h),
+	}, frame[h.bodyOff:])
+	h.clientID = nil // aliases frame, which is reused
+	c.calls.Add(1)
+	go c.finish(t, h, call, am, start)
+	return nil
+}
+
+// internClientID returns the header's client id, reusing the last one's
+// string: a client sends the same id on every request.
+func (c *clientConn) internClientID(h *reqHeader) *string {
+	if h.nullClientID {
+		return nil
+	}
+	if c.clientPtr == nil || string(c.clientID) != string(h.clientID) {
+		s := string(h.clientID)
+		c.clientID, c.clientPtr = append(c.clientID[:0], h.clientID...), &s
+	}
+	return c.clientPtr
+}
+
+// finish waits for one call and hands its response to the sequencer.
+func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, start time.Time) {
+	defer c.calls.Done()
+	reply, err := call.Finish(c.ctx)
+	am.duration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		if c.ctx.Err() == nil {
+			c.s.m.fail(h.key, codeDispatch)
+			c.log.Warn("closing client connection", "reason", "request failed", "api", apiName(h.key), "version", h.version, "err", err)
+		}
+		c.close(fmt.Errorf("%s v%d: %w", apiName(h.key), h.version, err))
+		return
+	}
+	if reply.NoResponse {
+		c.seq.complete(t, response{skip: true})
+		return
+	}
+	r := responseHeader(&h, len(reply.Body))
+	r.body = reply.Body
+	c.seq.complete(t, r)
+}
+
+// writeLoop writes responses in request order, batching those ready
+// together into one vectored write.
+func (c *clientConn) writeLoop() {
+	var batch []response
+	var bufs net.Buffers
+	for {
+		var err error
+		batch, err = c.seq.take(c.ctx, batch[:0])
+		if err != nil {
+			if errors.Is(err, io.EOF) { // input closed and everything written
+				c.close(nil)
+			}
+			return
+		}
+		bufs = bufs[:0]
+		total := 0
+		for i := range batch {
+			r := &batch[i]
+			bufs = append(bufs, r.hdr[:r.hlen])
+			if len(r.body) > 0 {
+				bufs = append(bufs, r.body)
+			}
+			total += r.bytes()
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+		toWrite := bufs // WriteTo consumes its receiver
+		n, err := toWrite.WriteTo(c.nc)
+		c.s.m.bytesOut.Add(float64(n))
+		clear(batch)
+		clear(bufs)
+		if err != nil {
+			c.log.Debug("client write failed", "err", err, "pending_bytes", total-int(n))
+			c.close(fmt.Errorf("write: %w", err))
+			return
+		}
+		c.seq.written()
+	}
+}

@@ -1,0 +1,231 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/leasewatch"
+	"github.com/kproxy/kproxy/proxy/apis"
+	"github.com/kproxy/kproxy/routing"
+)
+
+const testWait = 5 * time.Second
+
+// fakeDispatcher records every Begin. By default a call answers at once
+// with body "r<corr>"; with hold set, each call waits for the test to
+// release it.
+type fakeDispatcher struct {
+	hold   bool
+	begun  chan *fakeCall
+	mu     sync.Mutex
+	nBegun int
+}
+
+type fakeCall struct {
+	h       apis.Header
+	body    []byte // a copy: Begin may not keep the caller's
+	release chan fakeResult
+	d       *fakeDispatcher
+}
+
+type fakeResult struct {
+	reply apis.Reply
+	err   error
+}
+
+func newFakeDispatcher(hold bool) *fakeDispatcher {
+	return &fakeDispatcher{hold: hold, begun: make(chan *fakeCall, 1024)}
+}
+
+func (d *fakeDispatcher) Begin(_ context.Context, _ uint64, h apis.Header, body []byte) call {
+	c := &fakeCall{h: h, body: append([]byte(nil), body...), release: make(chan fakeResult, 1), d: d}
+	d.mu.Lock()
+	d.nBegun++
+	d.mu.Unlock()
+	d.begun <- c
+	return c
+}
+
+func (d *fakeDispatcher) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.nBegun
+}
+
+func (c *fakeCall) defaultReply() apis.Reply {
+	if c.h.Key == 0 && len(c.body) > 0 && c.body[0] == 'z' { // our tests' acks=0 marker
+		return apis.Reply{NoResponse: true}
+	}
+	return apis.Reply{Body: fmt.Appendf(nil, "r%d", c.h.CorrelationID)}
+}
+
+func (c *fakeCall) Finish(ctx context.Context) (apis.Reply, error) {
+	if !c.d.hold {
+		return c.defaultReply(), nil
+	}
+	select {
+	case r := <-c.release:
+		return r.reply, r.err
+	case <-ctx.Done():
+		return apis.Reply{}, ctx.Err()
+	}
+}
+
+func (c *fakeCall) answer() { c.release <- fakeResult{reply: c.defaultReply()} }
+
+func (d *fakeDispatcher) next(t *testing.T) *fakeCall {
+	t.Helper()
+	select {
+	case c := <-d.begun:
+		return c
+	case <-time.After(testWait):
+		t.Fatalf("no request reached the dispatcher within %s", testWait)
+		return nil
+	}
+}
+
+type testServer struct {
+	*Server
+	routes *routing.Table
+	synced atomic.Bool
+	cancel context.CancelFunc
+	done   chan error
+	reg    *prometheus.Registry
+}
+
+// startServer runs a server with a fake dispatcher; it is stopped (and
+// checked to return nil) when the test ends, unless the test stops it.
+func startServer(t *testing.T, cfg Config, d dispatcher) *testServer {
+	t.Helper()
+	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	cfg.setDefaults()
+	ln, adminLn, err := listen(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{routes: routing.NewTable(), done: make(chan error, 1), reg: cfg.Registry}
+	ts.Server = newServer(cfg, ln, adminLn, deps{
+		disp: d, routes: ts.routes,
+		status: func() leasewatch.Status {
+			return leasewatch.Status{Synced: ts.synced.Load(), Age: time.Second}
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	ts.cancel = cancel
+	go func() { ts.done <- ts.Run(ctx) }()
+	t.Cleanup(func() { ts.stop(t) })
+	return ts
+}
+
+func (ts *testServer) stop(t *testing.T) {
+	t.Helper()
+	ts.cancel()
+	select {
+	case err, ok := <-ts.done:
+		if ok && err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		if ok {
+			close(ts.done)
+		}
+	case <-time.After(3 * testWait):
+		t.Fatalf("Run did not return within %s of shutdown", 3*testWait)
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+// testClient speaks raw Kafka framing to the proxy.
+type testClient struct {
+	t  *testing.T
+	nc net.Conn
+	br *bufio.Reader
+}
+
+func dial(t *testing.T, ts *testServer) *testClient {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", ts.Addr(), testWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	return &testClient{t: t, nc: nc, br: bufio.NewReader(nc)}
+}
+
+// send writes a request frame with a v1/v2 header as kmsg says; payload is
+// the opaque body.
+func (c *testClient) send(key, version int16, corr int32, payload []byte) {
+	c.t.Helper()
+	frame := []byte{0, 0, 0, 0}
+	frame = binary.BigEndian.AppendUint16(frame, uint16(key))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(version))
+	frame = binary.BigEndian.AppendUint32(frame, uint32(corr))
+	frame = binary.BigEndian.AppendUint16(frame, 4)
+	frame = append(frame, "test"...)
+	if req := kmsg.RequestForKey(key); req != nil {
+		req.SetVersion(version)
+		if req.IsFlexible() {
+			frame = append(frame, 0)
+		}
+	}
+	frame = append(frame, payload...)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	c.raw(frame)
+}
+
+func (c *testClient) raw(b []byte) {
+	c.t.Helper()
+	if _, err := c.nc.Write(b); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+// read returns the next response's correlation id and everything after it
+// (the tag byte of a flexible header included).
+func (c *testClient) read() (int32, []byte) {
+	c.t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(testWait))
+	var sz [4]byte
+	if _, err := io.ReadFull(c.br, sz[:]); err != nil {
+		c.t.Fatalf("read response: %v", err)
+	}
+	buf := make([]byte, binary.BigEndian.Uint32(sz[:]))
+	if _, err := io.ReadFull(c.br, buf); err != nil {
+		c.t.Fatalf("read response: %v", err)
+	}
+	return int32(binary.BigEndian.Uint32(buf)), buf[4:]
+}
+
+func (c *testClient) expectClosed() {
+	c.t.Helper()
+	_ = c.nc.SetReadDeadline(time.Now().Add(testWait))
+	_, err := c.br.ReadByte()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.t.Fatalf("connection still open after %s", testWait)
+	}
+	if err == nil {
+		c.t.Fatal("got bytes, want the connection closed")
+	}
+}

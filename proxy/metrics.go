@@ -1,0 +1,111 @@
+package proxy
+
+import (
+	"errors"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Values of the code label of kproxy_request_errors_total. The proxy does not
+// decode response bodies, so these are the failures the proxy itself sees.
+const (
+	codeInvalidRequest = "INVALID_REQUEST"     // malformed, oversize or unknown request: connection closed
+	codeUnsupported    = "UNSUPPORTED_VERSION" // ApiVersions of a version kmsg does not know
+	codeDispatch       = "DISPATCH_FAILED"     // the dispatcher gave up: connection closed
+)
+
+type metrics struct {
+	requests  *prometheus.CounterVec
+	errors    *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	bytesIn   prometheus.Counter
+	bytesOut  prometheus.Counter
+	conns     prometheus.Gauge
+	connTotal prometheus.Counter
+
+	perAPI [maxKey + 2]atomic.Pointer[apiMetrics] // last entry: unknown keys
+}
+
+type apiMetrics struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_requests_total", Help: "Client requests read, by API.",
+		}, []string{"api"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_request_errors_total",
+			Help: "Client requests the proxy failed itself, by API and code (INVALID_REQUEST, UNSUPPORTED_VERSION, DISPATCH_FAILED).",
+		}, []string{"api", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kproxy_request_duration_seconds",
+			Help:    "Time from reading a client request to having its response ready, by API.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14), // 100us .. ~15min
+		}, []string{"api"}),
+		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kproxy_bytes_in_total", Help: "Bytes read from clients, including frame headers.",
+		}),
+		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kproxy_bytes_out_total", Help: "Bytes written to clients, including frame headers.",
+		}),
+		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kproxy_client_connections", Help: "Open client connections.",
+		}),
+		connTotal: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kproxy_client_connections_total", Help: "Client connections accepted.",
+		}),
+	}
+	if reg != nil {
+		m.requests = register(reg, m.requests)
+		m.errors = register(reg, m.errors)
+		m.duration = register(reg, m.duration)
+		m.bytesIn = register(reg, m.bytesIn)
+		m.bytesOut = register(reg, m.bytesOut)
+		m.conns = register(reg, m.conns)
+		m.connTotal = register(reg, m.connTotal)
+	}
+	return m
+}
+
+// register registers c, or returns the collector already registered under
+// the same name (two servers in one process share the series).
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
+
+func apiName(key int16) string {
+	if name := kmsg.NameForKey(key); name != "" {
+		return name
+	}
+	return "Unknown"
+}
+
+// api returns key's children, resolving the labels once per key.
+func (m *metrics) api(key int16) *apiMetrics {
+	i := int(key)
+	if key < 0 || key > maxKey {
+		i = maxKey + 1
+	}
+	if a := m.perAPI[i].Load(); a != nil {
+		return a
+	}
+	name := apiName(key)
+	a := &apiMetrics{requests: m.requests.WithLabelValues(name), duration: m.duration.WithLabelValues(name)}
+	m.perAPI[i].CompareAndSwap(nil, a)
+	return m.perAPI[i].Load()
+}
+
+func (m *metrics) fail(key int16, code string) { m.errors.WithLabelValues(apiName(key), code).Inc() }

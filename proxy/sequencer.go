@@ -1,0 +1,180 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+)
+
+// response is one encoded response waiting for its turn on the wire.
+type response struct {
+	hdr  [9]byte // size, correlation id, and the empty tag section if flexible
+	hlen uint8
+	body []byte
+	skip bool // nothing to write: Kafka sends no response (acks=0 produce)
+}
+
+// bytes is the response's size on the wire.
+func (r *response) bytes() int { return int(r.hlen) + len(r.body) }
+
+var errSequencerClosed = errors.New("connection closed")
+
+// sequencer keeps one client connection's responses in request order while
+// the requests finish in any order, and bounds how many requests the
+// connection has outstanding. The reader reserves a ticket per request (in
+// read order, blocking while capacity tickets are outstanding), any goroutine
+// completes a ticket, and the single writer takes the completed tickets at
+// the head of the line, writes them and then releases them. A ticket counts
+// against capacity until its response is written, so a client that does not
+// read its responses stops the proxy from reading its requests.
+type sequencer struct {
+	mu       sync.Mutex
+	ring     []seqSlot
+	next     uint64 // next ticket to hand out
+	head     uint64 // oldest ticket not yet taken by the writer
+	free     uint64 // tickets below free no longer count against capacity
+	noInput  bool   // closeInput: no more reservations; drain, then EOF
+	closed   bool   // close: stop now
+	space    chan struct{}
+	ready    chan struct{}
+	shutdown chan struct{} // closed by close
+}
+
+type seqSlot struct {
+	done bool
+	resp response
+}
+
+func newSequencer(capacity int) *sequencer {
+	return &sequencer{
+		ring:     make([]seqSlot, capacity),
+		space:    make(chan struct{}, 1),
+		ready:    make(chan struct{}, 1),
+		shutdown: make(chan struct{}),
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// reserve returns the next ticket, waiting while the connection has its full
+// capacity outstanding.
+func (s *sequencer) reserve(ctx context.Context) (uint64, error) {
+	for {
+		s.mu.Lock()
+		switch {
+		case s.closed || s.noInput:
+			s.mu.Unlock()
+			return 0, errSequencerClosed
+		case s.next-s.free < uint64(len(s.ring)):
+			t := s.next
+			s.next++
+			s.mu.Unlock()
+			return t, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.space:
+		case <-s.shutdown:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// complete hands in ticket t's response; the writer sends it in its turn.
+func (s *sequencer) complete(t uint64, r response) {
+	s.mu.Lock()
+	if s.closed || t < s.head || t >= s.next {
+		s.mu.Unlock()
+		return
+	}
+	sl := &s.ring[t%uint64(len(s.ring))]
+	sl.done, sl.resp = true, r
+	wake := t == s.head
+	s.mu.Unlock()
+	if wake {
+		signal(s.ready)
+	}
+}
+
+// take waits until the oldest outstanding ticket is complete and appends
+// every completed response at the head of the line to dst, in order. It
+// returns io.EOF once closeInput was called and every ticket was taken, and
+// errSequencerClosed after close. Call written after writing what it took.
+func (s *sequencer) take(ctx context.Context, dst []response) ([]response, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return dst, errSequencerClosed
+		}
+		for s.head < s.next {
+			sl := &s.ring[s.head%uint64(len(s.ring))]
+			if !sl.done {
+				break
+			}
+			if !sl.resp.skip {
+				dst = append(dst, sl.resp)
+			}
+			*sl = seqSlot{}
+			s.head++
+		}
+		if len(dst) > 0 {
+			s.mu.Unlock()
+			return dst, nil
+		}
+		if s.free != s.head { // only skipped tickets: nothing to write
+			s.free = s.head
+			signal(s.space)
+		}
+		if s.noInput && s.head == s.next {
+			s.mu.Unlock()
+			return dst, io.EOF
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.ready:
+		case <-s.shutdown:
+		case <-ctx.Done():
+			return dst, ctx.Err()
+		}
+	}
+}
+
+// written releases the tickets the last take returned.
+func (s *sequencer) written() {
+	s.mu.Lock()
+	s.free = s.head
+	s.mu.Unlock()
+	signal(s.space)
+}
+
+// closeInput refuses further reservations; take drains what is outstanding
+// and then returns io.EOF. It also gives back an unused reserved ticket when
+// called with it (the reader reserves before it knows whether a request
+// follows).
+func (s *sequencer) closeInput(unused uint64, hasUnused bool) {
+	s.mu.Lock()
+	if hasUnused && unused == s.next-1 {
+		s.next--
+	}
+	s.noInput = true
+	s.mu.Unlock()
+	signal(s.ready)
+}
+
+// close stops the sequencer at once: pending responses are dropped.
+func (s *sequencer) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.shutdown)
+	}
+}

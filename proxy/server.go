@@ -1,0 +1,384 @@
+// Package proxy is the client-facing server: it accepts Kafka client
+// connections, reads size-prefixed frames, pipelines each connection's
+// requests through the apis dispatcher, writes responses strictly in request
+// order, stops reading from a connection that has too much outstanding
+// (backpressure), and drains connections on shutdown. It also serves the
+// admin HTTP API (health, readiness, metrics, routing table).
+//
+// A malformed, oversize or unknown request closes only the connection it
+// came on, with a logged reason; other clients never wait for it.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/leasewatch"
+	"github.com/kproxy/kproxy/proxy/apis"
+	"github.com/kproxy/kproxy/proxy/upstream"
+	"github.com/kproxy/kproxy/routing"
+)
+
+// Config configures a Server. Zero values take the documented defaults.
+type Config struct {
+	Listen      string // Kafka listener, host:port
+	AdminListen string // admin HTTP listener, host:port
+	// Advertise is the host:port clients see, the same on every replica
+	// (default: the bound Kafka listener address).
+	Advertise string
+	NodeID    int32 // broker id clients see (default 0)
+	ClusterID string
+	Etcd      *clientv3.Client
+	Layout    layout.Layout
+
+	AutoCreateTopics  bool
+	DefaultPartitions int32
+
+	MaxFrameBytes      int32         // largest client request frame (default 100 MiB)
+	MaxInFlightPerConn int           // outstanding requests per client connection (default 64)
+	DrainTimeout       time.Duration // how long shutdown waits for in-flight requests (default 10s)
+	// WriteTimeout bounds one write to a client; a client that reads
+	// nothing for this long is disconnected (default 30s).
+	WriteTimeout time.Duration
+
+	UpstreamConnsPerBroker int // default 4
+	EnablePprof            bool
+	Logger                 *slog.Logger
+	Registry               *prometheus.Registry // default: a new registry
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = 100 << 20
+	}
+	if c.MaxInFlightPerConn <= 0 {
+		c.MaxInFlightPerConn = 64
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+}
+
+// dispatcher is what a connection needs of apis.Dispatcher; tests supply
+// fakes.
+type dispatcher interface {
+	Begin(ctx context.Context, conn uint64, h apis.Header, body []byte) call
+}
+
+type call interface {
+	Finish(ctx context.Context) (apis.Reply, error)
+}
+
+type apisDispatcher struct{ d *apis.Dispatcher }
+
+func (a apisDispatcher) Begin(ctx context.Context, conn uint64, h apis.Header, body []byte) call {
+	return a.d.Begin(ctx, conn, h, body)
+}
+
+// deps are the parts New wires; tests replace them.
+type deps struct {
+	disp   dispatcher
+	routes *routing.Table
+	status func() leasewatch.Status
+	watch  func(ctx context.Context) error // keeps routes current until ctx ends
+	prune  func()                          // drop connections to brokers that left
+	close  func()                          // release upstream connections
+}
+
+// Server is a running proxy: create it with New, then call Run once.
+type Server struct {
+	cfg  Config
+	log  *slog.Logger
+	m    *metrics
+	flex flexTable
+	bufs bufPool
+	d    deps
+
+	ln, adminLn net.Listener
+	http        *http.Server
+
+	connCtx    context.Context // parent of every client connection's context
+	cancelConn context.CancelCauseFunc
+	nextID     atomic.Uint64
+	mu         sync.Mutex
+	conns      map[*clientConn]struct{}
+	draining   atomic.Bool
+	connWG     sync.WaitGroup
+}
+
+// New binds both listeners and wires the routing table, its etcd watch, the
+// upstream broker pool and the request dispatcher. Nothing runs until Run.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Etcd == nil {
+		return nil, errors.New("proxy: Config.Etcd is required")
+	}
+	cfg.setDefaults()
+	ln, adminLn, err := listen(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	d, err := wire(cfg, ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		adminLn.Close()
+		return nil, err
+	}
+	return newServer(cfg, ln, adminLn, d), nil
+}
+
+func listen(ctx context.Context, cfg Config) (net.Listener, net.Listener, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listen for clients on %q: %w", cfg.Listen, err)
+	}
+	adminLn, err := lc.Listen(ctx, "tcp", cfg.AdminListen)
+	if err != nil {
+		ln.Close()
+		return nil, nil, fmt.Errorf("listen for admin http on %q: %w", cfg.AdminListen, err)
+	}
+	return ln, adminLn, nil
+}
+
+// wire builds the production dependencies.
+func wire(cfg Config, bound string) (deps, error) {
+	advertise := cfg.Advertise
+	if advertise == "" {
+		advertise = bound
+	}
+	host, portStr, err := net.SplitHostPort(advertise)
+	if err != nil {
+		return deps{}, fmt.Errorf("proxy: advertise address %q: %w", advertise, err)
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil || port == 0 {
+		return deps{}, fmt.Errorf("proxy: advertise address %q: bad port", advertise)
+	}
+	routes := routing.NewTable()
+	w, err := leasewatch.New(leasewatch.Config{
+		Client: cfg.Etcd, Layout: cfg.Layout, Table: routes,
+		Logger: cfg.Logger.With("component", "leasewatch"), Registerer: cfg.Registry,
+	})
+	if err != nil {
+		return deps{}, fmt.Errorf("proxy: routing watch: %w", err)
+	}
+	pool := upstream.NewPool(upstream.Config{
+		Resolve: func(id int32) (string, bool) {
+			b, ok := routes.Broker(id)
+			return b.Addr, ok
+		},
+		ConnsPerBroker: cfg.UpstreamConnsPerBroker,
+		Logger:         cfg.Logger.With("component", "upstream"),
+		Registerer:     cfg.Registry,
+	})
+	disp, err := apis.New(apis.Config{
+		Routes: routes, Sender: pool,
+		NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port), ClusterID: cfg.ClusterID,
+		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions,
+		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry,
+	})
+	if err != nil {
+		pool.Close()
+		return deps{}, fmt.Errorf("proxy: dispatcher: %w", err)
+	}
+	return deps{
+		disp: apisDispatcher{disp}, routes: routes, status: w.Status,
+		watch: w.Run, prune: pool.Prune, close: pool.Close,
+	}, nil
+}
+
+func newServer(cfg Config, ln, adminLn net.Listener, d deps) *Server {
+	s := &Server{
+		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registry), flex: newFlexTable(), d: d,
+		ln: ln, adminLn: adminLn, conns: make(map[*clientConn]struct{}),
+	}
+	s.connCtx, s.cancelConn = context.WithCancelCause(context.Background())
+	s.http = &http.Server{
+		Handler:           s.adminMux(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
+	}
+	return s
+}
+
+// Addr is the bound Kafka listener address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// AdminAddr is the bound admin HTTP address.
+func (s *Server) AdminAddr() string { return s.adminLn.Addr().String() }
+
+// Run serves until ctx ends, then stops accepting, lets outstanding requests
+// finish within DrainTimeout, closes everything and returns nil. It returns
+// an error if a part of the server fails first (it shuts down the same way).
+func (s *Server) Run(ctx context.Context) error {
+	bg, stopBG := context.WithCancel(context.Background())
+	defer stopBG()
+	var bgWG sync.WaitGroup
+	errc := make(chan error, 4)
+	if s.d.watch != nil {
+		bgWG.Go(func() {
+			if err := s.d.watch(bg); err != nil && bg.Err() == nil {
+				errc <- fmt.Errorf("routing watch: %w", err)
+			}
+		})
+	}
+	if s.d.prune != nil && s.d.routes != nil {
+		bgWG.Go(func() { s.pruneLoop(bg) })
+	}
+	bgWG.Go(func() {
+		if err := s.http.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("admin http: %w", err)
+		}
+	})
+	acceptDone := make(chan struct{})
+	go func() {
+		defer close(acceptDone)
+		if err := s.acceptLoop(); err != nil {
+			errc <- err
+		}
+	}()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+		s.log.Error("proxy failing", "err", runErr)
+	}
+	s.drain()
+	<-acceptDone
+
+	hctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := s.http.Shutdown(hctx); err != nil {
+		s.http.Close()
+	}
+	stopBG()
+	bgWG.Wait()
+	if s.d.close != nil {
+		s.d.close()
+	}
+	return runErr
+}
+
+// pruneLoop drops upstream connections to brokers that left the table.
+func (s *Server) pruneLoop(ctx context.Context) {
+	for {
+		ch := s.d.routes.Changed()
+		select {
+		case <-ch:
+			s.d.prune()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *Server) acceptLoop() error {
+	var backoff time.Duration
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if s.draining.Load() || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			// Running out of file descriptors is passing: wait, do not spin.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			s.log.Warn("accept failed", "err", err, "retry_in", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		s.startConn(nc)
+	}
+}
+
+func (s *Server) startConn(nc net.Conn) {
+	c := newClientConn(s, s.nextID.Add(1), nc)
+	s.mu.Lock()
+	if s.draining.Load() {
+		s.mu.Unlock()
+		nc.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.connWG.Add(1)
+	s.mu.Unlock()
+	s.m.conns.Inc()
+	s.m.connTotal.Inc()
+	go func() {
+		defer s.connWG.Done()
+		c.serve()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.m.conns.Dec()
+	}()
+}
+
+// forceWait bounds the wait for connections after they were forced closed:
+// only a dispatcher ignoring its context could hold them longer.
+const forceWait = 5 * time.Second
+
+// drain stops accepting, lets each connection finish what it has read, and
+// force-closes whatever is left after DrainTimeout.
+func (s *Server) drain() {
+	s.mu.Lock()
+	s.draining.Store(true)
+	conns := make([]*clientConn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	s.ln.Close()
+	for _, c := range conns {
+		c.drain()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.connWG.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(s.cfg.DrainTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		s.log.Info("client connections drained", "connections", len(conns))
+		return
+	case <-timer.C:
+	}
+	s.mu.Lock()
+	left := len(s.conns)
+	for c := range s.conns {
+		c.close(errDraining)
+	}
+	s.mu.Unlock()
+	s.log.Warn("drain timeout: closed client connections with requests outstanding", "connections", left, "timeout", s.cfg.DrainTimeout)
+	s.cancelConn(errDraining)
+	timer.Reset(forceWait)
+	select {
+	case <-done:
+	case <-timer.C:
+		s.log.Error("client connections still running after forced close", "wait", forceWait)
+	}
+}

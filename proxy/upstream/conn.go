@@ -1,0 +1,488 @@
+package upstream
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/retry"
+)
+
+const (
+	// maxResponseBytes bounds one response frame from a broker; anything
+	// larger means the stream is corrupt.
+	maxResponseBytes = 1 << 30
+	// writeBatchBytes bounds one vectored write so that WriteTimeout stays
+	// meaningful for a batch of large produce requests.
+	writeBatchBytes = 1 << 20
+	readBufferBytes = 32 << 10
+	handshakeCorr   = 0
+)
+
+// conn is one multiplexed broker connection. Its writer goroutine dials,
+// identifies the proxy with ApiVersions, then writes queued frames in enqueue
+// order; its reader goroutine matches responses to requests by correlation id,
+// in whatever order they come.
+type conn struct {
+	bp     *brokerPool
+	slot   *slot
+	ctx    context.Context
+	cancel context.CancelFunc
+	sem    chan struct{} // one token per request in inflight
+	wake   chan struct{} // cap 1: the queue is not empty
+	dead   chan struct{} // closed by fail
+	dying  atomic.Bool
+
+	mu           sync.Mutex
+	nc           net.Conn
+	err          error // set once, by fail
+	connected    bool  // handshake done
+	nextCorr     int32
+	inflight     map[int32]*request
+	queue        []*request
+	head, tail   *request // written requests, oldest first
+	readDeadline time.Time
+}
+
+func newConn(bp *brokerPool, s *slot) *conn {
+	ctx, cancel := context.WithCancel(bp.ctx)
+	return &conn{
+		bp: bp, slot: s, ctx: ctx, cancel: cancel,
+		sem:      make(chan struct{}, bp.p.cfg.MaxInFlightPerConn),
+		wake:     make(chan struct{}, 1),
+		dead:     make(chan struct{}),
+		inflight: make(map[int32]*request),
+	}
+}
+
+func (c *conn) start() {
+	c.bp.p.wg.Add(1)
+	go c.writeLoop()
+}
+
+func (c *conn) notSent(cause error) error {
+	return fmt.Errorf("broker %d (%s): %w: %w", c.bp.id, c.bp.addr, retry.ErrNotSent, cause)
+}
+
+// enqueue takes an in-flight token (waiting while the conn is full) and
+// queues r behind every request enqueued before it.
+func (c *conn) enqueue(ctx context.Context, r *request) error {
+	select {
+	case c.sem <- struct{}{}:
+	default:
+		select {
+		case c.sem <- struct{}{}:
+		case <-ctx.Done():
+			return c.notSent(fmt.Errorf("wait for in-flight slot: %w", context.Cause(ctx)))
+		case <-c.dead:
+			return c.notSent(c.failure())
+		}
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return c.notSent(err)
+	}
+	r.c = c
+	r.corr = c.allocCorrLocked()
+	binary.BigEndian.PutUint32((*r.frame)[corrOffset:], uint32(r.corr))
+	c.inflight[r.corr] = r
+	c.queue = append(c.queue, r)
+	c.mu.Unlock()
+	c.bp.m.inflight.Inc()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (c *conn) failure() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *conn) allocCorrLocked() int32 {
+	for {
+		c.nextCorr++
+		if c.nextCorr <= handshakeCorr { // wrapped
+			c.nextCorr = handshakeCorr + 1
+		}
+		if _, used := c.inflight[c.nextCorr]; !used {
+			return c.nextCorr
+		}
+	}
+}
+
+// removeLocked forgets r and returns its in-flight token.
+func (c *conn) removeLocked(r *request) {
+	delete(c.inflight, r.corr)
+	if r.state == stWritten {
+		c.unlinkLocked(r)
+	}
+	r.state = stDone
+	<-c.sem
+	c.bp.m.inflight.Dec()
+}
+
+func (c *conn) linkLocked(r *request) {
+	r.prev, r.next = c.tail, nil
+	if c.tail != nil {
+		c.tail.next = r
+	} else {
+		c.head = r
+	}
+	c.tail = r
+}
+
+func (c *conn) unlinkLocked(r *request) {
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else {
+		c.head = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	} else {
+		c.tail = r.prev
+	}
+	r.prev, r.next = nil, nil
+}
+
+// armReadDeadlineLocked gives the oldest written request ReadTimeout to be
+// answered; an idle connection has no deadline.
+func (c *conn) armReadDeadlineLocked() {
+	var d time.Time
+	if c.head != nil {
+		d = c.head.writtenAt.Add(c.bp.p.cfg.ReadTimeout)
+	}
+	if d != c.readDeadline && c.nc != nil {
+		c.readDeadline = d
+		_ = c.nc.SetReadDeadline(d) // fails only on a closed conn, which the reader sees
+	}
+}
+
+// withdraw removes r if it is still queued, so that it is never written.
+func (c *conn) withdraw(r *request) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r.state != stQueued || c.err != nil {
+		return false
+	}
+	for i, q := range c.queue {
+		if q == r {
+			last := len(c.queue) - 1
+			copy(c.queue[i:], c.queue[i+1:])
+			c.queue[last] = nil
+			c.queue = c.queue[:last]
+			break
+		}
+	}
+	c.removeLocked(r)
+	c.bp.p.bufs.put(r.frame)
+	r.frame = nil
+	return true
+}
+
+// fail closes the connection and fails every request on it: queued ones (and
+// ones only partly written) definitely did not reach the broker; written ones
+// may have.
+func (c *conn) fail(kind string, cause error) {
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err = cause
+	reqs := make([]*request, 0, len(c.inflight))
+	errs := make([]error, 0, len(c.inflight))
+	for _, r := range c.inflight {
+		var err error
+		if r.state == stQueued {
+			err = c.notSent(cause)
+			if r.frame != nil {
+				c.bp.p.bufs.put(r.frame)
+				r.frame = nil
+			}
+		} else {
+			err = fmt.Errorf("broker %d (%s): connection lost after write: %w", c.bp.id, c.bp.addr, cause)
+		}
+		c.removeLocked(r)
+		reqs, errs = append(reqs, r), append(errs, err)
+	}
+	clear(c.queue)
+	c.queue = nil
+	nc, connected := c.nc, c.connected
+	c.mu.Unlock()
+
+	c.dying.Store(true)
+	close(c.dead)
+	c.cancel()
+	if nc != nil {
+		nc.Close()
+	}
+	if connected {
+		c.bp.m.conns.Dec()
+	}
+	c.bp.m.fail(kind)
+	c.slot.onDead(c, connected, cause)
+	level := c.bp.p.log.Warn
+	if kind == kindClosed {
+		level = c.bp.p.log.Debug
+	}
+	level("broker connection closed", "broker", c.bp.id, "addr", c.bp.addr, "kind", kind, "failed_requests", len(reqs), "err", cause)
+	for i, r := range reqs {
+		r.complete(nil, errs[i])
+	}
+}
+
+// writeLoop owns the connection's life: dial, handshake, then write batches
+// until the connection fails or is closed.
+func (c *conn) writeLoop() {
+	defer c.bp.p.wg.Done()
+	nc, br, kind, err := c.connect()
+	if err != nil {
+		c.fail(kind, err)
+		return
+	}
+	c.bp.p.wg.Add(1)
+	go c.readLoop(br)
+
+	var batch []*request
+	var bufs net.Buffers
+	for {
+		batch = c.takeBatch(batch[:0])
+		if batch == nil {
+			return
+		}
+		bufs = bufs[:0]
+		for _, r := range batch {
+			bufs = append(bufs, *r.frame)
+		}
+		_ = nc.SetWriteDeadline(time.Now().Add(c.bp.p.cfg.WriteTimeout))
+		toWrite := bufs // WriteTo consumes its receiver
+		n, err := toWrite.WriteTo(nc)
+		c.afterWrite(batch, n)
+		if err != nil {
+			c.fail(ioKind(err, kindWrite), fmt.Errorf("write: %w", err))
+			return
+		}
+		clear(bufs)
+	}
+}
+
+// takeBatch waits for queued requests and takes up to writeBatchBytes of
+// them (at least one). It returns nil once the connection has failed.
+func (c *conn) takeBatch(batch []*request) []*request {
+	for {
+		c.mu.Lock()
+		if c.err != nil {
+			c.mu.Unlock()
+			return nil
+		}
+		if len(c.queue) > 0 {
+			size, i := 0, 0
+			for ; i < len(c.queue) && (i == 0 || size+len(*c.queue[i].frame) <= writeBatchBytes); i++ {
+				r := c.queue[i]
+				size += len(*r.frame)
+				r.state = stWriting
+				batch = append(batch, r)
+			}
+			rest := copy(c.queue, c.queue[i:])
+			clear(c.queue[rest:])
+			c.queue = c.queue[:rest]
+			c.mu.Unlock()
+			return batch
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.wake:
+		case <-c.dead:
+		}
+	}
+}
+
+// afterWrite records which frames of batch were fully written (the first n
+// bytes): those may have reached the broker; the rest definitely did not.
+func (c *conn) afterWrite(batch []*request, n int64) {
+	now := time.Now()
+	var acked []*request
+	var off int64
+	c.mu.Lock()
+	for _, r := range batch {
+		off += int64(len(*r.frame))
+		c.bp.p.bufs.put(r.frame)
+		r.frame = nil
+		switch {
+		case r.state != stWriting: // answered already, or failed by the reader
+		case off > n:
+			r.state = stQueued
+		case r.noResp:
+			c.removeLocked(r)
+			acked = append(acked, r)
+		default:
+			r.state, r.writtenAt = stWritten, now
+			c.linkLocked(r)
+		}
+	}
+	c.armReadDeadlineLocked()
+	c.mu.Unlock()
+	for _, r := range acked {
+		r.complete(nil, nil)
+	}
+}
+
+// connect dials and identifies the proxy so that the broker may answer out
+// of order. A failure here is definite for every queued request.
+func (c *conn) connect() (net.Conn, *bufio.Reader, string, error) {
+	cfg := &c.bp.p.cfg
+	d := net.Dialer{Timeout: cfg.DialTimeout}
+	nc, err := d.DialContext(c.ctx, "tcp", c.bp.addr)
+	if err != nil {
+		return nil, nil, kindDial, fmt.Errorf("dial: %w", err)
+	}
+	c.mu.Lock()
+	if c.err != nil { // closed while dialing
+		c.mu.Unlock()
+		nc.Close()
+		return nil, nil, kindClosed, c.err
+	}
+	c.nc = nc
+	c.mu.Unlock()
+
+	br := bufio.NewReaderSize(nc, readBufferBytes)
+	if err := c.handshake(nc, br); err != nil {
+		return nil, nil, kindHandshake, fmt.Errorf("handshake: %w", err)
+	}
+	c.mu.Lock()
+	if c.err != nil {
+		c.mu.Unlock()
+		return nil, nil, kindClosed, c.err
+	}
+	c.connected = true
+	c.mu.Unlock()
+	c.bp.m.conns.Inc()
+	c.bp.p.log.Debug("broker connection open", "broker", c.bp.id, "addr", c.bp.addr)
+	return nc, br, "", nil
+}
+
+func (c *conn) handshake(nc net.Conn, br *bufio.Reader) error {
+	cfg := &c.bp.p.cfg
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 3
+	req.ClientSoftwareName = softwareName
+	req.ClientSoftwareVersion = softwareVersion
+	frame := appendRequestHeader(nil, keyApiVersions, 3, handshakeCorr, cfg.ClientID, true)
+	frame = req.AppendTo(frame)
+	putSize(frame)
+
+	_ = nc.SetDeadline(time.Now().Add(cfg.DialTimeout))
+	if _, err := nc.Write(frame); err != nil {
+		return err
+	}
+	// ApiVersions responses always have header v0: just the correlation id.
+	resp, err := readFrame(br)
+	if err != nil {
+		return err
+	}
+	if len(resp) < 6 || int32(binary.BigEndian.Uint32(resp)) != handshakeCorr {
+		return errors.New("malformed ApiVersions response")
+	}
+	if code := int16(binary.BigEndian.Uint16(resp[4:])); code != 0 {
+		return fmt.Errorf("ApiVersions v3: %w", kerr.ErrorForCode(code))
+	}
+	return nc.SetDeadline(time.Time{})
+}
+
+func readFrame(br *bufio.Reader) ([]byte, error) {
+	var sz [4]byte
+	if _, err := io.ReadFull(br, sz[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(sz[:]))
+	if n < 4 || n > maxResponseBytes {
+		return nil, fmt.Errorf("response frame of %d bytes: %w", n, errProtocol)
+	}
+	buf := make([]byte, n) // handed to the caller of Wait: never pooled
+	if _, err := io.ReadFull(br, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+var errProtocol = errors.New("protocol violation")
+
+// readLoop hands each response to the request with its correlation id.
+func (c *conn) readLoop(br *bufio.Reader) {
+	defer c.bp.p.wg.Done()
+	for {
+		buf, err := readFrame(br)
+		if err != nil {
+			c.failRead(err)
+			return
+		}
+		corr := int32(binary.BigEndian.Uint32(buf))
+		c.mu.Lock()
+		r := c.inflight[corr]
+		if r == nil || r.state == stQueued {
+			c.mu.Unlock()
+			c.fail(kindProtocol, fmt.Errorf("response for unknown correlation id %d: %w", corr, errProtocol))
+			return
+		}
+		c.removeLocked(r)
+		c.armReadDeadlineLocked()
+		c.mu.Unlock()
+
+		off := 4
+		if r.flexResp {
+			n, err := skipTags(buf[off:])
+			if err != nil {
+				err = fmt.Errorf("response header: %w: %w", err, errProtocol)
+				r.complete(nil, fmt.Errorf("broker %d (%s): %w", c.bp.id, c.bp.addr, err))
+				c.fail(kindProtocol, err)
+				return
+			}
+			off += n
+		}
+		r.complete(buf[off:], nil)
+	}
+}
+
+func (c *conn) failRead(err error) {
+	c.mu.Lock()
+	idle := len(c.inflight) == 0
+	c.mu.Unlock()
+	kind := ioKind(err, kindRead)
+	switch {
+	case errors.Is(err, errProtocol):
+		kind = kindProtocol
+	case idle && kind == kindRead:
+		kind = kindClosed // a broker may close idle connections; not an error
+	case kind == kindTimeout:
+		err = fmt.Errorf("no response within %s: %w", c.bp.p.cfg.ReadTimeout, err)
+	}
+	c.fail(kind, fmt.Errorf("read: %w", err))
+}
+
+func ioKind(err error, def string) string {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return kindTimeout
+	}
+	if errors.Is(err, net.ErrClosed) {
+		return kindClosed
+	}
+	return def
+}

@@ -1,0 +1,215 @@
+package upstream
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// received is one request a fakeBroker decoded.
+type received struct {
+	conn     int // index of the connection in accept order
+	key      int16
+	version  int16
+	corr     int32
+	clientID string
+	req      kmsg.Request
+	fb       *fakeBroker
+	w        *fakeConn
+}
+
+// reply answers the request (in any order relative to others).
+func (r *received) reply(resp kmsg.Response) { r.w.write(r, resp) }
+
+// fakeBroker is a tiny Kafka broker for tests: it decodes every frame with
+// kmsg, answers ApiVersions itself and hands other requests to the test
+// through a channel, so the test decides when and in which order to answer.
+type fakeBroker struct {
+	t  testing.TB
+	ln net.Listener
+
+	reqs      chan *received // every non-ApiVersions request
+	hellos    chan *kmsg.ApiVersionsRequest
+	closed    chan int // conn index, when a conn reads EOF or an error
+	holdHello chan struct{}
+
+	mu    sync.Mutex
+	conns []*fakeConn
+	wg    sync.WaitGroup
+}
+
+type fakeConn struct {
+	idx int
+	nc  net.Conn
+	mu  sync.Mutex // serializes response writes
+}
+
+func newFakeBroker(t testing.TB) *fakeBroker { return newFakeBrokerHolding(t, nil) }
+
+// newFakeBrokerHolding answers each ApiVersions only after receiving from
+// hold (nil: at once), which keeps a connection in its handshake.
+func newFakeBrokerHolding(t testing.TB, hold chan struct{}) *fakeBroker {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	fb := &fakeBroker{t: t, ln: ln, reqs: make(chan *received, 4096), hellos: make(chan *kmsg.ApiVersionsRequest, 64), closed: make(chan int, 64), holdHello: hold}
+	fb.wg.Add(1)
+	go fb.accept()
+	t.Cleanup(fb.close)
+	return fb
+}
+
+func (fb *fakeBroker) addr() string { return fb.ln.Addr().String() }
+
+func (fb *fakeBroker) accept() {
+	defer fb.wg.Done()
+	for {
+		nc, err := fb.ln.Accept()
+		if err != nil {
+			return
+		}
+		fb.mu.Lock()
+		c := &fakeConn{idx: len(fb.conns), nc: nc}
+		fb.conns = append(fb.conns, c)
+		fb.mu.Unlock()
+		fb.wg.Add(1)
+		go fb.serve(c)
+	}
+}
+
+// kill closes the connection with index idx.
+func (fb *fakeBroker) kill(idx int) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	fb.conns[idx].nc.Close()
+}
+
+func (fb *fakeBroker) close() {
+	fb.ln.Close()
+	fb.mu.Lock()
+	for _, c := range fb.conns {
+		c.nc.Close()
+	}
+	fb.mu.Unlock()
+	fb.wg.Wait()
+}
+
+func (fb *fakeBroker) serve(c *fakeConn) {
+	defer fb.wg.Done()
+	defer func() { fb.closed <- c.idx }()
+	br := bufio.NewReader(c.nc)
+	for {
+		r, err := fb.readRequest(c, br)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				fb.t.Logf("fake broker conn %d: %v", c.idx, err)
+			}
+			c.nc.Close()
+			return
+		}
+		if hello, ok := r.req.(*kmsg.ApiVersionsRequest); ok {
+			if fb.holdHello != nil {
+				<-fb.holdHello
+			}
+			fb.hellos <- hello
+			resp := kmsg.NewPtrApiVersionsResponse()
+			resp.Version = r.version
+			c.write(r, resp)
+			continue
+		}
+		fb.reqs <- r
+	}
+}
+
+func (fb *fakeBroker) readRequest(c *fakeConn, br *bufio.Reader) (*received, error) {
+	var sz [4]byte
+	if _, err := io.ReadFull(br, sz[:]); err != nil {
+		return nil, err
+	}
+	buf := make([]byte, binary.BigEndian.Uint32(sz[:]))
+	if _, err := io.ReadFull(br, buf); err != nil {
+		return nil, err
+	}
+	r := &received{conn: c.idx, fb: fb, w: c}
+	r.key = int16(binary.BigEndian.Uint16(buf))
+	r.version = int16(binary.BigEndian.Uint16(buf[2:]))
+	r.corr = int32(binary.BigEndian.Uint32(buf[4:]))
+	n := int(int16(binary.BigEndian.Uint16(buf[8:])))
+	r.clientID = string(buf[10 : 10+n])
+	body := buf[10+n:]
+	r.req = kmsg.RequestForKey(r.key)
+	if r.req == nil {
+		return nil, errors.New("unknown key")
+	}
+	r.req.SetVersion(r.version)
+	if r.req.IsFlexible() {
+		k, err := skipTags(body)
+		if err != nil {
+			return nil, err
+		}
+		body = body[k:]
+	}
+	if err := r.req.ReadFrom(body); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (c *fakeConn) write(r *received, resp kmsg.Response) {
+	resp.SetVersion(r.version)
+	frame := []byte{0, 0, 0, 0}
+	frame = binary.BigEndian.AppendUint32(frame, uint32(r.corr))
+	if resp.IsFlexible() && r.key != keyApiVersions {
+		frame = append(frame, 0)
+	}
+	frame = resp.AppendTo(frame)
+	putSize(frame)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nc.Write(frame) //nolint:errcheck // the proxy side may be gone; tests check what arrives
+}
+
+// metadataReq builds a Metadata request naming one topic; the fake's answer
+// echoes it, which lets tests match responses to requests.
+func metadataReq(version int16, topic string) []byte {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = version
+	t := kmsg.NewMetadataRequestTopic()
+	t.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, t)
+	return req.AppendTo(nil)
+}
+
+func topicOf(r *received) string {
+	return *r.req.(*kmsg.MetadataRequest).Topics[0].Topic
+}
+
+// echo answers a Metadata request with a response naming the same topic.
+func echo(r *received) {
+	resp := kmsg.NewPtrMetadataResponse()
+	t := kmsg.NewMetadataResponseTopic()
+	t.Topic = kmsg.StringPtr(topicOf(r))
+	resp.Topics = append(resp.Topics, t)
+	r.reply(resp)
+}
+
+func decodeTopic(t testing.TB, version int16, body []byte) string {
+	t.Helper()
+	resp := kmsg.NewPtrMetadataResponse()
+	resp.Version = version
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatalf("decode metadata response v%d: %v", version, err)
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].Topic == nil {
+		t.Fatalf("unexpected response %+v", resp)
+	}
+	return *resp.Topics[0].Topic
+}

@@ -1,0 +1,313 @@
+// Package upstream keeps pooled, multiplexed connections to brokers; it is
+// the apis.Sender behind the proxy.
+//
+// Each broker gets a fixed number of connections. A request goes to the
+// connection its affinity selects, so requests with equal affinity to one
+// broker are written in the order Send was called. Each connection gets its
+// own correlation ids, identifies itself with ApiVersions so that brokers may
+// answer out of order, and matches responses by correlation id. A broken
+// connection fails only its own requests: those not fully written with
+// retry.ErrNotSent, those written with an ambiguous error. It is redialed on
+// the next Send, with backoff after dial failures.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kproxy/kproxy/proxy/apis"
+	"github.com/kproxy/kproxy/retry"
+)
+
+const (
+	softwareName    = "kproxy"
+	softwareVersion = "0.1"
+)
+
+// Config configures a Pool. Zero values take the documented defaults.
+type Config struct {
+	// Resolve returns a live broker's address (from routing.Table).
+	Resolve func(broker int32) (addr string, ok bool)
+	// ConnsPerBroker is the number of connections per broker (default 4).
+	ConnsPerBroker int
+	// MaxInFlightPerConn bounds requests queued or awaiting a response on
+	// one connection (default 256); Send waits for room.
+	MaxInFlightPerConn int
+	// DialTimeout bounds dialing plus the ApiVersions handshake (default 10s).
+	DialTimeout time.Duration
+	// WriteTimeout bounds one batched write (default 10s).
+	WriteTimeout time.Duration
+	// ReadTimeout is how long a written request may wait for its response
+	// before the connection is declared dead (default 30s). A request's own
+	// timeout is the caller's context.
+	ReadTimeout time.Duration
+	// ClientID is the client id in request headers (default "kproxy").
+	ClientID string
+	// MaxBrokers bounds the per-broker pools kept (default 1024); the least
+	// recently used one is closed when a new broker would exceed it.
+	MaxBrokers int
+	// BackoffMin and BackoffMax bound the wait before redialing a broker
+	// after consecutive dial failures (defaults 50ms and 5s).
+	BackoffMin, BackoffMax time.Duration
+	Logger                 *slog.Logger
+	Registerer             prometheus.Registerer
+}
+
+func (c *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	defInt := func(n *int, v int) {
+		if *n <= 0 {
+			*n = v
+		}
+	}
+	defInt(&c.ConnsPerBroker, 4)
+	defInt(&c.MaxInFlightPerConn, 256)
+	defInt(&c.MaxBrokers, 1024)
+	def(&c.DialTimeout, 10*time.Second)
+	def(&c.WriteTimeout, 10*time.Second)
+	def(&c.ReadTimeout, 30*time.Second)
+	def(&c.BackoffMin, 50*time.Millisecond)
+	def(&c.BackoffMax, 5*time.Second)
+	if c.ClientID == "" {
+		c.ClientID = softwareName
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Resolve == nil {
+		c.Resolve = func(int32) (string, bool) { return "", false }
+	}
+}
+
+// Pool forwards requests to brokers. It implements apis.Sender.
+type Pool struct {
+	cfg  Config
+	log  *slog.Logger
+	m    *metrics
+	flex flexTable
+	bufs bufPool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every connection goroutine
+	closed atomic.Bool
+
+	mu      sync.Mutex // serializes creating, replacing and removing broker pools
+	brokers *lru.Cache[int32, *brokerPool]
+}
+
+var _ apis.Sender = (*Pool)(nil)
+
+var (
+	errPoolClosed = errors.New("upstream pool closed")
+	errEvicted    = errors.New("broker pool evicted or broker gone")
+)
+
+// NewPool returns a pool; connections are dialed on first use.
+func NewPool(cfg Config) *Pool {
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pool{cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer), flex: newFlexTable(), ctx: ctx, cancel: cancel}
+	p.brokers, _ = lru.NewWithEvict(cfg.MaxBrokers, func(_ int32, bp *brokerPool) { bp.close(errEvicted) })
+	return p
+}
+
+// Send copies body into a request frame and queues it on the connection to
+// broker that affinity selects. It waits while that connection is full. Its
+// errors wrap retry.ErrNotSent. Produce requests with acks=0 get no response:
+// their Pending returns a nil body once the request is written.
+func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, version int16, body []byte) (apis.Pending, error) {
+	if p.closed.Load() {
+		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, errPoolClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, context.Cause(ctx))
+	}
+	flexible, known := p.flex.lookup(key, version)
+	if !known {
+		return nil, fmt.Errorf("send to broker %d: %w: unknown api key %d version %d", broker, retry.ErrNotSent, key, version)
+	}
+	bp, err := p.brokerPool(broker)
+	if err != nil {
+		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, err)
+	}
+	c, err := bp.conn(affinity)
+	if err != nil {
+		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, err)
+	}
+	r := &request{flexResp: flexible && key != keyApiVersions, done: make(chan struct{})}
+	if key == keyProduce {
+		acks, ok := produceAcks(version, body)
+		r.noResp = ok && acks == 0
+	}
+	r.frame = p.bufs.get(4 + 10 + len(p.cfg.ClientID) + 1 + len(body))
+	*r.frame = appendRequestHeader(*r.frame, key, version, 0, p.cfg.ClientID, flexible)
+	*r.frame = append(*r.frame, body...)
+	putSize(*r.frame)
+	if err := c.enqueue(ctx, r); err != nil {
+		p.bufs.put(r.frame)
+		return nil, err
+	}
+	return r, nil
+}
+
+// brokerPool returns the pool for broker at its current address, replacing
+// a pool whose broker moved and dropping one whose broker left.
+func (p *Pool) brokerPool(id int32) (*brokerPool, error) {
+	addr, ok := p.cfg.Resolve(id)
+	if !ok {
+		p.brokers.Remove(id)
+		return nil, fmt.Errorf("broker %d is not live", id)
+	}
+	if bp, ok := p.brokers.Get(id); ok && bp.addr == addr && !bp.closed.Load() {
+		return bp, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed.Load() {
+		return nil, errPoolClosed
+	}
+	if bp, ok := p.brokers.Peek(id); ok {
+		if bp.addr == addr && !bp.closed.Load() {
+			return bp, nil
+		}
+		p.brokers.Remove(id)
+	}
+	bp := newBrokerPool(p, id, addr)
+	p.brokers.Add(id, bp)
+	return bp, nil
+}
+
+// Prune closes the pools of brokers that left or moved. Call it when the
+// routing table changes; Send also notices on its own.
+func (p *Pool) Prune() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, id := range p.brokers.Keys() {
+		bp, ok := p.brokers.Peek(id)
+		if !ok {
+			continue
+		}
+		if addr, live := p.cfg.Resolve(id); !live || addr != bp.addr {
+			p.brokers.Remove(id)
+		}
+	}
+}
+
+// Close closes every connection, failing their requests, and waits for the
+// pool's goroutines to end. Send fails after Close.
+func (p *Pool) Close() {
+	p.closed.Store(true)
+	p.mu.Lock()
+	p.brokers.Purge()
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
+}
+
+// brokerPool is one broker's fixed set of connection slots.
+type brokerPool struct {
+	p      *Pool
+	id     int32
+	addr   string
+	m      *brokerMetrics
+	ctx    context.Context
+	cancel context.CancelFunc
+	slots  []slot
+	closed atomic.Bool
+}
+
+func newBrokerPool(p *Pool, id int32, addr string) *brokerPool {
+	ctx, cancel := context.WithCancel(p.ctx)
+	return &brokerPool{p: p, id: id, addr: addr, m: p.m.forBroker(id), ctx: ctx, cancel: cancel,
+		slots: make([]slot, p.cfg.ConnsPerBroker)}
+}
+
+func (bp *brokerPool) conn(affinity uint64) (*conn, error) {
+	return bp.slots[affinity%uint64(len(bp.slots))].get(bp)
+}
+
+// close fails every connection without waiting; Pool.Close waits.
+func (bp *brokerPool) close(cause error) {
+	bp.closed.Store(true)
+	bp.cancel()
+	for i := range bp.slots {
+		bp.slots[i].close(cause)
+	}
+}
+
+// slot holds one connection position of a broker pool and the redial
+// backoff after consecutive dial failures.
+type slot struct {
+	cur      atomic.Pointer[conn]
+	mu       sync.Mutex
+	failures int
+	retryAt  time.Time
+	lastErr  error
+}
+
+func (s *slot) get(bp *brokerPool) (*conn, error) {
+	if c := s.cur.Load(); c != nil && !c.dying.Load() {
+		return c, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.cur.Load(); c != nil && !c.dying.Load() {
+		return c, nil
+	}
+	if bp.closed.Load() {
+		return nil, errEvicted
+	}
+	if wait := time.Until(s.retryAt); wait > 0 {
+		return nil, fmt.Errorf("redial in %s after %d failures: %w", wait.Round(time.Millisecond), s.failures, s.lastErr)
+	}
+	c := newConn(bp, s)
+	s.cur.Store(c)
+	c.start()
+	return c, nil
+}
+
+// onDead frees the slot for a new connection. A connection that never
+// completed its handshake counts as a dial failure and extends the backoff.
+func (s *slot) onDead(c *conn, connected bool, cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cur.CompareAndSwap(c, nil)
+	if connected {
+		s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
+		return
+	}
+	if errors.Is(cause, errEvicted) || errors.Is(cause, errPoolClosed) {
+		return
+	}
+	s.failures++
+	s.lastErr = cause
+	cfg := &c.bp.p.cfg
+	backoff := cfg.BackoffMin << min(s.failures-1, 20)
+	if backoff > cfg.BackoffMax || backoff <= 0 {
+		backoff = cfg.BackoffMax
+	}
+	s.retryAt = time.Now().Add(backoff)
+}
+
+func (s *slot) close(cause error) {
+	s.mu.Lock()
+	c := s.cur.Load()
+	s.mu.Unlock()
+	if c != nil {
+		c.fail(kindClosed, cause)
+	}
+}

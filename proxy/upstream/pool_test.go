@@ -1,0 +1,516 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/proxy/apis"
+	"github.com/kproxy/kproxy/retry"
+)
+
+const testWait = 5 * time.Second
+
+type resolver struct {
+	mu    sync.Mutex
+	addrs map[int32]string
+}
+
+func (r *resolver) set(id int32, addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.addrs == nil {
+		r.addrs = map[int32]string{}
+	}
+	r.addrs[id] = addr
+}
+
+func (r *resolver) del(id int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.addrs, id)
+}
+
+func (r *resolver) resolve(id int32) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.addrs[id]
+	return a, ok
+}
+
+// newTestPool returns a pool whose Close is checked for leaked goroutines
+// when the test ends.
+func newTestPool(t *testing.T, cfg Config, res *resolver) (*Pool, *prometheus.Registry) {
+	t.Helper()
+	before := runtime.NumGoroutine()
+	reg := prometheus.NewRegistry()
+	cfg.Resolve = res.resolve
+	cfg.Registerer = reg
+	if cfg.BackoffMin == 0 {
+		cfg.BackoffMin = 5 * time.Millisecond
+	}
+	if cfg.BackoffMax == 0 {
+		cfg.BackoffMax = 20 * time.Millisecond
+	}
+	p := NewPool(cfg)
+	t.Cleanup(func() {
+		p.Close()
+		_ = before // fake brokers close in their own cleanups, which run after this one
+	})
+	return p, reg
+}
+
+func recv(t *testing.T, fb *fakeBroker) *received {
+	t.Helper()
+	select {
+	case r := <-fb.reqs:
+		return r
+	case <-time.After(testWait):
+		t.Fatalf("fake broker got no request within %s", testWait)
+		return nil
+	}
+}
+
+func send(t *testing.T, p *Pool, broker int32, aff uint64, version int16, topic string) apis.Pending {
+	t.Helper()
+	pend, err := p.Send(context.Background(), broker, aff, 3, version, metadataReq(version, topic))
+	if err != nil {
+		t.Fatalf("send %s: %v", topic, err)
+	}
+	return pend
+}
+
+func wait(t *testing.T, pend apis.Pending) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	body, err := pend.Wait(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("no answer within %s", testWait)
+	}
+	return body, err
+}
+
+func TestOutOfOrderMatching(t *testing.T) {
+	for _, version := range []int16{4, 12} { // header v1 and v2 (flexible)
+		t.Run(fmt.Sprintf("metadata-v%d", version), func(t *testing.T) {
+			fb := newFakeBroker(t)
+			res := &resolver{}
+			res.set(1, fb.addr())
+			p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+
+			const n = 20
+			pends := make([]apis.Pending, n)
+			for i := range pends {
+				pends[i] = send(t, p, 1, 0, version, fmt.Sprintf("t%d", i))
+			}
+			hello := <-fb.hellos
+			if hello.ClientSoftwareName != "kproxy" || hello.ClientSoftwareVersion != "0.1" || hello.Version != 3 {
+				t.Fatalf("handshake = v%d %q %q, want v3 kproxy 0.1", hello.Version, hello.ClientSoftwareName, hello.ClientSoftwareVersion)
+			}
+			got := make([]*received, n)
+			seen := map[int32]bool{}
+			for i := range got {
+				got[i] = recv(t, fb)
+				if seen[got[i].corr] {
+					t.Fatalf("correlation id %d reused while in flight", got[i].corr)
+				}
+				seen[got[i].corr] = true
+				if got[i].clientID != "kproxy" {
+					t.Fatalf("client id %q", got[i].clientID)
+				}
+			}
+			for i := n - 1; i >= 0; i-- { // answer newest first
+				echo(got[i])
+			}
+			for i, pend := range pends {
+				body, err := wait(t, pend)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				if topic := decodeTopic(t, version, body); topic != fmt.Sprintf("t%d", i) {
+					t.Fatalf("request %d got the response for %s", i, topic)
+				}
+			}
+		})
+	}
+}
+
+func TestSameAffinityKeepsOrder(t *testing.T) {
+	fb := newFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 3}, res)
+
+	const clients, perClient = 6, 50
+	var wg sync.WaitGroup
+	errs := make(chan error, clients)
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range perClient {
+				if _, err := p.Send(context.Background(), 1, uint64(c), 3, 12, metadataReq(12, fmt.Sprintf("%d/%d", c, i))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	next := make([]int, clients)
+	connOf := make([]int, clients)
+	for range clients * perClient {
+		r := recv(t, fb)
+		var c, i int
+		if _, err := fmt.Sscanf(topicOf(r), "%d/%d", &c, &i); err != nil {
+			t.Fatal(err)
+		}
+		if i != next[c] {
+			t.Fatalf("client %d: request %d arrived before %d", c, i, next[c])
+		}
+		if i == 0 {
+			connOf[c] = r.conn
+		} else if r.conn != connOf[c] {
+			t.Fatalf("client %d: requests split over connections %d and %d", c, connOf[c], r.conn)
+		}
+		next[c]++
+		echo(r)
+	}
+}
+
+// TestKillFailsOnlyItsOwnRequests kills one connection while it holds one
+// request that was written and, on a second connection still in its
+// handshake, one that was not: the first fails ambiguously, the second with
+// ErrNotSent, and a request on a third connection is unaffected.
+func TestKillFailsOnlyItsOwnRequests(t *testing.T) {
+	hold := make(chan struct{})
+	fb := newFakeBrokerHolding(t, hold)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, reg := newTestPool(t, Config{ConnsPerBroker: 3}, res)
+
+	// Open connections 0 and 1 (affinities 0 and 1) with one request each.
+	written := send(t, p, 1, 0, 12, "written")
+	hold <- struct{}{}
+	other := send(t, p, 1, 1, 12, "other")
+	hold <- struct{}{}
+	rw, ro := recv(t, fb), recv(t, fb)
+	if topicOf(rw) != "written" {
+		rw, ro = ro, rw
+	}
+	// Affinity 2 opens a connection whose handshake the broker holds.
+	queued := send(t, p, 1, 2, 12, "queued")
+	waitFor(t, func() bool { fb.mu.Lock(); defer fb.mu.Unlock(); return len(fb.conns) == 3 }, "third connection accepted")
+
+	fb.kill(rw.conn)
+	if _, err := wait(t, written); err == nil || errors.Is(err, retry.ErrNotSent) {
+		t.Fatalf("written request: err = %v, want an ambiguous error", err)
+	}
+	fb.kill(2)
+	close(hold)
+	if _, err := wait(t, queued); !errors.Is(err, retry.ErrNotSent) {
+		t.Fatalf("queued request: err = %v, want ErrNotSent", err)
+	}
+	echo(ro)
+	body, err := wait(t, other)
+	if err != nil || decodeTopic(t, 12, body) != "other" {
+		t.Fatalf("request on a healthy connection: %v", err)
+	}
+	if v := testutil.ToFloat64(p.m.errors.WithLabelValues("1", kindRead)); v < 1 {
+		t.Fatalf("read errors = %v, want >= 1", v)
+	}
+	_ = reg
+
+	// The killed slot redials on the next send.
+	again := send(t, p, 1, 0, 12, "again")
+	echo(recv(t, fb))
+	if _, err := wait(t, again); err != nil {
+		t.Fatalf("after redial: %v", err)
+	}
+}
+
+func TestInFlightBound(t *testing.T) {
+	fb := newFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1, MaxInFlightPerConn: 2}, res)
+
+	a, b := send(t, p, 1, 0, 12, "a"), send(t, p, 1, 0, 12, "b")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := p.Send(ctx, 1, 0, 3, 12, metadataReq(12, "c")); !errors.Is(err, retry.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("send beyond the bound: err = %v, want ErrNotSent after the deadline", err)
+	}
+	if v := testutil.ToFloat64(p.m.inflight.WithLabelValues("1")); v != 2 {
+		t.Fatalf("inflight gauge = %v, want 2", v)
+	}
+	// A blocked Send proceeds once a response frees a slot.
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Send(context.Background(), 1, 0, 3, 12, metadataReq(12, "d"))
+		done <- err
+	}()
+	ra := recv(t, fb)
+	rb := recv(t, fb)
+	select {
+	case err := <-done:
+		t.Fatalf("send returned (%v) while the connection was full", err)
+	default:
+	}
+	echo(ra)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	echo(rb)
+	echo(recv(t, fb))
+	for _, pend := range []apis.Pending{a, b} {
+		if _, err := wait(t, pend); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return testutil.ToFloat64(p.m.inflight.WithLabelValues("1")) == 0 }, "inflight gauge back to 0")
+}
+
+func TestRedialWithBackoff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: dials are refused
+	res := &resolver{}
+	res.set(1, addr)
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1, BackoffMin: time.Hour, BackoffMax: time.Hour}, res)
+
+	pend := send(t, p, 1, 0, 12, "x")
+	if _, err := wait(t, pend); !errors.Is(err, retry.ErrNotSent) {
+		t.Fatalf("dial failure: err = %v, want ErrNotSent", err)
+	}
+	if _, err := p.Send(context.Background(), 1, 0, 3, 12, metadataReq(12, "y")); !errors.Is(err, retry.ErrNotSent) {
+		t.Fatalf("send during backoff: err = %v, want ErrNotSent", err)
+	}
+	if v := testutil.ToFloat64(p.m.errors.WithLabelValues("1", kindDial)); v != 1 {
+		t.Fatalf("dial errors = %v, want 1 (no dial during backoff)", v)
+	}
+}
+
+func TestRedialAfterRefusal(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	res := &resolver{}
+	res.set(1, addr)
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+	if _, err := wait(t, send(t, p, 1, 0, 12, "x")); !errors.Is(err, retry.ErrNotSent) {
+		t.Fatalf("dial failure: err = %v, want ErrNotSent", err)
+	}
+
+	ln, err = net.Listen("tcp", addr) // the broker comes back at the same address
+	if err != nil {
+		t.Skipf("cannot listen on %s again: %v", addr, err)
+	}
+	fb := &fakeBroker{t: t, ln: ln, reqs: make(chan *received, 16), hellos: make(chan *kmsg.ApiVersionsRequest, 16), closed: make(chan int, 16)}
+	fb.wg.Add(1)
+	go fb.accept()
+	t.Cleanup(fb.close)
+
+	deadline := time.Now().Add(testWait)
+	for {
+		pend, err := p.Send(context.Background(), 1, 0, 3, 12, metadataReq(12, "y"))
+		if err == nil {
+			echo(recv(t, fb))
+			if _, err = wait(t, pend); err == nil {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no successful redial within %s: %v", testWait, err)
+		}
+		time.Sleep(5 * time.Millisecond) // the backoff is time-based: poll it
+	}
+}
+
+func TestEvictionAndPruneCloseConnections(t *testing.T) {
+	fb1, fb2 := newFakeBroker(t), newFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb1.addr())
+	res.set(2, fb2.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1, MaxBrokers: 1}, res)
+
+	pend := send(t, p, 1, 0, 12, "one")
+	echo(recv(t, fb1))
+	if _, err := wait(t, pend); err != nil {
+		t.Fatal(err)
+	}
+	if v := testutil.ToFloat64(p.m.conns.WithLabelValues("1")); v != 1 {
+		t.Fatalf("connections to broker 1 = %v, want 1", v)
+	}
+	pend = send(t, p, 2, 0, 12, "two") // evicts broker 1's pool
+	expectClosed(t, fb1, "evicted broker 1")
+	echo(recv(t, fb2))
+	if _, err := wait(t, pend); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return testutil.ToFloat64(p.m.conns.WithLabelValues("1")) == 0 }, "broker 1 gauge at 0")
+
+	res.del(2)
+	p.Prune()
+	expectClosed(t, fb2, "pruned broker 2")
+	if _, err := p.Send(context.Background(), 2, 0, 3, 12, metadataReq(12, "x")); !errors.Is(err, retry.ErrNotSent) {
+		t.Fatalf("send to a gone broker: err = %v, want ErrNotSent", err)
+	}
+}
+
+func expectClosed(t *testing.T, fb *fakeBroker, what string) {
+	t.Helper()
+	select {
+	case <-fb.closed:
+	case <-time.After(testWait):
+		t.Fatalf("%s: connection still open after %s", what, testWait)
+	}
+}
+
+func TestAcksZeroProduce(t *testing.T) {
+	fb := newFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+	for _, version := range []int16{2, 7, 9, 11} {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version = version
+		req.Acks = 0
+		req.TransactionID = kmsg.StringPtr("txn")
+		pend, err := p.Send(context.Background(), 1, 0, 0, version, req.AppendTo(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := wait(t, pend)
+		if err != nil || body != nil {
+			t.Fatalf("v%d acks=0: body %v err %v, want nil, nil", version, body, err)
+		}
+		if r := recv(t, fb); r.key != 0 || r.version != version {
+			t.Fatalf("broker got key %d v%d", r.key, r.version)
+		}
+	}
+	// The connection still matches the next response correctly.
+	pend := send(t, p, 1, 0, 12, "after")
+	echo(recv(t, fb))
+	if body, err := wait(t, pend); err != nil || decodeTopic(t, 12, body) != "after" {
+		t.Fatalf("after acks=0: %v", err)
+	}
+}
+
+func TestWaitCancelDiscardsLateResponse(t *testing.T) {
+	fb := newFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+
+	pend := send(t, p, 1, 0, 12, "slow")
+	r := recv(t, fb)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := pend.Wait(ctx); err == nil || errors.Is(err, retry.ErrNotSent) {
+		t.Fatalf("cancelled wait on a written request: err = %v, want ambiguous", err)
+	}
+	echo(r) // late: discarded by the reader
+	waitFor(t, func() bool { return testutil.ToFloat64(p.m.inflight.WithLabelValues("1")) == 0 }, "late response freed its slot")
+	next := send(t, p, 1, 0, 12, "next")
+	echo(recv(t, fb))
+	if body, err := wait(t, next); err != nil || decodeTopic(t, 12, body) != "next" {
+		t.Fatalf("after a discarded response: %v", err)
+	}
+}
+
+func TestWaitCancelWithdrawsQueuedRequest(t *testing.T) {
+	hold := make(chan struct{})
+	fb := newFakeBrokerHolding(t, hold)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+
+	pend := send(t, p, 1, 0, 12, "withdrawn") // queued behind the held handshake
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := pend.Wait(ctx); !errors.Is(err, retry.ErrNotSent) {
+		t.Fatalf("cancelled wait on a queued request: err = %v, want ErrNotSent", err)
+	}
+	close(hold)
+	kept := send(t, p, 1, 0, 12, "kept")
+	r := recv(t, fb)
+	if topicOf(r) != "kept" {
+		t.Fatalf("broker got %q: the withdrawn request was written", topicOf(r))
+	}
+	echo(r)
+	if _, err := wait(t, kept); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadTimeoutKillsHungConnection(t *testing.T) {
+	fb := newFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1, ReadTimeout: 100 * time.Millisecond}, res)
+	pend := send(t, p, 1, 0, 12, "ignored")
+	recv(t, fb) // never answered
+	if _, err := wait(t, pend); err == nil || errors.Is(err, retry.ErrNotSent) {
+		t.Fatalf("hung broker: err = %v, want ambiguous timeout", err)
+	}
+	if v := testutil.ToFloat64(p.m.errors.WithLabelValues("1", kindTimeout)); v != 1 {
+		t.Fatalf("timeout errors = %v, want 1", v)
+	}
+}
+
+func TestCloseFailsInFlightAndLeaksNothing(t *testing.T) {
+	before := runtime.NumGoroutine()
+	fb := newFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	res.set(2, fb.addr())
+	p := NewPool(Config{Resolve: res.resolve, ConnsPerBroker: 2})
+	pends := []apis.Pending{send(t, p, 1, 0, 12, "a"), send(t, p, 1, 1, 12, "b"), send(t, p, 2, 0, 4, "c")}
+	for range pends {
+		recv(t, fb)
+	}
+	p.Close()
+	for i, pend := range pends {
+		if _, err := wait(t, pend); err == nil {
+			t.Fatalf("request %d succeeded after Close", i)
+		}
+	}
+	if _, err := p.Send(context.Background(), 1, 0, 3, 12, metadataReq(12, "late")); !errors.Is(err, retry.ErrNotSent) {
+		t.Fatalf("send after Close: err = %v, want ErrNotSent", err)
+	}
+	p.Close() // idempotent
+	fb.close()
+	waitFor(t, func() bool { return runtime.NumGoroutine() <= before }, fmt.Sprintf("goroutines back to %d", before))
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for: %s", testWait, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,124 @@
+package upstream
+
+import (
+	"encoding/binary"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// flexTable answers, without allocating, whether a request version uses the
+// flexible (KIP-482) header. It is built once per Pool from kmsg so that the
+// hot path never calls kmsg.RequestForKey.
+type flexTable [][]bool
+
+func newFlexTable() flexTable {
+	t := make(flexTable, maxKey+1)
+	for key := range t {
+		req := kmsg.RequestForKey(int16(key))
+		if req == nil {
+			continue
+		}
+		vs := make([]bool, req.MaxVersion()+1)
+		for v := range vs {
+			req.SetVersion(int16(v))
+			vs[v] = req.IsFlexible()
+		}
+		t[key] = vs
+	}
+	return t
+}
+
+// lookup reports whether key/version is flexible and whether kmsg knows it.
+func (t flexTable) lookup(key, version int16) (flexible, known bool) {
+	if key < 0 || int(key) >= len(t) || version < 0 || int(version) >= len(t[key]) {
+		return false, false
+	}
+	return t[key][version], true
+}
+
+const (
+	maxKey         = 255 // kmsg's keys are dense and far below this
+	keyProduce     = 0
+	keyApiVersions = 18
+)
+
+// produceAcks reads the acks field of an encoded Produce request body. Kafka
+// sends no response to acks=0, so the connection must not wait for one.
+func produceAcks(version int16, body []byte) (int16, bool) {
+	b := body
+	if version >= 3 { // transactional id precedes acks
+		if version >= 9 {
+			n, w := binary.Uvarint(b)
+			if w <= 0 {
+				return 0, false
+			}
+			b = b[w:]
+			if n > 0 {
+				if uint64(len(b)) < n-1 {
+					return 0, false
+				}
+				b = b[n-1:]
+			}
+		} else {
+			if len(b) < 2 {
+				return 0, false
+			}
+			n := int16(binary.BigEndian.Uint16(b))
+			b = b[2:]
+			if n > 0 {
+				if len(b) < int(n) {
+					return 0, false
+				}
+				b = b[n:]
+			}
+		}
+	}
+	if len(b) < 2 {
+		return 0, false
+	}
+	return int16(binary.BigEndian.Uint16(b)), true
+}
+
+var errBadTags = errors.New("malformed tagged fields")
+
+// skipTags returns the length of the tagged-field section at the start of b.
+func skipTags(b []byte) (int, error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 {
+		return 0, errBadTags
+	}
+	off := w
+	for i := uint64(0); i < n; i++ {
+		if _, w = binary.Uvarint(b[off:]); w <= 0 { // tag id
+			return 0, errBadTags
+		}
+		off += w
+		size, w := binary.Uvarint(b[off:])
+		if w <= 0 || uint64(len(b)-off-w) < size {
+			return 0, errBadTags
+		}
+		off += w + int(size)
+	}
+	return off, nil
+}
+
+// appendRequestHeader appends a request header (v1, or v2 when flexible) with
+// a placeholder size prefix; putSize fills it in once the body is appended.
+func appendRequestHeader(dst []byte, key, version int16, corr int32, clientID string, flexible bool) []byte {
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(key))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(version))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(clientID)))
+	dst = append(dst, clientID...)
+	if flexible {
+		dst = append(dst, 0) // no tagged fields
+	}
+	return dst
+}
+
+func putSize(frame []byte) { binary.BigEndian.PutUint32(frame, uint32(len(frame)-4)) }
+
+// corrOffset is where the correlation id sits in a request frame.
+const corrOffset = 8

@@ -1,0 +1,131 @@
+// Package retry decides which failed broker requests the proxy retries, how
+// long it waits between attempts, and within which deadline. Only definite
+// failures are retried: a request the broker refused before doing anything,
+// or one that never left the proxy. A request that may have been processed
+// (a timeout, a broken connection after sending) is returned to the client as
+// a retriable error, so that the client's own idempotence decides whether a
+// retry is safe. Retries always go to a fresh route that avoids the broker
+// that just refused (routing.Table.Route's avoid argument).
+package retry
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Class is what a request outcome means for retrying.
+type Class int
+
+const (
+	// Done: no error.
+	Done Class = iota
+	// Definite: the broker did not process the request (or processing it
+	// has no effect); retry on a fresh route.
+	Definite
+	// Ambiguous: the request may have taken effect; do not retry, answer
+	// the client with a retriable error.
+	Ambiguous
+	// Final: return the answer to the client as it is.
+	Final
+)
+
+func (c Class) String() string {
+	switch c {
+	case Done:
+		return "done"
+	case Definite:
+		return "definite"
+	case Ambiguous:
+		return "ambiguous"
+	case Final:
+		return "final"
+	}
+	return "unknown"
+}
+
+// readOnly lists APIs whose effect does not change broker state, so that an
+// attempt that may have been processed is safe to repeat: for them a
+// timeout is Definite, not Ambiguous.
+var readOnly = map[kmsg.Key]bool{
+	kmsg.Fetch:                 true,
+	kmsg.ListOffsets:           true,
+	kmsg.Metadata:              true,
+	kmsg.OffsetFetch:           true,
+	kmsg.FindCoordinator:       true,
+	kmsg.DescribeGroups:        true,
+	kmsg.ListGroups:            true,
+	kmsg.ApiVersions:           true,
+	kmsg.OffsetForLeaderEpoch:  true,
+	kmsg.DescribeConfigs:       true,
+	kmsg.DescribeCluster:       true,
+	kmsg.DescribeProducers:     true,
+	kmsg.ConsumerGroupDescribe: true,
+}
+
+// Classify says what a Kafka error code in a response to apiKey means for
+// retrying. It is a pure function of the table below:
+//
+//   - NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, NOT_COORDINATOR,
+//     COORDINATOR_NOT_AVAILABLE, NOT_CONTROLLER: the broker refused before
+//     doing anything (a stub broker checks ownership first): Definite.
+//   - REQUEST_TIMED_OUT, NETWORK_EXCEPTION, KAFKA_STORAGE_ERROR: the write
+//     may have been committed (a fenced commit can time out after it
+//     applied): Ambiguous for APIs that change state (Produce, OffsetCommit,
+//     JoinGroup, ...), Definite for read-only APIs (Fetch, ListOffsets, ...).
+//   - UNKNOWN_LEADER_EPOCH (the client's epoch is newer than the broker's:
+//     we reached a stale owner): Definite for the read APIs that carry an
+//     epoch; FENCED_LEADER_EPOCH (the client's epoch is older): Final, the
+//     client must refresh its metadata, another broker would say the same.
+//   - UNKNOWN_TOPIC_OR_PARTITION: Final for every API, Produce included.
+//     Nothing was written, but every broker reads topics from the same etcd,
+//     so another broker would answer the same; clients treat the code as
+//     retriable and refresh metadata themselves.
+//   - COORDINATOR_LOAD_IN_PROGRESS: Final. The refusing broker is the right
+//     coordinator, so a retry that avoids it would only bounce off
+//     NOT_COORDINATOR; clients retry it after their own backoff.
+//   - Every other code: Final.
+func Classify(apiKey int16, code int16) Class {
+	key := kmsg.Key(apiKey)
+	switch code {
+	case 0:
+		return Done
+	case kerr.NotLeaderForPartition.Code, kerr.LeaderNotAvailable.Code,
+		kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code,
+		kerr.NotController.Code:
+		return Definite
+	case kerr.RequestTimedOut.Code, kerr.NetworkException.Code, kerr.KafkaStorageError.Code:
+		if readOnly[key] {
+			return Definite
+		}
+		return Ambiguous
+	case kerr.UnknownLeaderEpoch.Code:
+		if readOnly[key] {
+			return Definite
+		}
+		return Final
+	}
+	return Final
+}
+
+// ClassifyErr classifies a transport error from sending a request and
+// waiting for its response: an error wrapping ErrNotSent is Definite (no
+// byte reached the broker); anything else, a deadline included, is
+// Ambiguous, since the broker may have processed the request.
+func ClassifyErr(err error) Class {
+	switch {
+	case err == nil:
+		return Done
+	case errors.Is(err, ErrNotSent):
+		return Definite
+	}
+	return Ambiguous
+}
+
+// IsContextErr reports whether err is the caller's own cancellation or
+// deadline, which ends retrying regardless of class.
+func IsContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
