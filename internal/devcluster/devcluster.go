@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/kproxy/kproxy/broker-stub/broker"
 	"github.com/kproxy/kproxy/broker-stub/store"
@@ -136,7 +137,7 @@ func listenAt(addrs []string, i int) string {
 }
 
 func (c *Cluster) newClient() (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EtcdEndpoint}, DialTimeout: 5 * time.Second})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EtcdEndpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %s: %w", c.EtcdEndpoint, err)
 	}
@@ -170,7 +171,7 @@ func (c *Cluster) startBroker(ctx context.Context, id int32, listen string) erro
 		ID: id, Listen: listen, Etcd: cli, Layout: c.layout, Store: c.store,
 		LeaseTTL: c.cfg.LeaseTTL, AutoCreateTopics: c.cfg.AutoCreateTopics,
 		DefaultPartitions: c.cfg.DefaultPartitions,
-		Logger:            c.logger.With("broker", id),
+		Logger:            c.logger,
 	})
 	if err != nil {
 		cli.Close()
@@ -279,14 +280,14 @@ func (c *Cluster) Owner(ctx context.Context, topic string, partition int32) (int
 	return o.Broker, true, nil
 }
 
-// KillBroker stops a broker the way a crash would: its etcd client is closed
-// first, so it cannot release anything and its leases run out on the server.
+// KillBroker stops a broker the way a crash would: it releases nothing, its
+// etcd client is closed, and its leases run out on the server.
 func (c *Cluster) KillBroker(id int32) error {
 	p, err := c.takeBroker(id)
 	if err != nil {
 		return err
 	}
-	p.cli.Close()
+	p.b.Crash() // closes p.cli: no keepalive and no revoke
 	p.cancel()
 	<-p.done
 	return nil

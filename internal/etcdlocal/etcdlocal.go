@@ -21,7 +21,8 @@ type Config struct {
 	Dir string
 	// ClientAddr is host:port for clients; empty means 127.0.0.1 on a free port.
 	ClientAddr string
-	// LogLevel is etcd's own (zap) log level; empty means "error".
+	// LogLevel is etcd's own (zap) log level; empty means "fatal", because a
+	// normal Close logs listener errors with stack traces at "error" level.
 	LogLevel string
 	// UnsafeNoFsync trades durability for speed (tests only).
 	UnsafeNoFsync bool
@@ -63,7 +64,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ec.Dir = dir
 	ec.LogLevel = cfg.LogLevel
 	if ec.LogLevel == "" {
-		ec.LogLevel = "error"
+		ec.LogLevel = "fatal"
 	}
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
 	cu, pu := mustURL("http://"+clientAddr), mustURL("http://"+peerAddr)

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/urfave/cli/v2"
+)
+
+// TestServeSettingsPrecedence checks that a flag beats KPROXY_* beats the
+// config file beats the default, for the settings of `kproxy serve`.
+func TestServeSettingsPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "kproxy.yaml")
+	yaml := "listen: 127.0.0.1:7001\nadmin: 127.0.0.1:7002\ndrain-timeout: 3s\nupstream-conns: 9\n"
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KPROXY_ADMIN", "127.0.0.1:7102")
+	t.Setenv("KPROXY_UPSTREAM_CONNS", "11")
+
+	got := map[string]string{}
+	cmd := serveCommand()
+	cmd.Action = func(c *cli.Context) error {
+		for _, name := range []string{"listen", "admin", "drain-timeout", "upstream-conns", "etcd-endpoints"} {
+			got[name] = fmt.Sprint(c.Value(name))
+		}
+		return nil
+	}
+	app := &cli.App{Name: "kproxy", Commands: []*cli.Command{cmd}}
+	args := []string{"kproxy", "serve", "--config", file, "--upstream-conns", "13"}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := app.RunContext(ctx, args); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	want := map[string]string{
+		"listen":         "127.0.0.1:7001",        // file
+		"admin":          "127.0.0.1:7102",        // env beats file
+		"drain-timeout":  "3s",                    // file beats default
+		"upstream-conns": "13",                    // flag beats env and file
+		"etcd-endpoints": "http://127.0.0.1:2379", // default
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
