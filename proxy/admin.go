@@ -49,9 +49,9 @@ func (s *Server) snapshot() routing.Snapshot {
 // Readiness is the body of /readyz.
 type Readiness struct {
 	Ready           bool    `json:"ready"`
-	Synced          bool    `json:"synced"`   // the routing watch applied its first full listing
+	Synced          bool    `json:"synced"`    // the routing watch applied its first full listing
 	Connected       bool    `json:"connected"` // the routing watch is established
-	Revision        int64   `json:"revision"` // etcd revision the routing table is complete up to
+	Revision        int64   `json:"revision"`  // etcd revision the routing table is complete up to
 	LiveBrokers     int     `json:"live_brokers"`
 	RouteAgeSeconds float64 `json:"route_age_seconds"` // since etcd last confirmed the table
 	Draining        bool    `json:"draining"`

@@ -37,8 +37,9 @@ type clientConn struct {
 	closeOnce sync.Once
 	calls     sync.WaitGroup // per-request goroutines
 
-	clientID []byte  // the last client id seen, to reuse its *string
+	clientID  []byte // the last client id seen, to reuse its *string
 	clientPtr *string
+	sizeBuf   [4]byte
 }
 
 func newClientConn(s *Server, id uint64, nc net.Conn) *clientConn {
@@ -97,15 +98,16 @@ func (c *clientConn) readLoop() {
 			return
 		}
 		if err := c.readOne(br, t); err != nil {
+			c.endRead(err) // first: a bad frame's reason is logged before the close is visible
 			c.seq.closeInput(t, true)
-			c.endRead(err)
 			return
 		}
 	}
 }
 
-// endRead decides what a read failure means: a drain or a client that went
-// away lets outstanding responses finish; a bad frame closes the connection.
+// endRead decides what a read failure means: a drain lets outstanding
+// responses finish; a bad frame (logged with its reason), a client that went
+// away or a broken socket closes the connection at once.
 func (c *clientConn) endRead(err error) {
 	var bad *badFrameError
 	switch {
@@ -135,12 +137,11 @@ func (e *badFrameError) Unwrap() error { return e.err }
 
 // readOne reads one request frame and begins its call under ticket t.
 func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
-	var sz [4]byte
-	if _, err := io.ReadFull(br, sz[:]); err != nil {
+	if _, err := io.ReadFull(br, c.sizeBuf[:]); err != nil {
 		return err
 	}
 	start := time.Now()
-	n := int32(binary.BigEndian.Uint32(sz[:]))
+	n := int32(binary.BigEndian.Uint32(c.sizeBuf[:]))
 	if n < 0 || n > c.s.cfg.MaxFrameBytes {
 		return &badFrameError{key: -1, err: fmt.Errorf("frame of %d bytes (max %d)", n, c.s.cfg.MaxFrameBytes)}
 	}
@@ -208,7 +209,7 @@ func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, st
 // together into one vectored write.
 func (c *clientConn) writeLoop() {
 	var batch []response
-	var bufs net.Buffers
+	var bufs, toWrite net.Buffers // toWrite escapes: declared once, not per batch
 	for {
 		var err error
 		batch, err = c.seq.take(c.ctx, batch[:0])
@@ -229,7 +230,7 @@ func (c *clientConn) writeLoop() {
 			total += r.bytes()
 		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
-		toWrite := bufs // WriteTo consumes its receiver
+		toWrite = bufs // WriteTo consumes its receiver
 		n, err := toWrite.WriteTo(c.nc)
 		c.s.m.bytesOut.Add(float64(n))
 		clear(batch)

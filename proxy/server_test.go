@@ -320,7 +320,7 @@ func TestFormatRoutesRejectsGarbage(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool, what string) {
+func waitFor(t testing.TB, cond func() bool, what string) {
 	t.Helper()
 	deadline := time.Now().Add(testWait)
 	for !cond() {

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bufio"
+	"container/heap"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -51,7 +52,7 @@ type conn struct {
 	nextCorr     int32
 	inflight     map[int32]*request
 	queue        []*request
-	head, tail   *request // written requests, oldest first
+	written      deadlineHeap // written requests awaiting a response
 	readDeadline time.Time
 }
 
@@ -131,43 +132,20 @@ func (c *conn) allocCorrLocked() int32 {
 func (c *conn) removeLocked(r *request) {
 	delete(c.inflight, r.corr)
 	if r.state == stWritten {
-		c.unlinkLocked(r)
+		heap.Remove(&c.written, r.hidx)
 	}
 	r.state = stDone
 	<-c.sem
 	c.bp.m.inflight.Dec()
 }
 
-func (c *conn) linkLocked(r *request) {
-	r.prev, r.next = c.tail, nil
-	if c.tail != nil {
-		c.tail.next = r
-	} else {
-		c.head = r
-	}
-	c.tail = r
-}
-
-func (c *conn) unlinkLocked(r *request) {
-	if r.prev != nil {
-		r.prev.next = r.next
-	} else {
-		c.head = r.next
-	}
-	if r.next != nil {
-		r.next.prev = r.prev
-	} else {
-		c.tail = r.prev
-	}
-	r.prev, r.next = nil, nil
-}
-
-// armReadDeadlineLocked gives the oldest written request ReadTimeout to be
-// answered; an idle connection has no deadline.
+// armReadDeadlineLocked gives the connection until the earliest deadline of
+// its written requests to answer; an idle connection has no deadline. A
+// broker that misses a deadline is taken for hung: the connection fails.
 func (c *conn) armReadDeadlineLocked() {
 	var d time.Time
-	if c.head != nil {
-		d = c.head.writtenAt.Add(c.bp.p.cfg.ReadTimeout)
+	if len(c.written) > 0 {
+		d = c.written[0].deadline
 	}
 	if d != c.readDeadline && c.nc != nil {
 		c.readDeadline = d
@@ -226,9 +204,12 @@ func (c *conn) fail(kind string, cause error) {
 	clear(c.queue)
 	c.queue = nil
 	nc, connected := c.nc, c.connected
+	// Under c.mu, so that request.Wait and slot.get never see a failed
+	// connection that is not marked dying, nor a dying one whose failure
+	// the slot's backoff has not counted.
+	c.slot.onDead(c, connected, cause)
 	c.mu.Unlock()
 
-	c.dying.Store(true)
 	close(c.dead)
 	c.cancel()
 	if nc != nil {
@@ -238,7 +219,6 @@ func (c *conn) fail(kind string, cause error) {
 		c.bp.m.conns.Dec()
 	}
 	c.bp.m.fail(kind)
-	c.slot.onDead(c, connected, cause)
 	level := c.bp.p.log.Warn
 	if kind == kindClosed {
 		level = c.bp.p.log.Debug
@@ -262,7 +242,7 @@ func (c *conn) writeLoop() {
 	go c.readLoop(br)
 
 	var batch []*request
-	var bufs net.Buffers
+	var bufs, toWrite net.Buffers // toWrite escapes: declared once, not per batch
 	for {
 		batch = c.takeBatch(batch[:0])
 		if batch == nil {
@@ -273,7 +253,7 @@ func (c *conn) writeLoop() {
 			bufs = append(bufs, *r.frame)
 		}
 		_ = nc.SetWriteDeadline(time.Now().Add(c.bp.p.cfg.WriteTimeout))
-		toWrite := bufs // WriteTo consumes its receiver
+		toWrite = bufs // WriteTo consumes its receiver
 		n, err := toWrite.WriteTo(nc)
 		c.afterWrite(batch, n)
 		if err != nil {
@@ -334,8 +314,8 @@ func (c *conn) afterWrite(batch []*request, n int64) {
 			c.removeLocked(r)
 			acked = append(acked, r)
 		default:
-			r.state, r.writtenAt = stWritten, now
-			c.linkLocked(r)
+			r.state, r.deadline = stWritten, now.Add(r.patience)
+			heap.Push(&c.written, r)
 		}
 	}
 	c.armReadDeadlineLocked()
@@ -472,7 +452,7 @@ func (c *conn) failRead(err error) {
 	case idle && kind == kindRead:
 		kind = kindClosed // a broker may close idle connections; not an error
 	case kind == kindTimeout:
-		err = fmt.Errorf("no response within %s: %w", c.bp.p.cfg.ReadTimeout, err)
+		err = fmt.Errorf("a request got no response within its deadline (ReadTimeout %s plus its own timeout): %w", c.bp.p.cfg.ReadTimeout, err)
 	}
 	c.fail(kind, fmt.Errorf("read: %w", err))
 }

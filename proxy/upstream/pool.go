@@ -46,9 +46,11 @@ type Config struct {
 	DialTimeout time.Duration
 	// WriteTimeout bounds one batched write (default 10s).
 	WriteTimeout time.Duration
-	// ReadTimeout is how long a written request may wait for its response
-	// before the connection is declared dead (default 30s). A request's own
-	// timeout is the caller's context.
+	// ReadTimeout is how long a written request may wait for its response,
+	// on top of the request's own timeout (a produce's timeout, a fetch's
+	// max wait, the caller's context deadline), before its connection is
+	// taken for hung and fails (default 30s). The caller's context also
+	// bounds Pending.Wait.
 	ReadTimeout time.Duration
 	// ClientID is the client id in request headers (default "kproxy").
 	ClientID string
@@ -129,6 +131,12 @@ func NewPool(cfg Config) *Pool {
 // broker that affinity selects. It waits while that connection is full. Its
 // errors wrap retry.ErrNotSent. Produce requests with acks=0 get no response:
 // their Pending returns a nil body once the request is written.
+//
+// Pending.Wait returns the response body (header stripped), or an error
+// wrapping retry.ErrNotSent when the request never fully reached the broker
+// (dial or handshake failure, connection lost before the write). If Wait's
+// context ends first, a request still queued is withdrawn (ErrNotSent); a
+// written one gets an ambiguous error and its late response is discarded.
 func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, version int16, body []byte) (apis.Pending, error) {
 	if p.closed.Load() {
 		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, errPoolClosed)
@@ -149,10 +157,7 @@ func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, ver
 		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, err)
 	}
 	r := &request{flexResp: flexible && key != keyApiVersions, done: make(chan struct{})}
-	if key == keyProduce {
-		acks, ok := produceAcks(version, body)
-		r.noResp = ok && acks == 0
-	}
+	r.patience, r.noResp = p.patience(ctx, key, version, body)
 	r.frame = p.bufs.get(4 + 10 + len(p.cfg.ClientID) + 1 + len(body))
 	*r.frame = appendRequestHeader(*r.frame, key, version, 0, p.cfg.ClientID, flexible)
 	*r.frame = append(*r.frame, body...)
@@ -162,6 +167,28 @@ func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, ver
 		return nil, err
 	}
 	return r, nil
+}
+
+// patience is how long a response to this request may take after its
+// write, and whether none will come (Produce with acks=0).
+func (p *Pool) patience(ctx context.Context, key, version int16, body []byte) (time.Duration, bool) {
+	var own time.Duration
+	noResp := false
+	switch key {
+	case keyProduce:
+		if acks, timeout, ok := produceFields(version, body); ok {
+			noResp = acks == 0
+			own = time.Duration(max(timeout, 0)) * time.Millisecond
+		}
+	case keyFetch:
+		if wait, ok := fetchMaxWait(version, body); ok {
+			own = time.Duration(max(wait, 0)) * time.Millisecond
+		}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		own = max(own, time.Until(dl))
+	}
+	return p.cfg.ReadTimeout + own, noResp
 }
 
 // brokerPool returns the pool for broker at its current address, replacing
@@ -280,11 +307,13 @@ func (s *slot) get(bp *brokerPool) (*conn, error) {
 	return c, nil
 }
 
-// onDead frees the slot for a new connection. A connection that never
-// completed its handshake counts as a dial failure and extends the backoff.
+// onDead marks c dying and frees the slot for a new connection. A
+// connection that never completed its handshake counts as a dial failure and
+// extends the backoff. c.fail calls it with c.mu held.
 func (s *slot) onDead(c *conn, connected bool, cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	c.dying.Store(true)
 	s.cur.CompareAndSwap(c, nil)
 	if connected {
 		s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
@@ -306,7 +335,7 @@ func (s *slot) onDead(c *conn, connected bool, cause error) {
 func (s *slot) close(cause error) {
 	s.mu.Lock()
 	c := s.cur.Load()
-	s.mu.Unlock()
+	s.mu.Unlock() // c.fail takes c.mu, then s.mu: never hold s.mu into it
 	if c != nil {
 		c.fail(kindClosed, cause)
 	}

@@ -10,95 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/retry"
 )
-
-const testWait = 5 * time.Second
-
-type resolver struct {
-	mu    sync.Mutex
-	addrs map[int32]string
-}
-
-func (r *resolver) set(id int32, addr string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.addrs == nil {
-		r.addrs = map[int32]string{}
-	}
-	r.addrs[id] = addr
-}
-
-func (r *resolver) del(id int32) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.addrs, id)
-}
-
-func (r *resolver) resolve(id int32) (string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	a, ok := r.addrs[id]
-	return a, ok
-}
-
-// newTestPool returns a pool whose Close is checked for leaked goroutines
-// when the test ends.
-func newTestPool(t *testing.T, cfg Config, res *resolver) (*Pool, *prometheus.Registry) {
-	t.Helper()
-	before := runtime.NumGoroutine()
-	reg := prometheus.NewRegistry()
-	cfg.Resolve = res.resolve
-	cfg.Registerer = reg
-	if cfg.BackoffMin == 0 {
-		cfg.BackoffMin = 5 * time.Millisecond
-	}
-	if cfg.BackoffMax == 0 {
-		cfg.BackoffMax = 20 * time.Millisecond
-	}
-	p := NewPool(cfg)
-	t.Cleanup(func() {
-		p.Close()
-		_ = before // fake brokers close in their own cleanups, which run after this one
-	})
-	return p, reg
-}
-
-func recv(t *testing.T, fb *fakeBroker) *received {
-	t.Helper()
-	select {
-	case r := <-fb.reqs:
-		return r
-	case <-time.After(testWait):
-		t.Fatalf("fake broker got no request within %s", testWait)
-		return nil
-	}
-}
-
-func send(t *testing.T, p *Pool, broker int32, aff uint64, version int16, topic string) apis.Pending {
-	t.Helper()
-	pend, err := p.Send(context.Background(), broker, aff, 3, version, metadataReq(version, topic))
-	if err != nil {
-		t.Fatalf("send %s: %v", topic, err)
-	}
-	return pend
-}
-
-func wait(t *testing.T, pend apis.Pending) ([]byte, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), testWait)
-	defer cancel()
-	body, err := pend.Wait(ctx)
-	if ctx.Err() != nil {
-		t.Fatalf("no answer within %s", testWait)
-	}
-	return body, err
-}
 
 func TestOutOfOrderMatching(t *testing.T) {
 	for _, version := range []int16{4, 12} { // header v1 and v2 (flexible)
@@ -296,8 +213,7 @@ func TestRedialWithBackoff(t *testing.T) {
 	res.set(1, addr)
 	p, _ := newTestPool(t, Config{ConnsPerBroker: 1, BackoffMin: time.Hour, BackoffMax: time.Hour}, res)
 
-	pend := send(t, p, 1, 0, 12, "x")
-	if _, err := wait(t, pend); !errors.Is(err, retry.ErrNotSent) {
+	if err := sendAndWait(t, p, "x"); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("dial failure: err = %v, want ErrNotSent", err)
 	}
 	if _, err := p.Send(context.Background(), 1, 0, 3, 12, metadataReq(12, "y")); !errors.Is(err, retry.ErrNotSent) {
@@ -318,7 +234,7 @@ func TestRedialAfterRefusal(t *testing.T) {
 	res := &resolver{}
 	res.set(1, addr)
 	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
-	if _, err := wait(t, send(t, p, 1, 0, 12, "x")); !errors.Is(err, retry.ErrNotSent) {
+	if err := sendAndWait(t, p, "x"); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("dial failure: err = %v, want ErrNotSent", err)
 	}
 
@@ -375,15 +291,6 @@ func TestEvictionAndPruneCloseConnections(t *testing.T) {
 	expectClosed(t, fb2, "pruned broker 2")
 	if _, err := p.Send(context.Background(), 2, 0, 3, 12, metadataReq(12, "x")); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("send to a gone broker: err = %v, want ErrNotSent", err)
-	}
-}
-
-func expectClosed(t *testing.T, fb *fakeBroker, what string) {
-	t.Helper()
-	select {
-	case <-fb.closed:
-	case <-time.After(testWait):
-		t.Fatalf("%s: connection still open after %s", what, testWait)
 	}
 }
 
@@ -504,13 +411,27 @@ func TestCloseFailsInFlightAndLeaksNothing(t *testing.T) {
 	waitFor(t, func() bool { return runtime.NumGoroutine() <= before }, fmt.Sprintf("goroutines back to %d", before))
 }
 
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(testWait)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for: %s", testWait, what)
-		}
-		time.Sleep(time.Millisecond)
+// TestLongPollOutlivesReadTimeout: a fetch's own max wait extends how long
+// its response may take, so long polls do not kill the connection.
+func TestLongPollOutlivesReadTimeout(t *testing.T) {
+	fb := newFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1, ReadTimeout: 50 * time.Millisecond}, res)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxWaitMillis = 12, 2000
+	pend, err := p.Send(context.Background(), 1, 0, 1, 12, req.AppendTo(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, fb)
+	time.Sleep(200 * time.Millisecond) // the broker holds the fetch past ReadTimeout, within its max wait
+	resp := kmsg.NewPtrFetchResponse()
+	r.reply(resp)
+	if _, err := wait(t, pend); err != nil {
+		t.Fatalf("long poll: %v", err)
+	}
+	if v := testutil.ToFloat64(p.m.errors.WithLabelValues("1", kindTimeout)); v != 0 {
+		t.Fatalf("timeout errors = %v, want 0", v)
 	}
 }

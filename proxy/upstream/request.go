@@ -27,9 +27,12 @@ type request struct {
 	state    uint8
 	orphan   bool // Wait gave up; the reader discards the response
 
-	// written-order list, for the read deadline of the oldest request
-	prev, next *request
-	writtenAt  time.Time
+	// patience is how long after its write the response may take: the
+	// pool's ReadTimeout plus the request's own timeout (a produce's
+	// timeout, a fetch's max wait, the caller's deadline).
+	patience time.Duration
+	deadline time.Time // once written
+	hidx     int       // index in the conn's deadline heap
 
 	done chan struct{}
 	body []byte
@@ -54,6 +57,12 @@ func (r *request) Wait(ctx context.Context) ([]byte, error) {
 	if r.c.withdraw(r) {
 		return nil, fmt.Errorf("broker %d: wait: %w: %w", r.c.bp.id, retry.ErrNotSent, context.Cause(ctx))
 	}
+	if r.c.dying.Load() {
+		// The failing connection completes r at once, and knows better
+		// whether it was sent.
+		<-r.done
+		return r.body, r.err
+	}
 	select {
 	case <-r.done: // completed while we withdrew
 		return r.body, r.err
@@ -65,4 +74,28 @@ func (r *request) Wait(ctx context.Context) ([]byte, error) {
 func (r *request) complete(body []byte, err error) {
 	r.body, r.err = body, err
 	close(r.done)
+}
+
+// deadlineHeap orders written requests by deadline, so that the connection's
+// read deadline is the earliest one.
+type deadlineHeap []*request
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h deadlineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hidx, h[j].hidx = i, j
+}
+func (h *deadlineHeap) Push(x any) {
+	r := x.(*request)
+	r.hidx = len(*h)
+	*h = append(*h, r)
+}
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	r.hidx = -1
+	return r
 }

@@ -40,44 +40,59 @@ func (t flexTable) lookup(key, version int16) (flexible, known bool) {
 const (
 	maxKey         = 255 // kmsg's keys are dense and far below this
 	keyProduce     = 0
+	keyFetch       = 1
 	keyApiVersions = 18
 )
 
-// produceAcks reads the acks field of an encoded Produce request body. Kafka
-// sends no response to acks=0, so the connection must not wait for one.
-func produceAcks(version int16, body []byte) (int16, bool) {
+// produceFields reads acks and the timeout of an encoded Produce request
+// body. Kafka sends no response to acks=0, so the connection must not wait
+// for one; the timeout extends how long a response may take.
+func produceFields(version int16, body []byte) (acks int16, timeoutMillis int32, ok bool) {
 	b := body
 	if version >= 3 { // transactional id precedes acks
 		if version >= 9 {
 			n, w := binary.Uvarint(b)
 			if w <= 0 {
-				return 0, false
+				return 0, 0, false
 			}
 			b = b[w:]
 			if n > 0 {
 				if uint64(len(b)) < n-1 {
-					return 0, false
+					return 0, 0, false
 				}
 				b = b[n-1:]
 			}
 		} else {
 			if len(b) < 2 {
-				return 0, false
+				return 0, 0, false
 			}
 			n := int16(binary.BigEndian.Uint16(b))
 			b = b[2:]
 			if n > 0 {
 				if len(b) < int(n) {
-					return 0, false
+					return 0, 0, false
 				}
 				b = b[n:]
 			}
 		}
 	}
-	if len(b) < 2 {
+	if len(b) < 6 {
+		return 0, 0, false
+	}
+	return int16(binary.BigEndian.Uint16(b)), int32(binary.BigEndian.Uint32(b[2:])), true
+}
+
+// fetchMaxWait reads MaxWaitMillis of an encoded Fetch request body: a
+// broker holds a fetch that long before answering.
+func fetchMaxWait(version int16, body []byte) (int32, bool) {
+	off := 4 // ReplicaID precedes it up to v14
+	if version >= 15 {
+		off = 0
+	}
+	if len(body) < off+4 {
 		return 0, false
 	}
-	return int16(binary.BigEndian.Uint16(b)), true
+	return int32(binary.BigEndian.Uint32(body[off:])), true
 }
 
 var errBadTags = errors.New("malformed tagged fields")

@@ -1,0 +1,122 @@
+package upstream
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kproxy/kproxy/proxy/apis"
+)
+
+const testWait = 5 * time.Second
+
+type resolver struct {
+	mu    sync.Mutex
+	addrs map[int32]string
+}
+
+func (r *resolver) set(id int32, addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.addrs == nil {
+		r.addrs = map[int32]string{}
+	}
+	r.addrs[id] = addr
+}
+
+func (r *resolver) del(id int32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.addrs, id)
+}
+
+func (r *resolver) resolve(id int32) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.addrs[id]
+	return a, ok
+}
+
+// newTestPool returns a pool closed when the test ends, with short redial
+// backoffs.
+func newTestPool(t *testing.T, cfg Config, res *resolver) (*Pool, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg.Resolve = res.resolve
+	cfg.Registerer = reg
+	if cfg.BackoffMin == 0 {
+		cfg.BackoffMin = 5 * time.Millisecond
+	}
+	if cfg.BackoffMax == 0 {
+		cfg.BackoffMax = 20 * time.Millisecond
+	}
+	p := NewPool(cfg)
+	t.Cleanup(p.Close)
+	return p, reg
+}
+
+func recv(t *testing.T, fb *fakeBroker) *received {
+	t.Helper()
+	select {
+	case r := <-fb.reqs:
+		return r
+	case <-time.After(testWait):
+		t.Fatalf("fake broker got no request within %s", testWait)
+		return nil
+	}
+}
+
+func send(t *testing.T, p *Pool, broker int32, aff uint64, version int16, topic string) apis.Pending {
+	t.Helper()
+	pend, err := p.Send(context.Background(), broker, aff, 3, version, metadataReq(version, topic))
+	if err != nil {
+		t.Fatalf("send %s: %v", topic, err)
+	}
+	return pend
+}
+
+func wait(t *testing.T, pend apis.Pending) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	body, err := pend.Wait(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("no answer within %s", testWait)
+	}
+	return body, err
+}
+
+// sendAndWait sends to broker 1 and returns the error of Send or of Wait: a
+// dial that fails fast may fail the request before Send has queued it.
+func sendAndWait(t *testing.T, p *Pool, topic string) error {
+	t.Helper()
+	pend, err := p.Send(context.Background(), 1, 0, 3, 12, metadataReq(12, topic))
+	if err != nil {
+		return err
+	}
+	_, err = wait(t, pend)
+	return err
+}
+
+func expectClosed(t *testing.T, fb *fakeBroker, what string) {
+	t.Helper()
+	select {
+	case <-fb.closed:
+	case <-time.After(testWait):
+		t.Fatalf("%s: connection still open after %s", what, testWait)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for: %s", testWait, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,89 @@
+package upstream
+
+import (
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestProduceFields(t *testing.T) {
+	for _, tc := range []struct {
+		version int16
+		txn     *string
+		acks    int16
+		timeout int32
+	}{
+		{0, nil, 0, 100},
+		{2, nil, 1, 200},
+		{3, nil, -1, 300},
+		{3, kmsg.StringPtr("tx"), 0, 400},
+		{8, kmsg.StringPtr(""), 1, 500},
+		{9, nil, 0, 600},
+		{9, kmsg.StringPtr("transactional"), -1, 700},
+		{11, kmsg.StringPtr("t"), 0, 800},
+	} {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.TransactionID, req.Acks, req.TimeoutMillis = tc.version, tc.txn, tc.acks, tc.timeout
+		acks, timeout, ok := produceFields(tc.version, req.AppendTo(nil))
+		if !ok || acks != tc.acks || timeout != tc.timeout {
+			t.Errorf("v%d txn %v: got acks %d timeout %d ok %v, want %d %d", tc.version, tc.txn, acks, timeout, ok, tc.acks, tc.timeout)
+		}
+	}
+	for _, body := range [][]byte{nil, {0}, {0, 5, 'a'}, {0x80}} {
+		if _, _, ok := produceFields(9, body); ok {
+			t.Errorf("truncated body %v parsed", body)
+		}
+	}
+}
+
+func TestFetchMaxWait(t *testing.T) {
+	for _, version := range []int16{0, 4, 12, 14, 15, 16} {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.MaxWaitMillis, req.ReplicaID = version, 1234, -1
+		if got, ok := fetchMaxWait(version, req.AppendTo(nil)); !ok || got != 1234 {
+			t.Errorf("v%d: max wait %d ok %v", version, got, ok)
+		}
+	}
+	if _, ok := fetchMaxWait(4, []byte{0, 0, 0}); ok {
+		t.Error("truncated fetch parsed")
+	}
+}
+
+func TestSkipTags(t *testing.T) {
+	for _, tc := range []struct {
+		in   []byte
+		want int
+		ok   bool
+	}{
+		{[]byte{0}, 1, true},
+		{[]byte{0, 9, 9}, 1, true},
+		{[]byte{1, 5, 2, 'a', 'b'}, 5, true},
+		{[]byte{2, 0, 0, 1, 1, 'x'}, 6, true},
+		{[]byte{1, 5, 3, 'a'}, 0, false},
+		{[]byte{0x80}, 0, false},
+		{nil, 0, false},
+	} {
+		got, err := skipTags(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("skipTags(%v) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestFlexTable(t *testing.T) {
+	ft := newFlexTable()
+	for _, tc := range []struct {
+		key, version    int16
+		flexible, known bool
+	}{
+		{0, 8, false, true}, {0, 9, true, true},
+		{3, 8, false, true}, {3, 9, true, true},
+		{18, 2, false, true}, {18, 3, true, true},
+		{18, 99, false, false}, {999, 0, false, false}, {-1, 0, false, false}, {3, -1, false, false},
+	} {
+		f, k := ft.lookup(tc.key, tc.version)
+		if f != tc.flexible || k != tc.known {
+			t.Errorf("lookup(%d, %d) = %v %v, want %v %v", tc.key, tc.version, f, k, tc.flexible, tc.known)
+		}
+	}
+}

@@ -1,0 +1,81 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/layout"
+)
+
+// TestNewWiresRealParts runs New against embedded etcd (no brokers): the
+// watch must make /readyz turn ready once a broker registers, and the real
+// dispatcher must answer ApiVersions.
+func TestNewWiresRealParts(t *testing.T) {
+	_, cli := etcdlocal.StartForTest(t)
+	lay := layout.New("/wiretest")
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := New(ctx, Config{
+		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Advertise: "proxy.example:9092",
+		ClusterID: "test", Etcd: cli, Layout: lay, Registry: prometheus.NewRegistry(),
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run = %v", err)
+			}
+		case <-time.After(3 * testWait):
+			t.Error("Run did not return")
+		}
+	}()
+
+	ready := func() (int, Readiness) {
+		resp, err := http.Get("http://" + srv.AdminAddr() + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var r Readiness
+		b, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatalf("/readyz body %q: %v", b, err)
+		}
+		return resp.StatusCode, r
+	}
+	if code, r := ready(); code != http.StatusServiceUnavailable || r.LiveBrokers != 0 {
+		t.Fatalf("/readyz without brokers = %d %+v", code, r)
+	}
+	info := layout.BrokerInfo{ID: 1, Addr: "127.0.0.1:1", Started: time.Now()}
+	if _, err := cli.Put(ctx, lay.BrokerKey(1), layout.Marshal(info)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { code, _ := ready(); return code == http.StatusOK }, "/readyz 200 after a broker registered")
+
+	c := dial(t, &testServer{Server: srv})
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 3
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1"
+	c.send(18, 3, 42, req.AppendTo(nil))
+	corr, body := c.read()
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 3
+	if err := resp.ReadFrom(body); err != nil || corr != 42 || resp.ErrorCode != 0 || len(resp.ApiKeys) == 0 {
+		t.Fatalf("ApiVersions: corr %d err %v response %+v", corr, err, resp)
+	}
+}
