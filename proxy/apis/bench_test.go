@@ -82,3 +82,71 @@ func BenchmarkProduceSingleBroker(b *testing.B) {
 	d, body := benchProduce(b, []int32{0, 3, 6, 9, 12, 15})
 	runProduce(b, d, body)
 }
+
+// benchFetch builds a fetch (v12) of parts of topic "t" and canned answers
+// with 1 KiB of records per partition.
+func benchFetch(b *testing.B, parts []int32) (*Dispatcher, []byte) {
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxWaitMillis, req.MinBytes = 12, 500, 1
+	topic := kmsg.FetchRequestTopic{Topic: "t"}
+	for _, p := range parts {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.PartitionMaxBytes = p, 1<<20
+		topic.Partitions = append(topic.Partitions, fp)
+	}
+	req.Topics = []kmsg.FetchRequestTopic{topic}
+	f := newFake(b)
+	s := &cannedSender{answers: map[int32]*canned{}}
+	for broker := int32(1); broker <= 3; broker++ {
+		sub := kmsg.NewPtrFetchRequest()
+		sub.Version = req.Version
+		st := kmsg.FetchRequestTopic{Topic: "t"}
+		for _, p := range parts {
+			if owner("t", p) == broker {
+				st.Partitions = append(st.Partitions, kmsg.FetchRequestTopicPartition{Partition: p})
+			}
+		}
+		sub.Topics = []kmsg.FetchRequestTopic{st}
+		resp := f.okResponse(broker, sub).(*kmsg.FetchResponse)
+		for i := range resp.Topics[0].Partitions {
+			resp.Topics[0].Partitions[i].RecordBatches = make([]byte, 1024)
+		}
+		s.answers[broker] = &canned{body: resp.AppendTo(nil)}
+	}
+	cfg := testConfig(testTable(), f)
+	cfg.Sender = s
+	d, err := New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d, req.AppendTo(nil)
+}
+
+func runFetch(b *testing.B, d *Dispatcher, body []byte) {
+	ctx := context.Background()
+	h := Header{Key: int16(kmsg.Fetch), Version: 12}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		reply, err := d.Begin(ctx, 1, h, body).Finish(ctx)
+		if err != nil || len(reply.Body) == 0 {
+			b.Fatalf("reply %d bytes, err %v", len(reply.Body), err)
+		}
+	}
+}
+
+// BenchmarkFetchSplit16x3: 16 partitions on 3 brokers, all with data.
+func BenchmarkFetchSplit16x3(b *testing.B) {
+	parts := make([]int32, 16)
+	for i := range parts {
+		parts[i] = int32(i)
+	}
+	d, body := benchFetch(b, parts)
+	runFetch(b, d, body)
+}
+
+// BenchmarkFetchSingleBroker: 6 partitions on broker 1 (answer unchanged).
+func BenchmarkFetchSingleBroker(b *testing.B) {
+	d, body := benchFetch(b, []int32{0, 3, 6, 9, 12, 15})
+	runFetch(b, d, body)
+}

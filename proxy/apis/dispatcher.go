@@ -186,7 +186,8 @@ func (d *Dispatcher) Begin(ctx context.Context, conn uint64, h Header, body []by
 // Finish waits for the answers, retries definite failures and returns the
 // reply. An error means the client sent something the proxy cannot answer
 // (or ctx ended); the connection should then be closed. Finish must be
-// called exactly once per Call.
+// called exactly once per Call (with a cancelled ctx if the client is
+// gone), so that the call's pooled buffers return.
 func (c *Call) Finish(ctx context.Context) (Reply, error) {
 	if c.op == nil {
 		return c.reply, c.err
@@ -196,7 +197,10 @@ func (c *Call) Finish(ctx context.Context) (Reply, error) {
 	return o.finish(ctx)
 }
 
-// Supported says whether the proxy advertises version of API key.
+// Supported says whether the proxy advertises version of API key: what
+// kmsg decodes, this package implements and every live broker serves, as
+// of the last ApiVersions answer (broker versions are refreshed then, when
+// routing has changed; before the first one, brokers are not counted).
 func (d *Dispatcher) Supported(key, version int16) bool {
 	r := d.vers.current().get(key)
 	return version >= r.min && version <= r.max

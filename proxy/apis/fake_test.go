@@ -22,6 +22,7 @@ type fakeReply struct {
 	err     error         // Wait fails with err (ambiguous unless it wraps retry.ErrNotSent)
 	sendErr error         // Send fails with sendErr
 	idle    bool          // Wait blocks until its ctx ends (a long poll with nothing to say)
+	gate    chan struct{} // Wait answers only once gate is closed
 }
 
 // script decides a broker's reply to its n-th request (from 0) of one API.
@@ -108,6 +109,13 @@ func (p *fakePending) Wait(ctx context.Context) ([]byte, error) {
 		<-ctx.Done()
 		p.f.idleEnd <- ctx.Err()
 		return nil, fmt.Errorf("idle broker: %w", ctx.Err())
+	}
+	if p.r.gate != nil {
+		select {
+		case <-p.r.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	if p.r.err != nil {
 		return nil, p.r.err

@@ -20,16 +20,22 @@ import (
 // the client always gets session id 0, which tells it to keep sending full
 // fetches.
 //
-// Early answers: as soon as the answers in hand hold MinBytes of records
-// (or an error the client must see), the client gets them, without waiting
-// for brokers that still long-poll; those brokers' fetches are abandoned
-// (reads have no effect, nothing is lost). Their partitions are left out
-// of the answer rather than answered empty: kgo, librdkafka and kafka-go
-// simply fetch partitions missing from a response again, while an invented
-// empty answer would need a high watermark the proxy does not have (a
-// guess makes librdkafka report a false end of partition, and lag go
-// wrong). Sarama is the exception: it treats a missing partition as an
-// incomplete response and re-subscribes it after Consumer.Retry.Backoff.
+// Early answers: once the answers in hand hold MinBytes of records, the
+// other brokers get a short grace to answer too (graceFor: brokers with
+// data answer about as fast as the first did), then the client gets what
+// is there, without waiting for brokers that still long-poll. Their
+// fetches are abandoned (reads have no effect, nothing is lost) and their
+// partitions are left out of the answer rather than answered empty: kgo,
+// librdkafka, kafka-go and sarama (v1.61 skips partitions missing from a
+// response) simply fetch them again (TestKgoKeepsConsuming), while an
+// invented empty answer would need a high watermark the proxy does not
+// have (a guess makes librdkafka report a false end of partition, and lag
+// go wrong).
+//
+// Errors alone do not end the wait early: a partition that keeps failing
+// (an unknown topic, say) would otherwise cut off every other broker's
+// answer, each time, and starve the healthy partitions. Errors go out with
+// the other answers, within MaxWait.
 //
 // The proxy never abandons a broker because of time: brokers answer by
 // MaxWait themselves, and one that is slow to read from the object store
@@ -46,8 +52,7 @@ type fetchOp struct {
 	throttle int32
 	hints    bool
 	byID     bool
-	bytes    int  // record bytes in the answers so far
-	errored  bool // some partition has a final error for the client
+	bytes    int // record bytes in the answers so far
 	sizeHint int
 }
 
@@ -98,7 +103,7 @@ func (o *fetchOp) release() {
 	d.putBuf(o.s.own)
 	o.s.reset()
 	clear(o.slots)
-	o.throttle, o.hints, o.byID, o.bytes, o.errored, o.sizeHint = 0, false, false, 0, false, 0
+	o.throttle, o.hints, o.byID, o.bytes, o.sizeHint = 0, false, false, 0, 0
 	d.fetchPool.Put(o)
 }
 
@@ -139,7 +144,7 @@ func (o *fetchOp) absorb(body []byte, si int) (bool, error) {
 		for _, i := range o.s.subs[si].idx {
 			if o.s.items[i].state == itemSent {
 				o.slots[i] = errorPartition(o.s.items[i].part, r.ErrorCode)
-				o.record(i, r.ErrorCode)
+				o.s.answered(i, r.ErrorCode)
 			}
 		}
 		return false, nil
@@ -162,29 +167,24 @@ func (o *fetchOp) absorb(body []byte, si int) (bool, error) {
 				p.PreferredReadReplica = -1 // never send clients to a broker
 				clean = false
 			}
+			if p.RecordBatches == nil {
+				// Null records are legal in the schema, but librdkafka
+				// fails the whole response on them ("invalid
+				// MessageSetSize -1"); Kafka always sends empty ones.
+				p.RecordBatches = noRecords
+				clean = false
+			}
 			o.slots[i] = *p
 			o.bytes += len(p.RecordBatches)
 			o.sizeHint += len(p.RecordBatches)
-			o.record(i, p.ErrorCode)
+			o.s.answered(i, p.ErrorCode)
 		}
 	}
 	return clean, nil
 }
 
-// record reports item i's answer to the engine and notes errors the client
-// must see now.
-func (o *fetchOp) record(i int32, code int16) {
-	if code != 0 && retry.Classify(o.s.key, code) != retry.Definite {
-		o.errored = true
-	}
-	o.s.answered(i, code)
-}
-
 func (o *fetchOp) fail(i int32, code int16) {
 	o.slots[i] = errorPartition(o.s.items[i].part, code)
-	if code != 0 {
-		o.errored = true
-	}
 }
 
 func errorPartition(part int32, code int16) kmsg.FetchResponseTopicPartition {
@@ -193,16 +193,20 @@ func errorPartition(part int32, code int16) kmsg.FetchResponseTopicPartition {
 	p.ErrorCode = code
 	p.HighWatermark = -1
 	p.PreferredReadReplica = -1
+	p.RecordBatches = noRecords
 	return p
 }
 
+// noRecords encodes as empty, not null, records (shared: only read).
+var noRecords = []byte{}
+
 func (o *fetchOp) enough() bool {
-	return o.errored || (o.bytes > 0 && o.bytes >= int(o.req.MinBytes))
+	return o.bytes > 0 && o.bytes >= int(o.req.MinBytes)
 }
 
 // merge answers every partition that has a final answer, in the client's
 // order; partitions still in flight or waiting for a retry are left out.
-func (o *fetchOp) merge(_ []byte) []byte {
+func (o *fetchOp) merge() []byte {
 	resp := kmsg.FetchResponse{Version: o.s.version, ThrottleMillis: o.throttle}
 	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(o.req.Topics))
 	for ti := range o.req.Topics {
@@ -221,8 +225,8 @@ func (o *fetchOp) merge(_ []byte) []byte {
 			resp.Topics = append(resp.Topics, kmsg.FetchResponseTopic{Topic: t.Topic, TopicID: t.TopicID, Partitions: parts})
 		}
 	}
-	if o.hints && o.s.version >= 16 {
-		d := o.s.d
+	if o.hints && o.s.version >= 16 && slices.ContainsFunc(o.slots, func(p kmsg.FetchResponseTopicPartition) bool { return p.CurrentLeader.LeaderID >= 0 }) {
+		d := o.s.d // the hint's endpoint: the proxy
 		resp.Brokers = []kmsg.FetchResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
 	}
 	return resp.AppendTo(make([]byte, 0, 64+o.sizeHint+len(o.slots)*64+len(o.req.Topics)*32))

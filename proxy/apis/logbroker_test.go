@@ -145,6 +145,7 @@ func (s *logSender) fetchNow(r *kmsg.FetchRequest) (*kmsg.FetchResponse, int) {
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition, rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.Partition, l.next, l.next, 0
 			rp.PreferredReadReplica = -1
+			rp.RecordBatches = []byte{} // as Kafka: empty, never null
 			for _, b := range l.batches {
 				last := int64(binary.BigEndian.Uint64(b[0:8])) + int64(binary.BigEndian.Uint32(b[23:27]))
 				if last >= p.FetchOffset && len(rp.RecordBatches) < int(p.PartitionMaxBytes) {

@@ -139,7 +139,7 @@ func (o *listOffsetsOp) fail(i int32, code int16) {
 	o.slots[i] = p
 }
 
-func (o *listOffsetsOp) merge([]byte) []byte {
+func (o *listOffsetsOp) merge() []byte {
 	resp := kmsg.ListOffsetsResponse{Version: o.s.version, ThrottleMillis: o.thr}
 	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, len(o.req.Topics))
 	slotsByTopic(&o.s, o.slots, len(o.req.Topics), func(ti int, ps []kmsg.ListOffsetsResponseTopicPartition) {
@@ -213,7 +213,7 @@ func (o *epochOp) fail(i int32, code int16) {
 	o.slots[i] = p
 }
 
-func (o *epochOp) merge([]byte) []byte {
+func (o *epochOp) merge() []byte {
 	resp := kmsg.OffsetForLeaderEpochResponse{Version: o.s.version, ThrottleMillis: o.thr}
 	resp.Topics = make([]kmsg.OffsetForLeaderEpochResponseTopic, len(o.req.Topics))
 	slotsByTopic(&o.s, o.slots, len(o.req.Topics), func(ti int, ps []kmsg.OffsetForLeaderEpochResponseTopicPartition) {
@@ -287,7 +287,7 @@ func (o *deleteRecordsOp) fail(i int32, code int16) {
 	o.slots[i] = p
 }
 
-func (o *deleteRecordsOp) merge([]byte) []byte {
+func (o *deleteRecordsOp) merge() []byte {
 	resp := kmsg.DeleteRecordsResponse{Version: o.s.version, ThrottleMillis: o.thr}
 	resp.Topics = make([]kmsg.DeleteRecordsResponseTopic, len(o.req.Topics))
 	slotsByTopic(&o.s, o.slots, len(o.req.Topics), func(ti int, ps []kmsg.DeleteRecordsResponseTopicPartition) {

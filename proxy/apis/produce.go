@@ -26,8 +26,8 @@ type produceOp struct {
 
 	enc      kmsg.ProduceRequest // scratch for sub-requests
 	encParts []kmsg.ProduceRequestTopicPartition
-	dec      kmsg.ProduceResponse // scratch for broker answers
-	out      kmsg.ProduceResponse // scratch for the merged answer
+	dec      kmsg.ProduceResponse                 // scratch for broker answers
+	out      kmsg.ProduceResponse                 // scratch for the merged answer
 	slots    []kmsg.ProduceResponseTopicPartition // item i's answer
 	tstart   []int32                              // first item of each request topic
 	throttle int32
@@ -161,15 +161,15 @@ func (o *produceOp) fail(i int32, code int16) {
 
 func (o *produceOp) enough() bool { return false }
 
-func (o *produceOp) merge(_ []byte) []byte {
+func (o *produceOp) merge() []byte {
 	o.out = kmsg.ProduceResponse{Version: o.s.version, ThrottleMillis: o.throttle, Topics: slices.Grow(o.out.Topics[:0], len(o.req.Topics))[:len(o.req.Topics)]}
 	resp := &o.out
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
 		resp.Topics[ti] = kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID, Partitions: o.slots[o.tstart[ti]:o.tstart[ti+1]]}
 	}
-	if o.hints {
-		d := o.s.d
+	if o.hints && slices.ContainsFunc(o.slots, func(p kmsg.ProduceResponseTopicPartition) bool { return p.CurrentLeader.LeaderID >= 0 }) {
+		d := o.s.d // the hint's endpoint: the proxy
 		resp.Brokers = []kmsg.ProduceResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
 	}
 	return resp.AppendTo(make([]byte, 0, 64+len(o.slots)*48+len(o.req.Topics)*32))

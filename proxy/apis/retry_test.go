@@ -15,8 +15,8 @@ import (
 	"github.com/kproxy/kproxy/routing"
 )
 
-// produceCodes runs a produce over spread and returns its answers by
-// partition of topic "t" (and "u").
+// produceAnswers runs a produce of spec and returns its answers by
+// partition.
 func produceAnswers(t *testing.T, d *Dispatcher, v int16, spec []tp) map[tp]answer {
 	t.Helper()
 	req := partAPIs[0].build(v, spec)
@@ -351,5 +351,82 @@ func TestFetchRetryNotLeader(t *testing.T) {
 	}
 	if n := f.count(3, kmsg.Fetch); n != 1 {
 		t.Fatalf("refusing broker got %d fetches", n)
+	}
+}
+
+// TestFetchNullRecordsBecomeEmpty: librdkafka rejects a whole fetch
+// response whose records are null, so the proxy sends empty ones.
+func TestFetchNullRecordsBecomeEmpty(t *testing.T) {
+	d, f, _ := newTestDispatcher(t)
+	f.on(1, kmsg.Fetch, func(_ int, req kmsg.Request) fakeReply {
+		resp := f.okResponse(1, req).(*kmsg.FetchResponse)
+		for i := range resp.Topics {
+			for j := range resp.Topics[i].Partitions {
+				resp.Topics[i].Partitions[j].RecordBatches = nil
+			}
+		}
+		return fakeReply{resp: resp}
+	})
+	for _, v := range []int16{4, 12} {
+		// From a broker, and answered by the proxy (unknown topic).
+		for _, spec := range [][]tp{{{"t", 0}, {"t", 3}}, {{"nope", 0}}} {
+			req := partAPIs[1].build(v, spec)
+			resp := roundTrip(t, d, req).(*kmsg.FetchResponse)
+			n := 0
+			for _, tt := range resp.Topics {
+				for _, p := range tt.Partitions {
+					n++
+					if p.RecordBatches == nil {
+						t.Fatalf("v%d: %s/%d has null records", v, tt.Topic, p.Partition)
+					}
+				}
+			}
+			if n != len(spec) {
+				t.Fatalf("v%d: %d partitions answered, want %d", v, n, len(spec))
+			}
+		}
+	}
+}
+
+// TestFetchErrorDoesNotStarve: a partition the proxy answers with an error
+// at once must not cut off the other brokers' data.
+func TestFetchErrorDoesNotStarve(t *testing.T) {
+	d, _, _ := newTestDispatcher(t)
+	req := partAPIs[1].build(12, []tp{{"nope", 0}, {"t", 0}, {"t", 1}, {"t", 2}}).(*kmsg.FetchRequest)
+	req.MinBytes = 1
+	got := partAPIs[1].resp(roundTrip(t, d, req))
+	data := 0
+	for _, a := range got {
+		if a.code == 0 {
+			data++
+		}
+	}
+	if data == 0 || got[0].code != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("answers %+v: want the error and broker data", got)
+	}
+}
+
+// TestFetchGraceCollectsOtherBrokers: once MinBytes is in hand, brokers
+// that answer within the grace still make it into the answer. The clock
+// is frozen, so the grace never ends and the test does not depend on
+// timing: broker 2's gated answer must be waited for.
+func TestFetchGraceCollectsOtherBrokers(t *testing.T) {
+	frozen := time.Unix(1_000_000, 0)
+	d, f, _ := newTestDispatcher(t, func(c *Config) { c.Now = func() time.Time { return frozen } })
+	gate := make(chan struct{})
+	f.on(2, kmsg.Fetch, func(_ int, req kmsg.Request) fakeReply {
+		return fakeReply{resp: f.okResponse(2, req), gate: gate}
+	})
+	req := partAPIs[1].build(12, []tp{{"t", 0}, {"t", 1}}).(*kmsg.FetchRequest)
+	req.MinBytes = 1
+	ctx := context.Background()
+	c := d.Begin(ctx, 1, Header{Key: req.Key(), Version: req.Version}, req.AppendTo(nil))
+	close(gate)
+	reply, err := c.Finish(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := partAPIs[1].resp(decodeReply(t, req, reply.Body)); len(got) != 2 {
+		t.Fatalf("answered %+v, want both brokers' data", got)
 	}
 }

@@ -35,8 +35,8 @@ type partOps interface {
 	absorb(body []byte, si int) (clean bool, err error)
 	// fail stores a local answer with code in slot i.
 	fail(i int32, code int16)
-	// merge appends the client's response to dst.
-	merge(dst []byte) []byte
+	// merge encodes the client's response.
+	merge() []byte
 	// enough says the answers so far should go to the client now, without
 	// waiting for outstanding brokers (fetch only).
 	enough() bool
@@ -89,15 +89,15 @@ type splitter struct {
 	key      int16
 	version  int16
 	conn     uint64
-	byGroup  bool  // items are groups: route by coordinator
-	readOnly bool  // a maybe-processed attempt may be repeated
+	byGroup  bool // items are groups: route by coordinator
+	readOnly bool // a maybe-processed attempt may be repeated
 	// concurrent waits for all brokers at once (goroutines), so that the
 	// adapter can answer early; otherwise answers are awaited in turn,
 	// which costs no goroutine (every attempt is in flight anyway).
 	concurrent bool
-	ambCode  int16 // answer for items whose attempt may have been processed
-	lostCode int16 // answer for items whose retries ran out unanswered
-	noRoute  int16 // answer for items no live broker can take
+	ambCode    int16 // answer for items whose attempt may have been processed
+	lostCode   int16 // answer for items whose retries ran out unanswered
+	noRoute    int16 // answer for items no live broker can take
 
 	items []item
 	subs  []sub
@@ -105,6 +105,8 @@ type splitter struct {
 	own   *[]byte // the call's copy of the client's body, if any
 
 	deadline    time.Time // retries end here
+	start       time.Time // first attempt sent
+	grace       time.Time // enough is in hand: answer by then (see graceFor)
 	raw         []byte    // broker answer the client may get unchanged
 	retries     int       // items in itemRetry
 	outstanding int       // subs not yet handled
@@ -182,6 +184,9 @@ func (s *splitter) dispatch(ctx context.Context, whole []byte) {
 		whole = nil
 	}
 	first := len(s.subs) == 0
+	if first {
+		s.start = s.d.now()
+	}
 	s.idx = slices.Grow(s.idx, idle)
 	for _, b := range distinct {
 		start := len(s.idx)
@@ -234,127 +239,7 @@ func (s *splitter) finish(ctx context.Context) (Reply, error) {
 	if s.raw != nil {
 		return Reply{Body: s.raw}, nil
 	}
-	return Reply{Body: s.ops.merge(nil)}, nil
-}
-
-func (s *splitter) loop(ctx context.Context) error {
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
-	for {
-		s.handleSendErrors()
-		if s.outstanding > 0 && s.ops.enough() {
-			s.d.m.early.Inc()
-			return nil
-		}
-		if s.outstanding == 0 && s.retries == 0 {
-			return nil
-		}
-		now := s.d.now()
-		if s.retries > 0 && s.resendDue(ctx, now) {
-			continue
-		}
-		if si := s.inlineSub(); si >= 0 {
-			body, err := s.subs[si].p.Wait(ctx)
-			if ctx.Err() != nil {
-				return fmt.Errorf("%s: %w", kmsg.NameForKey(s.key), context.Cause(ctx))
-			}
-			s.handle(si, body, err)
-			continue
-		}
-		if s.concurrent {
-			s.launch(ctx)
-		}
-		wake, changed := s.wakeAt()
-		var timerC <-chan time.Time
-		if !wake.IsZero() {
-			if timer == nil {
-				timer = time.NewTimer(wake.Sub(now))
-			} else {
-				timer.Reset(wake.Sub(now))
-			}
-			timerC = timer.C
-		}
-		select {
-		case r := <-s.results:
-			s.waiting--
-			s.handle(r.si, r.body, r.err)
-		case <-timerC:
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", kmsg.NameForKey(s.key), context.Cause(ctx))
-		}
-	}
-}
-
-// wakeAt is when the loop must look again without a result: the earliest
-// retry. changed fires on a routing change while retries wait (a new owner
-// may be known).
-func (s *splitter) wakeAt() (time.Time, <-chan struct{}) {
-	var wake time.Time
-	var changed <-chan struct{}
-	if s.retries > 0 {
-		changed = s.d.routes.Changed()
-		for i := range s.items {
-			if it := &s.items[i]; it.state == itemRetry && (wake.IsZero() || it.due.Before(wake)) {
-				wake = it.due
-			}
-		}
-	}
-	return wake, changed
-}
-
-// inlineSub returns the sub-request to wait for without a goroutine: the
-// oldest one unless waits are concurrent, then only one left alone.
-func (s *splitter) inlineSub() int {
-	if s.outstanding == 0 || (s.concurrent && (s.outstanding != 1 || s.retries != 0 || s.waiting != 0)) {
-		return -1
-	}
-	for si := range s.subs {
-		if s.subs[si].state == subSent {
-			return si
-		}
-	}
-	return -1
-}
-
-// launch hands every sent sub-request to a goroutine that waits for it.
-func (s *splitter) launch(ctx context.Context) {
-	for si := range s.subs {
-		sb := &s.subs[si]
-		if sb.state != subSent {
-			continue
-		}
-		if s.wctx == nil {
-			if cap(s.results) < len(s.items) { // no sub-request has more items
-				s.results = make(chan result, len(s.items))
-			}
-			s.wctx, s.cancel = context.WithCancel(ctx)
-		}
-		sb.state = subWaiting
-		s.waiting++
-		go func(si int, p Pending) {
-			body, err := p.Wait(s.wctx)
-			s.results <- result{si: si, body: body, err: err}
-		}(si, sb.p)
-	}
-}
-
-// cleanup stops the goroutines still waiting (an early fetch answer leaves
-// idle brokers behind) and releases the call's buffers.
-func (s *splitter) cleanup() {
-	if s.cancel != nil {
-		s.cancel()
-		for ; s.waiting > 0; s.waiting-- {
-			<-s.results
-		}
-		s.cancel, s.wctx = nil, nil
-	}
-	s.d.putBuf(s.own)
-	s.own = nil
+	return Reply{Body: s.ops.merge()}, nil
 }
 
 func (s *splitter) handleSendErrors() {
@@ -447,7 +332,7 @@ func (s *splitter) refused(i int32, code int16, err error) bool {
 	it := &s.items[i]
 	now := s.d.now()
 	delay, ok := s.d.backoff(int(it.tries), s.deadline)
-	if !ok || it.state == itemRetry {
+	if !ok {
 		it.state = itemDone
 		if !it.filled {
 			s.done(i, s.lostCode)

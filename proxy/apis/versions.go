@@ -194,7 +194,8 @@ func (v *versions) forgetDead(live []routing.Broker) {
 // probeNew asks every live broker without known versions, in parallel.
 func (v *versions) probeNew(ctx context.Context, live []routing.Broker) {
 	now := v.d.now()
-	ctx, cancel := context.WithTimeout(ctx, v.d.cfg.ProbeTimeout)
+	// A client hanging up must not count as the broker failing.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.d.cfg.ProbeTimeout)
 	defer cancel()
 	type answer struct {
 		id  int32

@@ -35,9 +35,9 @@ func TestApiVersionsIntersection(t *testing.T) {
 	f.versions[3] = map[int16]vrange{int16(kmsg.DeleteRecords): noVersions}
 	got := apiVersions(t, d, 3)
 	want := map[kmsg.Key]vrange{
-		kmsg.Fetch:       {4, 11},              // broker 2's limit
-		kmsg.Metadata:    {0, 13},              // answered by the proxy: brokers do not limit it
-		kmsg.Produce:     {0, 13},              // everyone serves kmsg's range
+		kmsg.Fetch:       {4, 11}, // broker 2's limit
+		kmsg.Metadata:    {0, 13}, // answered by the proxy: brokers do not limit it
+		kmsg.Produce:     {0, 13}, // everyone serves kmsg's range
 		kmsg.ApiVersions: {0, 5},
 	}
 	for k, w := range want {
