@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -197,6 +198,9 @@ func wire(cfg Config, bound string) (deps, error) {
 		NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port), ClusterID: cfg.ClusterID,
 		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions,
 		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry,
+		// Each replica jitters its retries differently, or replicas retrying
+		// the same failed broker would move in lockstep.
+		Seed: rand.Uint64(),
 	})
 	if err != nil {
 		pool.Close()
