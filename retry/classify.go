@@ -46,15 +46,17 @@ func (c Class) String() string {
 	return "unknown"
 }
 
-// readOnly lists APIs whose effect does not change broker state, so that an
-// attempt that may have been processed is safe to repeat: for them a
-// timeout is Definite, not Ambiguous.
-var readOnly = map[kmsg.Key]bool{
+// repeatable lists APIs for which repeating an attempt that may have been
+// processed has no further effect (reads, and Heartbeat): for them a timeout
+// is Definite, not Ambiguous. OffsetCommit is not here: a late repeat could
+// overwrite a newer commit the client made meanwhile.
+var repeatable = map[kmsg.Key]bool{
 	kmsg.Fetch:                 true,
 	kmsg.ListOffsets:           true,
 	kmsg.Metadata:              true,
 	kmsg.OffsetFetch:           true,
 	kmsg.FindCoordinator:       true,
+	kmsg.Heartbeat:             true,
 	kmsg.DescribeGroups:        true,
 	kmsg.ListGroups:            true,
 	kmsg.ApiVersions:           true,
@@ -74,11 +76,13 @@ var readOnly = map[kmsg.Key]bool{
 //   - REQUEST_TIMED_OUT, NETWORK_EXCEPTION, KAFKA_STORAGE_ERROR: the write
 //     may have been committed (a fenced commit can time out after it
 //     applied): Ambiguous for APIs that change state (Produce, OffsetCommit,
-//     JoinGroup, ...), Definite for read-only APIs (Fetch, ListOffsets, ...).
+//     JoinGroup, ...), Definite for repeatable ones (Fetch, ListOffsets,
+//     Metadata, OffsetFetch, Heartbeat, ...).
 //   - UNKNOWN_LEADER_EPOCH (the client's epoch is newer than the broker's:
-//     we reached a stale owner): Definite for the read APIs that carry an
-//     epoch; FENCED_LEADER_EPOCH (the client's epoch is older): Final, the
-//     client must refresh its metadata, another broker would say the same.
+//     we reached a stale owner): Definite for the repeatable APIs that carry
+//     an epoch (Fetch, ListOffsets, OffsetForLeaderEpoch), else Final.
+//   - FENCED_LEADER_EPOCH (the client's epoch is older): Final; the client
+//     must refresh its metadata, and any broker would say the same.
 //   - UNKNOWN_TOPIC_OR_PARTITION: Final for every API, Produce included.
 //     Nothing was written, but every broker reads topics from the same etcd,
 //     so another broker would answer the same; clients treat the code as
@@ -97,12 +101,12 @@ func Classify(apiKey int16, code int16) Class {
 		kerr.NotController.Code:
 		return Definite
 	case kerr.RequestTimedOut.Code, kerr.NetworkException.Code, kerr.KafkaStorageError.Code:
-		if readOnly[key] {
+		if repeatable[key] {
 			return Definite
 		}
 		return Ambiguous
 	case kerr.UnknownLeaderEpoch.Code:
-		if readOnly[key] {
+		if repeatable[key] {
 			return Definite
 		}
 		return Final

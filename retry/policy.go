@@ -16,9 +16,13 @@ type Policy struct {
 }
 
 // DefaultPolicy suits routing retries: ownership moves settle within a watch
-// round trip, so early retries are quick and later ones back off.
+// round trip, so early retries are quick and later ones back off. The
+// request's own deadline is what normally ends retries: a partition whose
+// owner died stays owned until its lease runs out (up to a lease TTL), and a
+// produce must keep trying for that long if its timeout allows. The attempt
+// cap only bounds requests whose deadline is far away.
 func DefaultPolicy() Policy {
-	return Policy{Initial: 10 * time.Millisecond, Max: 500 * time.Millisecond, Multiplier: 2, Jitter: 0.2, MaxAttempts: 10}
+	return Policy{Initial: 10 * time.Millisecond, Max: 500 * time.Millisecond, Multiplier: 2, Jitter: 0.2, MaxAttempts: 100}
 }
 
 // Backoff is the delay before the next attempt after attempt failed
@@ -31,6 +35,8 @@ func (p Policy) Backoff(attempt int, rnd *rand.Rand) time.Duration {
 	}
 	mult := max(p.Multiplier, 1)
 	d := float64(p.Initial) * math.Pow(mult, float64(min(attempt-1, 64)))
+	// Without Max, still stay far from int64 overflow.
+	d = min(d, float64(1<<62))
 	if p.Max > 0 {
 		d = min(d, float64(p.Max))
 	}

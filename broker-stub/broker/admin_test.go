@@ -203,7 +203,7 @@ func TestMetricsCount(t *testing.T) {
 	}
 }
 
-func gatherValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+func gatherValue(t testing.TB, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {

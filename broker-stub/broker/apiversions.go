@@ -51,6 +51,7 @@ var implemented = map[int16]versionRange{
 	32: {0, 4},  // DescribeConfigs
 	37: {0, 3},  // CreatePartitions
 	42: {0, 2},  // DeleteGroups
+	47: {0, 0},  // OffsetDelete
 	60: {0, 2},  // DescribeCluster
 }
 
@@ -115,7 +116,7 @@ func (b *Broker) handlerFor(key int16) handler {
 	case 60:
 		return b.handleDescribeCluster
 	}
-	return b.handleGroupRequest // 8, 9, 11-16, 42
+	return b.handleGroupRequest // 8, 9, 11-16, 42, 47
 }
 
 func (b *Broker) handleGroupRequest(ctx context.Context, c *conn, h header, req kmsg.Request) kmsg.Response {

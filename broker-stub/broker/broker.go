@@ -14,6 +14,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -126,6 +127,7 @@ type Broker struct {
 	runCancel context.CancelFunc
 	crashCh   chan struct{}
 	crashOnce sync.Once
+	running   atomic.Bool
 	runDone   chan struct{}
 
 	connsMu sync.Mutex
@@ -153,7 +155,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		addr = ln.Addr().String()
 	}
 	sess, err := lease.NewSession(ctx, lease.Config{
-		Client: cfg.Etcd, Layout: cfg.Layout, BrokerID: cfg.ID, TTL: cfg.LeaseTTL, Logger: log,
+		Client: cfg.Etcd, Layout: cfg.Layout, BrokerID: cfg.ID, TTL: cfg.LeaseTTL, Logger: cfg.Logger, // adds "broker" itself
 	})
 	if err != nil {
 		ln.Close()
@@ -201,6 +203,9 @@ func (b *Broker) ID() int32 { return b.cfg.ID }
 // fails queued appends, releases every partition and group so successors
 // take over at once, closes connections and revokes the lease.
 func (b *Broker) Run(ctx context.Context) error {
+	if !b.running.CompareAndSwap(false, true) {
+		return errors.New("broker: Run called twice")
+	}
 	defer close(b.runDone)
 	bg, stopBG := context.WithCancel(context.Background())
 	var bgWG sync.WaitGroup
@@ -291,6 +296,12 @@ func (b *Broker) crash(stopBG context.CancelFunc, bgWG *sync.WaitGroup) {
 // returns; Crash waits for that when Run is running.
 func (b *Broker) Crash() {
 	b.crashOnce.Do(func() { close(b.crashCh) })
+	if !b.running.Load() { // never served: just drop everything
+		b.ln.Close()
+		b.cfg.Etcd.Close()
+		b.sess.Close()
+		return
+	}
 	select {
 	case <-b.runDone:
 	case <-time.After(30 * time.Second):
@@ -299,14 +310,23 @@ func (b *Broker) Crash() {
 }
 
 func (b *Broker) accept() {
+	backoff := 5 * time.Millisecond
 	for {
 		nc, err := b.ln.Accept()
-		if err != nil {
-			if !errors.Is(err, net.ErrClosed) {
-				b.log.Warn("accept", "err", err)
-			}
+		if errors.Is(err, net.ErrClosed) {
 			return
 		}
+		if err != nil { // e.g. out of file descriptors: keep serving
+			b.log.Warn("accept", "err", err, "retry_in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-b.runCtx.Done():
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
+		}
+		backoff = 5 * time.Millisecond
 		c := newConn(b, nc)
 		b.connsMu.Lock()
 		b.conns[c] = struct{}{}

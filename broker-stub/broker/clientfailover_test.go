@@ -140,3 +140,33 @@ func TestGroupOffsetsSurviveCoordinatorCrash(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// A coordinator whose ownership is taken from it behind its back cannot
+// commit offsets any more: the fenced commit is refused, it answers
+// NOT_COORDINATOR and drops the group; committed offsets stay intact.
+func TestGroupCommitIsFenced(t *testing.T) {
+	c := newCluster(t)
+	b1 := c.start(1, nil)
+	cl := c.clientFor([]string{b1.Addr()})
+	c.createTopic(cl, "t", 1)
+	ctx := testCtx(t, 30*time.Second)
+	bc := direct(cl, b1)
+	if code := commitOffset(ctx, t, bc, "fg", "", -1, 10); code != 0 {
+		t.Fatalf("commit: %d", code)
+	}
+	if _, err := c.admin.Delete(ctx, c.layout.CoordinatorKey("fg")); err != nil {
+		t.Fatal(err)
+	}
+	if code := commitOffset(ctx, t, bc, "fg", "", -1, 11); code != 16 { // NOT_COORDINATOR
+		t.Fatalf("commit after losing the coordinator key: code %d, want NOT_COORDINATOR", code)
+	}
+	// The next request acquires the group again and sees the committed offset.
+	req := kmsg.NewPtrOffsetFetchRequest()
+	rg := kmsg.NewOffsetFetchRequestGroup()
+	rg.Group = "fg"
+	req.Groups = append(req.Groups, rg)
+	resp, err := req.RequestWith(ctx, bc)
+	if err != nil || resp.Groups[0].ErrorCode != 0 || resp.Groups[0].Topics[0].Partitions[0].Offset != 10 {
+		t.Fatalf("offsets after re-acquisition: %v %+v", err, resp)
+	}
+}

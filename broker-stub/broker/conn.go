@@ -20,8 +20,9 @@ import (
 const (
 	// maxInFlight bounds the requests one connection may have open; the read
 	// loop stops reading while it is reached (backpressure, not a stall of
-	// other connections).
-	maxInFlight = 256
+	// other connections). A proxy parks many clients' long polls on one
+	// connection, hence the generous bound.
+	maxInFlight = 1024
 	// writeTimeout bounds one flush to a client that does not read.
 	writeTimeout = 30 * time.Second
 	// minHeaderLen is api key, api version and correlation id.

@@ -173,6 +173,18 @@ func TestGroupRebalanceLifecycle(t *testing.T) {
 	if resp, err := req.RequestWith(ctx, bc); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("commit: %v %+v", err, resp)
 	}
+	od := kmsg.NewPtrOffsetDeleteRequest()
+	od.Group = "rb"
+	od.Topics = []kmsg.OffsetDeleteRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetDeleteRequestTopicPartition{{Partition: 0}}}}
+	if resp, err := od.RequestWith(ctx, bc); err != nil || resp.ErrorCode != 0 || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("offset delete: %v %+v", err, resp)
+	}
+	if code := del(); code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("delete group whose offsets were deleted: %v", kerr.ErrorForCode(code))
+	}
+	if resp, err := req.RequestWith(ctx, bc); err != nil || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit: %v %+v", err, resp)
+	}
 	if code := del(); code != 0 {
 		t.Fatalf("delete group: %v", kerr.ErrorForCode(code))
 	}

@@ -20,7 +20,7 @@ import (
 
 // cluster is a set of stub brokers sharing one embedded etcd and store.
 type cluster struct {
-	t        *testing.T
+	t        testing.TB
 	endpoint string
 	store    store.ObjectStore
 	layout   layout.Layout
@@ -34,14 +34,14 @@ type testBroker struct {
 	done   chan error
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	srv, cli := etcdlocal.StartForTest(t)
 	return &cluster{t: t, endpoint: srv.Endpoint, store: store.NewMemory(), layout: layout.New("/test"),
 		admin: cli, brokers: make(map[int32]*testBroker)}
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if os.Getenv("BROKER_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
@@ -131,9 +131,23 @@ func (c *cluster) createTopic(cl *kgo.Client, topic string, partitions int32) {
 	if code := resp.Topics[0].ErrorCode; code != 0 {
 		c.t.Fatalf("create topic %s: error code %d", topic, code)
 	}
+	// Like Kafka's metadata propagation, other brokers learn the topic a
+	// moment later: wait so tests do not depend on the watch's speed.
+	for id, b := range c.brokers {
+		for {
+			if _, ok := b.meta.topic(topic); ok {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				c.t.Fatalf("broker %d never learned topic %s", id, topic)
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}
 }
 
-func testCtx(t *testing.T, d time.Duration) context.Context {
+func testCtx(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	return ctx

@@ -80,6 +80,9 @@ func (b *Broker) requestedTopic(ctx context.Context, rt kmsg.MetadataRequestTopi
 	if t, ok := b.meta.topic(name); ok {
 		return b.topicMetadata(t)
 	}
+	if t, ok := b.topicFromEtcd(ctx, name); ok {
+		return b.topicMetadata(t) // created elsewhere; the watch has not caught up yet
+	}
 	missing := kmsg.NewMetadataResponseTopic()
 	missing.Topic = rt.Topic
 	if err := validTopicName(name); err != nil {
@@ -112,11 +115,17 @@ func (b *Broker) topicMetadata(t topicMeta) kmsg.MetadataResponseTopic {
 	mt.Topic = &name
 	mt.TopicID = t.id
 	for p := int32(0); p < t.info.Partitions; p++ {
-		leader, epoch, _ := b.meta.leader(partlog.TP{Topic: name, Partition: p}, b.cfg.ID)
+		leader, epoch, owned := b.meta.leader(partlog.TP{Topic: name, Partition: p}, b.cfg.ID)
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p
 		mp.Leader = leader
 		mp.LeaderEpoch = epoch
+		if !owned {
+			// The next owner will bump the epoch; a client holding the
+			// current one would be fenced at once and (kgo) wait out its
+			// metadata min age. -1 means "unknown": no epoch checks.
+			mp.LeaderEpoch = -1
+		}
 		mp.Replicas = []int32{leader}
 		mp.ISR = []int32{leader}
 		mt.Partitions = append(mt.Partitions, mp)
@@ -157,7 +166,9 @@ func (b *Broker) handleFindCoordinator(_ context.Context, _ *conn, _ header, kre
 			}
 			c.NodeID, c.Host, c.Port = id, host, port
 		default:
-			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			// Not retriable on purpose: a transactional client must fail
+			// fast instead of looking for a coordinator that never comes.
+			c.ErrorCode = kerr.InvalidRequest.Code
 			msg := "only consumer group coordinators exist on this broker (no transactions, no share groups)"
 			c.ErrorMessage = &msg
 		}
@@ -184,4 +195,18 @@ func (b *Broker) brokerAddr(id int32) (string, int32, bool) {
 		}
 	}
 	return "", 0, false
+}
+
+// topicFromEtcd looks a topic the meta view does not know up in etcd and,
+// if it exists, waits (bounded) for the view to catch up.
+func (b *Broker) topicFromEtcd(ctx context.Context, name string) (topicMeta, bool) {
+	if validTopicName(name) != nil {
+		return topicMeta{}, false
+	}
+	resp, err := b.cfg.Etcd.Get(ctx, b.cfg.Layout.TopicKey(name))
+	if err != nil || len(resp.Kvs) == 0 {
+		return topicMeta{}, false
+	}
+	b.awaitMeta(ctx, resp.Kvs[0].ModRevision)
+	return b.meta.topic(name)
 }

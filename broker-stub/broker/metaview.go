@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"cmp"
 	"encoding/hex"
 	"hash/fnv"
 	"log/slog"
@@ -205,7 +206,7 @@ func (m *metaView) liveBrokers() []layout.BrokerInfo {
 	for _, b := range m.brokers {
 		out = append(out, b)
 	}
-	slices.SortFunc(out, func(a, b layout.BrokerInfo) int { return int(a.ID - b.ID) })
+	slices.SortFunc(out, func(a, b layout.BrokerInfo) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

@@ -134,3 +134,24 @@ func TestListOffsetsByTimestamp(t *testing.T) {
 		}
 	}
 }
+
+// A transactional producer gets a clear error at once instead of hanging.
+func TestTransactionsFailFast(t *testing.T) {
+	c := newCluster(t)
+	c.start(1, nil)
+	cl := c.client(kgo.TransactionalID("txn"), kgo.DefaultProduceTopic("tx"))
+	c.createTopic(cl, "tx", 1)
+	ctx := testCtx(t, 20*time.Second)
+	start := time.Now()
+	err := cl.BeginTransaction()
+	if err == nil {
+		err = cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr()
+	}
+	if err == nil {
+		t.Fatal("transactional produce succeeded")
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("transactional produce failed only after %v: %v", took, err)
+	}
+	t.Logf("transactional produce: %v", err)
+}

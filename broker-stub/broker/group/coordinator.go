@@ -219,8 +219,8 @@ func call(ctx context.Context, g *group, fn func(reply chan kmsg.Response)) (kms
 }
 
 // Handle answers a group request: JoinGroup, SyncGroup, Heartbeat,
-// LeaveGroup, OffsetCommit, OffsetFetch, DescribeGroups, ListGroups,
-// DeleteGroups. nil means the context ended first (send nothing).
+// LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups,
+// ListGroups, DeleteGroups. nil means the context ended first (send nothing).
 func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, cl Client) kmsg.Response {
 	switch r := req.(type) {
 	case *kmsg.JoinGroupRequest:
@@ -237,6 +237,8 @@ func (c *Coordinator) Handle(ctx context.Context, req kmsg.Request, cl Client) k
 		return c.single(ctx, r.Group, r, func(g *group, reply chan kmsg.Response) { reply <- g.leave(r) })
 	case *kmsg.OffsetCommitRequest:
 		return c.single(ctx, r.Group, r, func(g *group, reply chan kmsg.Response) { reply <- g.commitOffsets(r) })
+	case *kmsg.OffsetDeleteRequest:
+		return c.single(ctx, r.Group, r, func(g *group, reply chan kmsg.Response) { reply <- g.deleteOffsets(r) })
 	case *kmsg.OffsetFetchRequest:
 		return c.offsetFetch(ctx, r)
 	case *kmsg.DescribeGroupsRequest:
@@ -298,6 +300,10 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 			}
 			resp.Topics = append(resp.Topics, st)
 		}
+		return resp
+	case *kmsg.OffsetDeleteRequest:
+		resp := r.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = code
 		return resp
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/layout"
 )
 
 // offsetFetch serves v0-v7 (one group) and v8+ (batched groups).
@@ -225,10 +227,7 @@ func (g *group) deleteSelf() int16 {
 	case len(g.offsets) == 0:
 		return kerr.GroupIDNotFound.Code
 	}
-	old := g.offsets
-	g.offsets = nil
-	if code := g.persist(nil); code != 0 {
-		g.offsets = old
+	if code := g.persistWith(func(next map[string]map[int32]layout.GroupOffset) { clear(next) }); code != 0 {
 		return code
 	}
 	g.state = Dead

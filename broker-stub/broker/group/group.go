@@ -140,9 +140,10 @@ func (g *group) resetTimer(t *time.Timer) {
 		}
 	}
 	for _, m := range g.members {
-		if m.joinReply == nil {
-			consider(m.deadline)
+		if m.waiting() {
+			continue
 		}
+		consider(m.deadline)
 	}
 	for _, d := range g.pending {
 		consider(d)
@@ -173,7 +174,7 @@ func (g *group) expire(now time.Time) {
 	}
 	removed := false
 	for id, m := range g.members {
-		if m.joinReply == nil && !now.Before(m.deadline) {
+		if !m.waiting() && !now.Before(m.deadline) {
 			g.c.log.Info("group member session expired", "group", g.id, "member", id)
 			g.removeMember(m, kerr.UnknownMemberID.Code)
 			removed = true
@@ -323,6 +324,11 @@ func (g *group) allSupport(name string) bool {
 	}
 	return true
 }
+
+// waiting reports whether the member is blocked in a JoinGroup or SyncGroup
+// (it cannot heartbeat then; the join phase or the leader's session bounds
+// the wait instead).
+func (m *member) waiting() bool { return m.joinReply != nil || m.syncReply != nil }
 
 func (m *member) supports(name string) bool {
 	return slices.ContainsFunc(m.protocols, func(p kmsg.JoinGroupRequestProtocol) bool { return p.Name == name })

@@ -37,15 +37,8 @@ func (g *group) join(req *kmsg.JoinGroupRequest, cl Client, reply chan kmsg.Resp
 	if req.Version == 0 {
 		rebalance = session
 	}
-	switch {
-	case session < g.c.cfg.MinSessionTimeout || session > g.c.cfg.MaxSessionTimeout:
-		fail(kerr.InvalidSessionTimeout.Code)
-		return
-	case req.ProtocolType == "" || len(req.Protocols) == 0:
-		fail(kerr.InconsistentGroupProtocol.Code)
-		return
-	case len(g.members) > 0 && (req.ProtocolType != g.protocolType || !g.anyCommon(req.Protocols)):
-		fail(kerr.InconsistentGroupProtocol.Code)
+	if code := g.checkJoin(req, session); code != 0 {
+		fail(code)
 		return
 	}
 	now := g.c.cfg.Now()
@@ -93,6 +86,19 @@ func (g *group) join(req *kmsg.JoinGroupRequest, cl Client, reply chan kmsg.Resp
 	}
 	g.prepareRebalance()
 	g.maybeCompleteJoin()
+}
+
+// checkJoin validates a join against the group's protocols.
+func (g *group) checkJoin(req *kmsg.JoinGroupRequest, session time.Duration) int16 {
+	switch {
+	case session < g.c.cfg.MinSessionTimeout || session > g.c.cfg.MaxSessionTimeout:
+		return kerr.InvalidSessionTimeout.Code
+	case req.ProtocolType == "" || len(req.Protocols) == 0:
+		return kerr.InconsistentGroupProtocol.Code
+	case len(g.members) > 0 && (req.ProtocolType != g.protocolType || !g.anyCommon(req.Protocols)):
+		return kerr.InconsistentGroupProtocol.Code
+	}
+	return 0
 }
 
 // answerCurrent answers m's join with the current generation.

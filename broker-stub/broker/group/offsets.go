@@ -95,6 +95,21 @@ func (g *group) commitAllowed(req *kmsg.OffsetCommitRequest) int16 {
 // persist commits the offset table with changes applied; 0 or the error
 // code for every change. A lost coordinator stops the group.
 func (g *group) persist(changes map[string]map[int32]layout.GroupOffset) int16 {
+	return g.persistWith(func(next map[string]map[int32]layout.GroupOffset) {
+		for topic, ps := range changes {
+			merged := maps.Clone(next[topic])
+			if merged == nil {
+				merged = make(map[int32]layout.GroupOffset)
+			}
+			maps.Copy(merged, ps)
+			next[topic] = merged
+		}
+	})
+}
+
+// persistWith commits the offset table as edit leaves a copy of it (edit
+// must copy any inner map it changes).
+func (g *group) persistWith(edit func(next map[string]map[int32]layout.GroupOffset)) int16 {
 	ctx, cancel := context.WithTimeout(g.c.ctx, g.c.cfg.OpTimeout)
 	defer cancel()
 	s := g.c.cfg.Session
@@ -108,20 +123,89 @@ func (g *group) persist(changes map[string]map[int32]layout.GroupOffset) int16 {
 		}
 	}
 	next := maps.Clone(g.offsets)
-	for topic, ps := range changes {
-		merged := maps.Clone(next[topic])
-		if merged == nil {
-			merged = make(map[int32]layout.GroupOffset)
-		}
-		maps.Copy(merged, ps)
-		next[topic] = merged
+	if next == nil {
+		next = make(map[string]map[int32]layout.GroupOffset)
 	}
+	edit(next)
 	val := layout.Marshal(layout.GroupState{Offsets: next})
 	if _, err := s.FencedCommit(ctx, g.own, []byte(val)); err != nil {
 		return g.commitError(err)
 	}
 	g.offsets = next
 	return 0
+}
+
+// deleteOffsets is OffsetDelete: offsets of topics no member consumes are
+// removed.
+func (g *group) deleteOffsets(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteResponse {
+	resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+	switch {
+	case len(g.members) == 0 && len(g.offsets) == 0:
+		resp.ErrorCode = kerr.GroupIDNotFound.Code
+		return resp
+	case len(g.members) > 0 && g.protocolType != "consumer":
+		resp.ErrorCode = kerr.NonEmptyGroup.Code
+		return resp
+	}
+	subscribed := g.subscribedTopics()
+	drop := make(map[string][]int32)
+	for _, rt := range req.Topics {
+		st := kmsg.NewOffsetDeleteResponseTopic()
+		st.Topic = rt.Topic
+		for _, rp := range rt.Partitions {
+			sp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			sp.Partition = rp.Partition
+			if subscribed[rt.Topic] {
+				sp.ErrorCode = kerr.GroupSubscribedToTopic.Code
+			} else {
+				drop[rt.Topic] = append(drop[rt.Topic], rp.Partition)
+			}
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if len(drop) == 0 {
+		return resp
+	}
+	code := g.persistWith(func(next map[string]map[int32]layout.GroupOffset) {
+		for topic, ps := range drop {
+			kept := maps.Clone(next[topic])
+			for _, p := range ps {
+				delete(kept, p)
+			}
+			if len(kept) == 0 {
+				delete(next, topic)
+			} else {
+				next[topic] = kept
+			}
+		}
+	})
+	if code != 0 {
+		for ti := range resp.Topics {
+			for pi := range resp.Topics[ti].Partitions {
+				if p := &resp.Topics[ti].Partitions[pi]; p.ErrorCode == 0 {
+					p.ErrorCode = code
+				}
+			}
+		}
+	}
+	return resp
+}
+
+// subscribedTopics are the topics the members of a consumer group say they
+// consume (from their protocol metadata).
+func (g *group) subscribedTopics() map[string]bool {
+	out := make(map[string]bool)
+	for _, m := range g.members {
+		var md kmsg.ConsumerMemberMetadata
+		if err := md.ReadFrom(m.metadata(g.protocol)); err != nil {
+			continue
+		}
+		for _, t := range md.Topics {
+			out[t] = true
+		}
+	}
+	return out
 }
 
 func (g *group) commitError(err error) int16 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -109,8 +110,12 @@ func (a *appender) next() ([]*request, bool) {
 				size += r.bytes
 				n++
 			}
-			group := a.queue[:n:n]
+			group := slices.Clone(a.queue[:n])
+			clear(a.queue[:n]) // the backing array must not pin request frames
 			a.queue = a.queue[n:]
+			if len(a.queue) == 0 {
+				a.queue = nil
+			}
 			a.mu.Unlock()
 			return group, true
 		}

@@ -15,6 +15,11 @@ import (
 	"github.com/kproxy/kproxy/layout"
 )
 
+// maxEpochs bounds the epoch history kept in the partition state; older
+// epochs are forgotten (OffsetForLeaderEpoch then answers for the oldest
+// kept one).
+const maxEpochs = 256
+
 // pending is a request of the group being built and its answer if the
 // commit succeeds.
 type pending struct {
@@ -23,62 +28,80 @@ type pending struct {
 	decided bool // res is final whatever the commit does (errors, old duplicates)
 }
 
-// append builds one segment from the group, writes it and commits it. It
-// returns true when the appender must exit.
-func (a *appender) append(group []*request) bool {
+// built is a group commit ready to write: the state after it, the segment
+// bytes and every request's answer if the commit succeeds.
+type built struct {
+	state   layout.PartitionState
+	base    int64
+	buf     []byte
+	maxTS   int64
+	pending []pending
+}
+
+// build assigns offsets to the group's batches in queue order, on top of the
+// state this appender last read or committed, and copies them into one
+// segment with their base offsets rewritten.
+func (a *appender) build(group []*request) built {
 	now := a.cfg.Now()
 	st := a.state
-	st.Epochs = slices.Clip(st.Epochs)
+	st.Epochs = slices.Clip(st.Epochs) // appends must not write into a.state's array
 	prod := producerTable{src: st.Producers}
-	base := st.End
 	size := 0
 	for _, r := range group {
 		size += r.bytes
 	}
-	buf := make([]byte, 0, size)
-	var maxTS int64 = -1
-	ps := make([]pending, len(group))
+	g := built{base: st.End, buf: make([]byte, 0, size), maxTS: -1, pending: make([]pending, len(group))}
 	for i, r := range group {
-		ps[i].req = r
-		first := int64(-1)
+		p := &g.pending[i]
+		p.req = r
 		res, ok := prod.check(r.batches)
 		if !ok {
-			ps[i].res, ps[i].decided = res, res.BaseOffset < base || res.Code != 0
+			// Errors and duplicates of committed batches are final; a
+			// duplicate of a batch in this group shares its fate.
+			p.res, p.decided = res, res.Code != 0 || res.BaseOffset < g.base
 			continue
 		}
+		p.res = Result{BaseOffset: st.End}
 		for _, b := range r.batches {
-			off := st.End
-			if first < 0 {
-				first = off
-			}
-			start := len(buf)
-			buf = append(buf, b.Raw...)
-			setBaseOffset(buf[start:], off)
+			start := len(g.buf)
+			g.buf = append(g.buf, b.Raw...)
+			setBaseOffset(g.buf[start:], st.End)
+			prod.record(&b, st.End, now.UnixMilli())
 			st.End += int64(b.LastOffsetDelta) + 1
-			maxTS = max(maxTS, b.MaxTimestamp)
-			prod.record(&b, off, now.UnixMilli())
+			g.maxTS = max(g.maxTS, b.MaxTimestamp)
 		}
-		ps[i].res = Result{BaseOffset: first}
 	}
-	if st.End == base {
-		a.answer(ps, nil, st.LogStart)
+	st.Producers = prod.result(now)
+	g.state = st
+	return g
+}
+
+// append writes one segment for the group and commits it. It returns true
+// when the appender must exit.
+func (a *appender) append(group []*request) bool {
+	g := a.build(group)
+	st := g.state
+	if st.End == g.base {
+		a.answer(g.pending, nil, st.LogStart)
 		return false
 	}
 	if n := len(st.Epochs); n == 0 || st.Epochs[n-1].Epoch != a.own.Epoch {
-		st.Epochs = append(st.Epochs, layout.EpochStart{Epoch: a.own.Epoch, Start: base})
+		st.Epochs = append(st.Epochs, layout.EpochStart{Epoch: a.own.Epoch, Start: g.base})
+		if len(st.Epochs) > maxEpochs {
+			st.Epochs = st.Epochs[len(st.Epochs)-maxEpochs:]
+		}
 	}
-	st.Producers = prod.result(now)
 	seg := layout.Segment{
-		Object: a.objectName(base), Base: base, Last: st.End - 1,
-		Bytes: int64(len(buf)), Epoch: a.own.Epoch, MaxTimestamp: maxTS,
+		Object: a.objectName(g.base), Base: g.base, Last: st.End - 1,
+		Bytes: int64(len(g.buf)), Epoch: a.own.Epoch, MaxTimestamp: g.maxTS,
 	}
-	if err := a.putObject(seg.Object, buf); err != nil {
-		a.answer(ps, &Result{Code: kerr.KafkaStorageError.Code, Msg: err.Error()}, st.LogStart)
+	if err := a.putObject(seg.Object, g.buf); err != nil {
+		a.answer(g.pending, &Result{Code: kerr.KafkaStorageError.Code, Msg: err.Error()}, st.LogStart)
 		return false
 	}
-	ops := []clientv3.Op{clientv3.OpPut(a.cfg.Layout.SegmentKey(a.tp.Topic, a.tp.Partition, base), layout.Marshal(seg))}
+	ops := []clientv3.Op{clientv3.OpPut(a.cfg.Layout.SegmentKey(a.tp.Topic, a.tp.Partition, g.base), layout.Marshal(seg))}
 	fail, dead := a.commit(st, ops, &seg)
-	a.answer(ps, fail, st.LogStart)
+	a.answer(g.pending, fail, st.LogStart)
 	return dead
 }
 

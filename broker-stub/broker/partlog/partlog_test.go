@@ -216,3 +216,51 @@ func TestReadLimits(t *testing.T) {
 		t.Error("by timestamp past the last record found something")
 	}
 }
+
+func TestViewReset(t *testing.T) {
+	l := layout.New("/v")
+	v := NewView(l, nil)
+	a, b := TP{"a", 0}, TP{"b", 1}
+	seg := func(base, last int64) layout.Segment { return layout.Segment{Object: "o", Base: base, Last: last} }
+	v.Apply(b, layout.PartitionState{End: 3}, 50, &layout.Segment{Object: "o", Base: 0, Last: 2})
+	gone := TP{"gone", 0}
+	v.Apply(gone, layout.PartitionState{End: 1}, 5, nil)
+	v.Reset([]*mvccpb.KeyValue{
+		kv(l.PartitionStateKey("a", 0), layout.PartitionState{LogStart: 2, End: 6}, 10),
+		kv(l.SegmentKey("a", 0, 0), seg(0, 1), 8),
+		kv(l.SegmentKey("a", 0, 2), seg(2, 3), 9),
+		kv(l.SegmentKey("a", 0, 4), seg(4, 5), 10),
+		kv(l.PartitionStateKey("b", 1), layout.PartitionState{End: 2}, 40),
+		kv(l.SegmentKey("b", 1, 3), seg(3, 4), 45),
+	}, 45)
+	v.Synced(45)
+	select {
+	case <-v.Ready():
+	default:
+		t.Fatal("not ready after Synced")
+	}
+	s, ok := v.Get(a)
+	if !ok || s.State.End != 6 || len(s.Segments) != 2 || s.Segments[0].Base != 2 {
+		t.Fatalf("a: %+v (segments below the log start must be dropped)", s)
+	}
+	s, ok = v.Get(b)
+	if !ok || s.Rev != 50 || s.State.End != 3 || len(s.Segments) != 2 {
+		t.Fatalf("b: %+v (newer local state kept, listed segments learned)", s)
+	}
+	if _, ok := v.Get(gone); ok {
+		t.Fatal("a partition absent from a newer listing is still visible")
+	}
+	// Segments arriving out of order are kept sorted.
+	v.Put(kv(l.SegmentKey("b", 1, 8), seg(8, 9), 60))
+	v.Put(kv(l.SegmentKey("b", 1, 5), seg(5, 7), 61))
+	s, _ = v.Get(b)
+	for i := 1; i < len(s.Segments); i++ {
+		if s.Segments[i-1].Base >= s.Segments[i].Base {
+			t.Fatalf("segments out of order: %+v", s.Segments)
+		}
+	}
+	v.Delete(&mvccpb.KeyValue{Key: []byte(l.SegmentKey("b", 1, 5)), ModRevision: 62})
+	if s, _ = v.Get(b); s.Find(6) != -1 || len(s.Segments) != 3 {
+		t.Fatalf("after segment delete: %+v", s.Segments)
+	}
+}

@@ -18,8 +18,10 @@ const (
 	keptBatches = 5
 	// producerExpiry drops idle producers, like producer.id.expiration.ms.
 	producerExpiry = 24 * time.Hour
-	// maxProducers bounds the producer table in one partition state.
-	maxProducers = 4096
+	// maxProducers bounds the producer table in one partition state, which
+	// every commit rewrites (about 400 bytes per producer; etcd takes at
+	// most 1.5 MiB per request).
+	maxProducers = 1000
 )
 
 // producerTable is the idempotent-producer state of a group commit being

@@ -8,15 +8,18 @@ import (
 
 // Read returns whole committed batches of snap starting with the one that
 // holds offset, up to maxBytes (the first batch even if larger, when
-// atLeastOne). Batches are returned exactly as stored. An offset in a part
-// of the log whose segment this broker has not learned yet reads as empty.
+// atLeastOne). Batches are returned exactly as stored; when they come from
+// one object the result aliases it (objects are immutable: do not modify).
+// An offset in a part of the log whose segment this broker has not learned
+// yet reads as empty.
 func Read(ctx context.Context, objs Objects, snap *Snapshot, offset int64, maxBytes int, atLeastOne bool) ([]byte, error) {
 	end := snap.State.End
 	i := snap.Find(offset)
 	if i < 0 || offset >= end {
 		return nil, nil
 	}
-	var out []byte
+	var parts [][]byte // one contiguous range per segment object
+	total := 0
 	next := snap.Segments[i].Base
 	for ; i < len(snap.Segments); i++ {
 		seg := snap.Segments[i]
@@ -26,34 +29,55 @@ func Read(ctx context.Context, objs Objects, snap *Snapshot, offset int64, maxBy
 		next = seg.Last + 1
 		data, err := objs.Get(ctx, seg.Object)
 		if err != nil {
-			return out, fmt.Errorf("read segment %s: %w", seg.Object, err)
+			return join(parts, total), fmt.Errorf("read segment %s: %w", seg.Object, err)
 		}
-		full := false
+		from, to, full := -1, 0, false
+		pos := 0
 		err = ScanBatches(data, func(b StoredBatch) bool {
+			defer func() { pos += len(b.Raw) }()
 			if b.LastOffset < offset {
 				return true
 			}
 			if b.BaseOffset >= end {
 				return false
 			}
-			if len(out)+len(b.Raw) > maxBytes && !(atLeastOne && len(out) == 0) {
+			if total+len(b.Raw) > maxBytes && !(atLeastOne && total == 0) {
 				full = true
 				return false
 			}
-			if out == nil && len(b.Raw) >= len(data)/2 {
-				out = make([]byte, 0, len(data))
+			if from < 0 {
+				from = pos
 			}
-			out = append(out, b.Raw...)
+			to = pos + len(b.Raw)
+			total += len(b.Raw)
 			return true
 		})
-		if err != nil {
-			return out, fmt.Errorf("segment %s: %w", seg.Object, err)
+		if from >= 0 {
+			parts = append(parts, data[from:to])
 		}
-		if full || len(out) >= maxBytes {
+		if err != nil {
+			return join(parts, total), fmt.Errorf("segment %s: %w", seg.Object, err)
+		}
+		if full || total >= maxBytes {
 			break
 		}
 	}
-	return out, nil
+	return join(parts, total), nil
+}
+
+// join returns the single part as is, or a copy of all parts.
+func join(parts [][]byte, total int) []byte {
+	switch len(parts) {
+	case 0:
+		return nil
+	case 1:
+		return parts[0]
+	}
+	out := make([]byte, 0, total)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
 }
 
 // Timestamped is an offset found by timestamp.

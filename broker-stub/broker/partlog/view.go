@@ -85,19 +85,6 @@ func (v *View) Get(tp TP) (*Snapshot, bool) {
 	return e.snap, true
 }
 
-// Partitions lists every partition the view knows with its snapshot.
-func (v *View) Partitions(topic string) map[int32]*Snapshot {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	out := make(map[int32]*Snapshot)
-	for tp, e := range v.parts {
-		if tp.Topic == topic && e.snap != nil {
-			out[tp.Partition] = e.snap
-		}
-	}
-	return out
-}
-
 // Wait registers ch (capacity >= 1) to be signalled when any of tps changes.
 // The returned func unregisters it.
 func (v *View) Wait(tps []TP, ch chan struct{}) (cancel func()) {
