@@ -238,7 +238,10 @@ func (h *harness) groupShare(ctx context.Context, t *testing.T, topic, group str
 		return nil, fmt.Errorf("after %d rounds one member had all records (%d vs %d): the group never shared partitions",
 			maxGroupRounds, len(per[0]), len(per[1]))
 	}
-	if _, err := verify(sent, dedupe(col.all()), verifyOpts{ordered: true}); err != nil {
+	// Stored duplicates (a non-idempotent producer's retry) are the
+	// producer's business, checked by produce+consume; here only what the
+	// group delivers counts.
+	if _, err := verify(sent, dedupe(col.all()), verifyOpts{allowStoredDuplicates: true}); err != nil {
 		return nil, fmt.Errorf("shared phase: %w", err)
 	}
 	return sent, nil
@@ -273,14 +276,19 @@ func (h *harness) groupResume(ctx context.Context, t *testing.T, topic, group st
 	if reread > 0 {
 		return "", fmt.Errorf("restarted member re-read %d committed records", reread)
 	}
-	if len(dedupe(got)) != len(got) {
-		return "", fmt.Errorf("restarted member got %d duplicate deliveries", len(got)-len(dedupe(got)))
+	if err := verifyArrivalOrder(got); err != nil {
+		return "", fmt.Errorf("restarted member: %w", err)
 	}
-	if _, err := verify(more, fresh, verifyOpts{ordered: true}); err != nil {
+	note, err := verify(more, fresh, verifyOpts{allowStoredDuplicates: true})
+	if err != nil {
 		return "", fmt.Errorf("after restart: %w (wait: %v)", err, waitErr)
 	}
 	if stopErr != nil {
 		return "", fmt.Errorf("stop restarted member: %w", stopErr)
+	}
+	if note != "" {
+		t.Logf("after restart: %s", note)
+		return "some records stored twice by the (non-idempotent) producer; the group delivered each stored record once", nil
 	}
 	return "", nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 
@@ -32,6 +33,11 @@ func confluentConfig(bootstrap []string, extra kafka.ConfigMap) *kafka.ConfigMap
 		"bootstrap.servers": strings.Join(bootstrap, ","),
 		"client.id":         "kproxy-compat",
 		"log_level":         4, // warnings and worse
+	}
+	// KPROXY_COMPAT_RDKAFKA_DEBUG=fetch,protocol,... turns on librdkafka's
+	// debug log (stderr) when a cell needs investigating.
+	if dbg := os.Getenv("KPROXY_COMPAT_RDKAFKA_DEBUG"); dbg != "" {
+		cm["debug"] = dbg
 	}
 	for k, v := range extra {
 		cm[k] = v

@@ -89,6 +89,7 @@ func (saramaDriver) produce(ctx context.Context, bootstrap []string, topic strin
 		mu       sync.Mutex
 		acked    []Rec
 		firstErr error
+		reports  = make(chan struct{}, maxLines)
 		wg       sync.WaitGroup
 	)
 	wg.Add(2)
@@ -98,6 +99,7 @@ func (saramaDriver) produce(ctx context.Context, bootstrap []string, topic strin
 			mu.Lock()
 			acked = append(acked, saramaRec(m))
 			mu.Unlock()
+			reports <- struct{}{}
 		}
 	}()
 	go func() {
@@ -108,20 +110,33 @@ func (saramaDriver) produce(ctx context.Context, bootstrap []string, topic strin
 				firstErr = e.Err
 			}
 			mu.Unlock()
+			reports <- struct{}{}
 		}
 	}()
-	feedErr := func() error {
-		for r := range in {
-			m := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(r.Key), Value: sarama.StringEncoder(r.Value)}
-			select {
-			case p.Input() <- m:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
+	sent, feedErr := 0, error(nil)
+	for r := range in {
+		if feedErr != nil {
+			continue // drain in so the feeder is not blocked
 		}
-		return nil
-	}()
-	p.AsyncClose() // flushes what was sent, then closes Successes and Errors
+		m := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(r.Key), Value: sarama.StringEncoder(r.Value)}
+		select {
+		case p.Input() <- m:
+			sent++
+		case <-ctx.Done():
+			feedErr = ctx.Err()
+		}
+	}
+	// Wait for every outcome before closing, as a long-lived application
+	// would: sarama fails retries that are still pending at AsyncClose
+	// with ErrShuttingDown.
+	for got := 0; got < sent && feedErr == nil; got++ {
+		select {
+		case <-reports:
+		case <-ctx.Done():
+			feedErr = fmt.Errorf("sarama: %d of %d outcomes: %w", got, sent, ctx.Err())
+		}
+	}
+	p.AsyncClose() // closes Successes and Errors once drained
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()

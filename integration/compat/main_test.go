@@ -5,11 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/IBM/sarama"
 )
 
 // report is the one piece of package state: the parallel client tests fill
@@ -30,6 +33,11 @@ func TestMain(m *testing.M) {
 	if !flagSet("test.parallel") {
 		_ = flag.Set("test.parallel", "8")
 	}
+	// KPROXY_COMPAT_SARAMA_LOG=1: sarama's package logger (its only one) to
+	// stderr, to see the errors behind its retries.
+	if os.Getenv("KPROXY_COMPAT_SARAMA_LOG") != "" {
+		sarama.Logger = log.New(os.Stderr, "[sarama] ", log.Lmicroseconds)
+	}
 	code := m.Run()
 	if shouldWriteDoc() && !report.empty() {
 		if err := report.writeFile(docPath); err != nil {
@@ -48,12 +56,16 @@ func flagSet(name string) bool {
 	return set
 }
 
-// shouldWriteDoc: a partial run (-run) must not overwrite the full matrix.
+// shouldWriteDoc: a partial run (-run) or a run against the kfake baseline
+// must not overwrite the full matrix.
 func shouldWriteDoc() bool {
 	switch os.Getenv("KPROXY_COMPAT_WRITE_DOC") {
 	case "1", "true":
 		return true
 	case "0", "false":
+		return false
+	}
+	if tg := os.Getenv("KPROXY_COMPAT_TARGET"); tg != "" && tg != defaultTarget {
 		return false
 	}
 	f := flag.Lookup("test.run")

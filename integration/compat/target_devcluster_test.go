@@ -5,15 +5,27 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
 )
 
 // compatLeaseTTL is the brokers' lease TTL: how long a killed broker's
-// partitions stay unowned. Short to keep the matrix fast; clients keep
-// their default timeouts, so the proxy must bridge this gap by itself.
-const compatLeaseTTL = 3 * time.Second
+// partitions stay unowned. Clients keep their default timeouts, so the
+// proxy must bridge this gap by itself. KPROXY_COMPAT_LEASE_TTL overrides
+// it for experiments.
+func compatLeaseTTL() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("KPROXY_COMPAT_LEASE_TTL")); err == nil && d > 0 {
+		return d
+	}
+	return defaultLeaseTTL
+}
+
+// defaultLeaseTTL is devcluster's own default: the matrix shows failover as
+// a user running the defaults would see it. (A 3 s TTL also makes every
+// lease expire whenever a loaded 2-core machine stalls for 2 s.)
+const defaultLeaseTTL = 10 * time.Second
 
 // devTarget is the real thing: 3 stub brokers behind 1 kproxy, embedded etcd.
 type devTarget struct{ c *devcluster.Cluster }
@@ -21,10 +33,10 @@ type devTarget struct{ c *devcluster.Cluster }
 var devclusterKind = targetKind{
 	name: "devcluster",
 	describe: fmt.Sprintf("internal/devcluster: 3 stub brokers behind 1 kproxy, embedded etcd, in-memory store, lease TTL %s; "+
-		"clients are given only the proxy's address", compatLeaseTTL),
+		"clients are given only the proxy's address", compatLeaseTTL()),
 	start: func(ctx context.Context, logs io.Writer) (target, error) {
 		c, err := devcluster.Start(ctx, devcluster.Config{
-			Brokers: 3, Proxies: 1, LeaseTTL: compatLeaseTTL,
+			Brokers: 3, Proxies: 1, LeaseTTL: compatLeaseTTL(),
 			DefaultPartitions: partitions, AutoCreateTopics: true, StoreMemory: true,
 			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
@@ -52,4 +64,3 @@ func (d *devTarget) killOwner(ctx context.Context, topic string, p int32) (int32
 	}
 	return id, nil
 }
-
