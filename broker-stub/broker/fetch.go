@@ -108,6 +108,11 @@ func (b *Broker) fillFetch(ctx context.Context, parts []*fetchPart, maxBytes int
 		}
 		p.resp.RecordBatches = nil
 		code := b.readPartition(ctx, p, maxBytes-total, total == 0)
+		if p.resp.RecordBatches == nil {
+			// Null batches encode as length -1, which librdkafka rejects
+			// ("invalid MessageSetSize -1"); an empty partition is empty.
+			p.resp.RecordBatches = []byte{}
+		}
 		p.resp.ErrorCode = code
 		if code != 0 {
 			errored = true

@@ -222,7 +222,13 @@ func (d *Dispatcher) topicMetadata(t routing.Topic, replicas []int32) kmsg.Metad
 		mp.Default()
 		mp.Partition = p
 		mp.Leader = d.cfg.NodeID
-		mp.LeaderEpoch = d.routes.Epoch(t.Name, p) // -1 when unknown
+		// An unowned partition's next owner gets a new epoch; telling
+		// clients the old one would have them fenced (and waiting out
+		// their metadata refresh) on the first request after acquisition.
+		mp.LeaderEpoch = -1
+		if _, epoch, owned := d.routes.Owner(t.Name, p); owned {
+			mp.LeaderEpoch = epoch
+		}
 		mp.Replicas, mp.ISR = replicas, replicas
 	}
 	return out
