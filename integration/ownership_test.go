@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -15,7 +16,8 @@ import (
 // TestOwnershipMovesUnderLoad moves partitions while clients produce through
 // two proxy replicas: one owner hands over gracefully, another is killed and
 // its lease runs out. No producer may see an error, and every acknowledged
-// record must be consumable at the offset its acknowledgement named.
+// record must be consumable at the offset its acknowledgement named, while
+// consumers on both proxies read along without errors.
 func TestOwnershipMovesUnderLoad(t *testing.T) {
 	if testing.Short() {
 		t.Skip("moves ownership under load; takes a few lease TTLs")
@@ -71,6 +73,34 @@ func TestOwnershipMovesUnderLoad(t *testing.T) {
 		}
 	}
 
+	// A consumer per proxy reads while ownership moves; any error it sees
+	// is client-visible.
+	consumed := make([]map[string]bool, len(proxies))
+	for i, addr := range proxies {
+		consumed[i] = map[string]bool{}
+		cl := newClient(t, addr, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 100000; j++ { // bounded; stop ends it long before
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				pollCtx, pollCancel := context.WithTimeout(ctx, 200*time.Millisecond)
+				fs := cl.PollFetches(pollCtx)
+				pollCancel()
+				fs.EachError(func(topic string, p int32, err error) {
+					if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+						t.Errorf("consumer via %s saw an error on %s/%d: %v", addr, topic, p, err)
+					}
+				})
+				fs.EachRecord(func(r *kgo.Record) { consumed[i][string(r.Value)] = true })
+			}
+		}()
+	}
+
 	waitProduced(50)
 	owner := mustOwner(t, c, topic, 0)
 	if err := c.StopBroker(owner); err != nil {
@@ -85,7 +115,10 @@ func TestOwnershipMovesUnderLoad(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	for _, addr := range proxies {
+	for i, addr := range proxies {
+		if len(consumed[i]) == 0 {
+			t.Errorf("live consumer via %s read nothing while ownership moved", addr)
+		}
 		checkSame(t, produced, consumeAll(t, addr, topic, len(produced), 60*time.Second))
 	}
 	t.Logf("%d records acknowledged while ownership moved twice", len(produced))
