@@ -131,11 +131,11 @@ func (s *syncer) run(ctx context.Context) error {
 			rev = r
 		}
 		next, reason, err := s.watch(ctx, rev)
-		rev = next
 		if ctx.Err() != nil {
 			break
 		}
-		s.failed(ctx, reason, fmt.Errorf("watch %s from revision %d: %w", s.cfg.Prefix, rev+1, err))
+		s.failed(ctx, reason, fmt.Errorf("watch %s at revision %d: %w", s.cfg.Prefix, max(next, rev), err))
+		rev = next
 	}
 	return ctx.Err()
 }
@@ -215,9 +215,20 @@ func (s *syncer) watch(ctx context.Context, rev int64) (int64, string, error) {
 	// WithRequireLeader: a member cut off from its cluster cancels the watch
 	// instead of silently serving nothing.
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	wch := w.Watch(wctx, s.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1),
-		clientv3.WithProgressNotify())
+	// Watch itself blocks until etcd confirms the watch, indefinitely while
+	// etcd is unreachable, so it runs aside and the stall timer covers it.
+	chc := make(chan clientv3.WatchChan, 1)
+	go func() {
+		chc <- w.Watch(wctx, s.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1),
+			clientv3.WithProgressNotify())
+	}()
+	var wch clientv3.WatchChan // nil (never ready) until Watch returns
+	defer func() {
+		cancel()
+		if wch == nil {
+			<-chc // Watch returns once wctx is canceled
+		}
+	}()
 	tick := time.NewTicker(s.cfg.ProgressInterval)
 	defer tick.Stop()
 	silent := 0
@@ -225,6 +236,7 @@ func (s *syncer) watch(ctx context.Context, rev int64) (int64, string, error) {
 		select {
 		case <-ctx.Done():
 			return rev, "", ctx.Err()
+		case wch = <-chc:
 		case resp, ok := <-wch:
 			if !ok {
 				return rev, ReasonWatchClosed, errors.New("watch channel closed")
@@ -242,7 +254,9 @@ func (s *syncer) watch(ctx context.Context, rev int64) (int64, string, error) {
 			if silent++; silent >= stallTicks {
 				return rev, ReasonStalled, errStalled
 			}
-			s.requestProgress(wctx, w)
+			if wch != nil {
+				s.requestProgress(wctx, w)
+			}
 		}
 	}
 }

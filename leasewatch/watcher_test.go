@@ -2,18 +2,16 @@ package leasewatch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"reflect"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/internal/etcdlocal"
@@ -21,181 +19,6 @@ import (
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/routing"
 )
-
-// fakeClock is the watcher's clock in tests that check ages.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// fixture is a watcher over a table, started and stopped with the test.
-type fixture struct {
-	l     layout.Layout
-	table *routing.Table
-	w     *Watcher
-	reg   *prometheus.Registry
-}
-
-func startWatcher(t *testing.T, cli *clientv3.Client, now func() time.Time) *fixture {
-	t.Helper()
-	f := &fixture{l: layout.New("/kp"), table: routing.NewTable(), reg: prometheus.NewRegistry()}
-	w, err := New(Config{
-		Client: cli, Layout: f.l, Table: f.table, Registerer: f.reg, Now: now,
-		Logger:           slog.New(slog.DiscardHandler),
-		ProgressInterval: 50 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
-	})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	f.w = w
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Run = %v, want context.Canceled", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("Run did not return within 10s of cancel")
-		}
-	})
-	select {
-	case <-w.Synced():
-	case <-time.After(waitTimeout):
-		t.Fatal("watcher not synced")
-	}
-	return f
-}
-
-// waitTable waits until cond holds, re-checking at every table change.
-func (f *fixture) waitTable(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	for {
-		ch := f.table.Changed()
-		if cond() {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s; table: %+v", what, f.table.Snapshot())
-		}
-	}
-}
-
-// waitStatus polls Status (it has no change channel) until cond holds.
-func (f *fixture) waitStatus(t *testing.T, what string, cond func(Status) bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond(f.w.Status()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s; status %+v", what, f.w.Status())
-		}
-		<-tick.C
-	}
-}
-
-// waitConverged waits until the watcher has seen etcd's current revision and
-// checks the table equals one loaded from a fresh listing.
-func (f *fixture) waitConverged(t *testing.T, cli *clientv3.Client) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cli.Get(ctx, f.l.MetaPrefix(), clientv3.WithPrefix())
-	if err != nil {
-		t.Fatalf("list meta: %v", err)
-	}
-	f.waitStatus(t, fmt.Sprintf("revision %d", resp.Header.Revision), func(s Status) bool { return s.Revision >= resp.Header.Revision })
-	b := routing.NewBuilder()
-	d := newDecoder(f.l)
-	for _, kv := range resp.Kvs {
-		d.put(b, kv)
-	}
-	want := routing.NewTable()
-	want.Replace(b)
-	if got, w := f.table.Snapshot(), want.Snapshot(); !reflect.DeepEqual(got, w) {
-		t.Fatalf("table differs from etcd at revision %d:\n got %+v\nwant %+v", resp.Header.Revision, got, w)
-	}
-	if f.table.Len() != want.Len() {
-		t.Fatalf("Len = %d, etcd has %d owner keys", f.table.Len(), want.Len())
-	}
-}
-
-// writer writes layout keys the way brokers do.
-type writer struct {
-	t   *testing.T
-	cli *clientv3.Client
-	l   layout.Layout
-}
-
-func (w writer) do(what string, ops ...clientv3.Op) {
-	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := w.cli.Txn(ctx).Then(ops...).Commit(); err != nil {
-		w.t.Fatalf("%s: %v", what, err)
-	}
-}
-
-func (w writer) broker(id int32, opts ...clientv3.OpOption) {
-	w.t.Helper()
-	v := layout.Marshal(layout.BrokerInfo{ID: id, Addr: fmt.Sprintf("127.0.0.1:%d", 9000+id)})
-	w.do("put broker", clientv3.OpPut(w.l.BrokerKey(id), v, opts...))
-}
-
-func (w writer) topic(name string, n int32) {
-	w.t.Helper()
-	v := layout.Marshal(layout.TopicInfo{Name: name, ID: topicID, Partitions: n})
-	w.do("put topic", clientv3.OpPut(w.l.TopicKey(name), v))
-}
-
-// acquire is the broker's acquisition: bump the epoch key, put the owner key.
-func (w writer) acquire(topic string, p, broker int32, opts ...clientv3.OpOption) {
-	w.t.Helper()
-	w.do("acquire", clientv3.OpPut(w.l.EpochKey(topic, p), ""),
-		clientv3.OpPut(w.l.OwnerKey(topic, p), layout.Marshal(layout.Owner{Broker: broker}), opts...))
-}
-
-func (w writer) coordinator(group string, broker int32) {
-	w.t.Helper()
-	w.do("acquire group", clientv3.OpPut(w.l.CoordinatorEpochKey(group), ""),
-		clientv3.OpPut(w.l.CoordinatorKey(group), layout.Marshal(layout.Owner{Broker: broker})))
-}
-
-func (w writer) del(key string) {
-	w.t.Helper()
-	w.do("delete "+key, clientv3.OpDelete(key))
-}
-
-func grant(t *testing.T, cli *clientv3.Client) clientv3.LeaseID {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	resp, err := cli.Grant(ctx, 60)
-	if err != nil {
-		t.Fatalf("grant: %v", err)
-	}
-	return resp.ID
-}
 
 func TestWatcherInitialSyncAndEvents(t *testing.T) {
 	_, cli := etcdlocal.StartForTest(t)
@@ -268,8 +91,26 @@ func TestWatcherInitialSyncAndEvents(t *testing.T) {
 	}
 }
 
-// TestWatcherNoGapUnderConcurrentWrites starts the watcher while a writer
-// keeps changing ownership, then checks the table equals etcd.
+// blockingReset delays the first Reset (after the listing, before the watch
+// starts) until release is closed.
+type blockingReset struct {
+	Handler
+	once    sync.Once
+	listed  chan struct{}
+	release chan struct{}
+}
+
+func (b *blockingReset) Reset(kvs []*mvccpb.KeyValue, rev int64) {
+	b.Handler.Reset(kvs, rev)
+	b.once.Do(func() {
+		close(b.listed)
+		<-b.release
+	})
+}
+
+// TestWatcherNoGapUnderConcurrentWrites keeps changing ownership while the
+// watcher starts, and holds the watcher between its listing and its watch
+// while half the writes happen: the table must still end equal to etcd.
 func TestWatcherNoGapUnderConcurrentWrites(t *testing.T) {
 	_, cli := etcdlocal.StartForTest(t)
 	l := layout.New("/kp")
@@ -278,6 +119,16 @@ func TestWatcherNoGapUnderConcurrentWrites(t *testing.T) {
 		wr.broker(id)
 	}
 	wr.topic("t", 16)
+	f := &fixture{l: l, table: routing.NewTable(), reg: prometheus.NewRegistry()}
+	w, err := New(Config{Client: cli, Layout: l, Table: f.table, Registerer: f.reg})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	f.w = w
+	h := &blockingReset{
+		Handler: &tableHandler{w: w, dec: decoder{layout: l, log: slog.New(slog.DiscardHandler), bad: w.bad}},
+		listed:  make(chan struct{}), release: make(chan struct{}),
+	}
 	started := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -285,9 +136,18 @@ func TestWatcherNoGapUnderConcurrentWrites(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer close(h.release)
 		for i := 0; i < 300 && ctx.Err() == nil; i++ {
-			if i == 20 {
+			switch i {
+			case 20:
 				close(started)
+			case 150:
+				// The rest are written while the watcher sits between its
+				// listing and its watch.
+				select {
+				case <-h.listed:
+				case <-ctx.Done():
+				}
 			}
 			p := int32(i % 16)
 			ops := []clientv3.Op{clientv3.OpPut(l.EpochKey("t", p), ""),
@@ -296,7 +156,8 @@ func TestWatcherNoGapUnderConcurrentWrites(t *testing.T) {
 				ops = []clientv3.Op{clientv3.OpDelete(l.OwnerKey("t", p))}
 			}
 			if i%50 == 25 {
-				ops = append(ops, clientv3.OpPut(l.TopicKey(fmt.Sprintf("t%d", i)), layout.Marshal(layout.TopicInfo{Name: fmt.Sprintf("t%d", i), ID: topicID, Partitions: 2})))
+				name := fmt.Sprintf("t%d", i)
+				ops = append(ops, clientv3.OpPut(l.TopicKey(name), layout.Marshal(layout.TopicInfo{Name: name, ID: topicID, Partitions: 2})))
 			}
 			if _, err := cli.Txn(ctx).Then(ops...).Commit(); err != nil && ctx.Err() == nil {
 				t.Errorf("concurrent write %d: %v", i, err)
@@ -305,55 +166,81 @@ func TestWatcherNoGapUnderConcurrentWrites(t *testing.T) {
 		}
 	}()
 	<-started
-	f := startWatcher(t, cli, nil)
+	runSync(t, SyncConfig{Client: cli, Prefix: l.MetaPrefix(), Handler: h, ProgressInterval: 50 * time.Millisecond})
 	wg.Wait()
 	f.waitConverged(t, cli)
 }
 
-// TestWatcherResyncsAfterCompaction cuts the watcher off from etcd, changes
-// and compacts etcd meanwhile, and heals: the watch cannot resume from its
-// revision, so the watcher must re-list.
-func TestWatcherResyncsAfterCompaction(t *testing.T) {
-	srv, direct := etcdlocal.StartForTest(t)
-	relay := newRelay(t, srv.Endpoint)
-	cli := etcdlocal.NewClientForTest(t, "http://"+relay.Addr())
-	wr := writer{t, direct, layout.New("/kp")}
-	wr.broker(1)
-	wr.broker(2)
-	wr.topic("t", 4)
-	for p := range int32(4) {
-		wr.acquire("t", p, 1)
+// TestWatcherRecoversFromFaults cuts or pauses the watcher's connection to
+// etcd, changes (and in some cases compacts) etcd meanwhile, then heals.
+// Without compaction the watch resumes from its revision; with it, the
+// revision is gone and the watcher must re-list.
+func TestWatcherRecoversFromFaults(t *testing.T) {
+	cases := []struct {
+		name    string
+		fault   func(*faultnet.Relay)
+		compact bool
+	}{
+		{"cut", (*faultnet.Relay).Cut, false},
+		{"cut+compact", (*faultnet.Relay).Cut, true},
+		{"pause+compact", (*faultnet.Relay).Pause, true},
 	}
-	f := startWatcher(t, cli, nil)
-	f.waitConverged(t, direct)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, direct := etcdlocal.StartForTest(t)
+			relay := newRelay(t, srv.Endpoint)
+			cli := etcdlocal.NewClientForTest(t, "http://"+relay.Addr())
+			wr := writer{t, direct, layout.New("/kp")}
+			wr.broker(1)
+			wr.broker(2)
+			wr.topic("t", 4)
+			for p := range int32(4) {
+				wr.acquire("t", p, 1)
+			}
+			f := startWatcher(t, cli, nil)
+			f.waitConverged(t, direct)
 
-	relay.Cut()
-	f.waitStatus(t, "disconnected", func(s Status) bool { return !s.Connected })
-	for p := range int32(4) {
-		wr.acquire("t", p, 2)
+			tc.fault(relay)
+			f.waitStatus(t, "disconnected", func(s Status) bool { return !s.Connected })
+			for p := range int32(4) {
+				wr.acquire("t", p, 2)
+			}
+			wr.del(wr.l.BrokerKey(1))
+			wr.topic("new", 2)
+			if tc.compact {
+				compact(t, direct)
+			}
+			// Meanwhile routing still uses the last known table.
+			if o, _, owned := f.table.Owner("t", 0); o != 1 || !owned {
+				t.Fatalf("table changed while cut off: Owner(t,0) = (%d,%v)", o, owned)
+			}
+			relay.Heal()
+			f.waitConverged(t, direct)
+			relists := testutil.ToFloat64(f.w.resyncs.WithLabelValues(ReasonCompacted))
+			if tc.compact && relists < 1 {
+				t.Fatalf("compacted resyncs = %v, want >= 1", relists)
+			}
+			if !tc.compact && relists != 0 {
+				t.Fatalf("re-listed %v times without a compaction", relists)
+			}
+			if !f.w.Status().Connected {
+				t.Fatal("not connected after convergence")
+			}
+		})
 	}
-	wr.del(wr.l.BrokerKey(1))
-	wr.topic("new", 2)
+}
+
+// compact compacts etcd up to its current revision.
+func compact(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := direct.Get(ctx, "/")
+	resp, err := cli.Get(ctx, "/")
 	if err != nil {
 		t.Fatalf("get revision: %v", err)
 	}
-	if _, err := direct.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
 		t.Fatalf("compact: %v", err)
-	}
-	// Meanwhile routing still uses the last known table.
-	if o, _, owned := f.table.Owner("t", 0); o != 1 || !owned {
-		t.Fatalf("table changed while cut off: Owner(t,0) = (%d,%v)", o, owned)
-	}
-	relay.Heal()
-	f.waitConverged(t, direct)
-	if n := testutil.ToFloat64(f.w.resyncs.WithLabelValues(ReasonCompacted)); n < 1 {
-		t.Fatalf("compacted resyncs = %v, want >= 1", n)
-	}
-	if !f.w.Status().Connected {
-		t.Fatal("not connected after convergence")
 	}
 }
 
@@ -362,7 +249,7 @@ func TestWatcherResyncsAfterCompaction(t *testing.T) {
 // watcher reconnects and converges.
 func TestWatcherSurvivesEtcdRestart(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
-	srv := startEtcd(t, dir, addr)
+	srv, stop := startEtcd(t, dir, addr)
 	cli := etcdlocal.NewClientForTest(t, srv.Endpoint)
 	wr := writer{t, cli, layout.New("/kp")}
 	wr.broker(1)
@@ -372,7 +259,7 @@ func TestWatcherSurvivesEtcdRestart(t *testing.T) {
 	f := startWatcher(t, cli, clock.Now)
 	before := f.table.Snapshot()
 
-	srv.Close()
+	stop()
 	f.waitStatus(t, "disconnected", func(s Status) bool { return !s.Connected })
 	clock.Advance(7 * time.Second)
 	st := f.w.Status()
@@ -449,73 +336,4 @@ func TestStatusBeforeSync(t *testing.T) {
 		t.Fatal("Synced closed before sync")
 	default:
 	}
-}
-
-func gaugeValue(t *testing.T, g prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
-			return mf.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	t.Fatalf("metric %s not gathered", name)
-	return 0
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func startEtcd(t *testing.T, dir, addr string) *etcdlocal.Server {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	srv, err := etcdlocal.Start(ctx, etcdlocal.Config{Dir: dir, ClientAddr: addr, UnsafeNoFsync: true})
-	if err != nil {
-		t.Fatalf("start etcd on %s: %v", addr, err)
-	}
-	t.Cleanup(srv.Close)
-	return srv
-}
-
-// putRetry puts through a client that may still be reconnecting.
-func putRetry(t *testing.T, cli *clientv3.Client, k, v string) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_, err := cli.Put(ctx, k, v)
-		cancel()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("put %s after restart: %v", k, err)
-		}
-	}
-}
-
-func hostPort(endpoint string) string {
-	return strings.TrimPrefix(endpoint, "http://")
-}
-
-// newRelay puts a faultnet relay in front of an etcd endpoint.
-func newRelay(t *testing.T, endpoint string) *faultnet.Relay {
-	t.Helper()
-	r, err := faultnet.NewRelay("127.0.0.1:0", hostPort(endpoint), nil)
-	if err != nil {
-		t.Fatalf("relay: %v", err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
 }

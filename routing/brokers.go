@@ -8,7 +8,7 @@ import (
 // brokerSet is an immutable set of live brokers, rebuilt on each membership
 // change (brokers join and leave rarely, and there are at most thousands).
 type brokerSet struct {
-	sorted []Broker // by id
+	sorted []Broker     // by id
 	hashes []brokerHash // in id order
 	// dense answers live() for ids in [0, len(dense)) without a map lookup;
 	// sparse says whether some live id lies outside that range.

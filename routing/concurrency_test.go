@@ -18,6 +18,7 @@ func TestConcurrentReadsDuringWrites(t *testing.T) {
 		tb.SetBroker(Broker{ID: id, Addr: fmt.Sprint(id)})
 	}
 	var stop atomic.Bool
+	stopped := make(chan struct{})
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	fail := func(err error) {
@@ -54,7 +55,10 @@ func TestConcurrentReadsDuringWrites(t *testing.T) {
 					tb.Len()
 				}
 				if i%20 == 0 {
-					<-tb.Changed()
+					select {
+					case <-tb.Changed():
+					case <-stopped:
+					}
 				}
 			}
 		}()
@@ -87,7 +91,7 @@ func TestConcurrentReadsDuringWrites(t *testing.T) {
 		}
 	}
 	stop.Store(true)
-	tb.SetBroker(Broker{ID: 99, Addr: "wake"}) // release readers waiting on Changed
+	close(stopped) // release readers waiting on Changed
 	wg.Wait()
 	close(errs)
 	for err := range errs {

@@ -202,10 +202,12 @@ func (t *Table) Broker(id int32) (Broker, bool) {
 	return t.st.Load().brokers.get(id)
 }
 
-// Brokers returns the live brokers sorted by id. The slice is shared: do not
-// modify it.
+// Brokers returns the live brokers sorted by id. The slice is shared (it is
+// read on every Metadata request): do not modify its elements. Its capacity
+// equals its length, so append copies.
 func (t *Table) Brokers() []Broker {
-	return t.st.Load().brokers.sorted
+	s := t.st.Load().brokers.sorted
+	return s[:len(s):len(s)]
 }
 
 // Len is the number of owner keys the table holds.

@@ -40,7 +40,12 @@ func TestOwnerRouteSemantics(t *testing.T) {
 		{"owner not live", []step{func(t *Table) { t.SetOwner("a", 2, 9) }}, 2, want{9, -1, false, -2}},
 		{"owner's broker died", []step{func(t *Table) { t.SetOwner("a", 2, 1); t.DeleteBroker(1) }}, 2, want{1, -1, false, -2}},
 		{"owner's broker came back", []step{func(t *Table) { t.SetOwner("a", 2, 1); t.DeleteBroker(1); t.SetBroker(b1) }}, 2, want{1, -1, true, 1}},
-		{"owner moved", []step{func(t *Table) { t.SetOwner("a", 3, 1); t.SetEpoch("a", 3, 1); t.SetOwner("a", 3, 2); t.SetEpoch("a", 3, 2) }}, 3, want{2, 2, true, 2}},
+		{"owner moved", []step{func(t *Table) {
+			t.SetOwner("a", 3, 1)
+			t.SetEpoch("a", 3, 1)
+			t.SetOwner("a", 3, 2)
+			t.SetEpoch("a", 3, 2)
+		}}, 3, want{2, 2, true, 2}},
 		{"negative partition", []step{func(t *Table) { t.SetOwner("a", -1, 1) }}, -1, want{-1, -1, false, -2}},
 		{"partition beyond count", []step{func(t *Table) { t.SetOwner("a", 9, 1) }}, 9, want{-1, -1, false, -2}},
 		{"partition beyond count, then topic grows", []step{func(t *Table) { t.SetOwner("a", 9, 1); t.SetEpoch("a", 9, 4); t.SetTopic(topic("a", 10)) }}, 9, want{1, 4, true, 1}},
