@@ -145,8 +145,8 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	if n < 0 || n > c.s.cfg.MaxFrameBytes {
 		return &badFrameError{key: -1, err: fmt.Errorf("frame of %d bytes (max %d)", n, c.s.cfg.MaxFrameBytes)}
 	}
-	buf := c.s.bufs.get(int(n))
-	defer c.s.bufs.put(buf)
+	buf := c.s.bufs.Get(int(n))
+	defer c.s.bufs.Put(buf)
 	frame := (*buf)[:n]
 	if _, err := io.ReadFull(br, frame); err != nil {
 		return err

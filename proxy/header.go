@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 const (
@@ -13,35 +15,6 @@ const (
 	keyControlledShutdown = int16(kmsg.ControlledShutdown)
 	maxKey                = 255 // kmsg's keys are dense and far below this
 )
-
-// flexTable answers, without allocating, whether a request version uses the
-// flexible (KIP-482) header. It is built once per Server from kmsg so that
-// the read loop never calls kmsg.RequestForKey.
-type flexTable [][]bool
-
-func newFlexTable() flexTable {
-	t := make(flexTable, maxKey+1)
-	for key := range t {
-		req := kmsg.RequestForKey(int16(key))
-		if req == nil {
-			continue
-		}
-		vs := make([]bool, req.MaxVersion()+1)
-		for v := range vs {
-			req.SetVersion(int16(v))
-			vs[v] = req.IsFlexible()
-		}
-		t[key] = vs
-	}
-	return t
-}
-
-func (t flexTable) lookup(key, version int16) (flexible, known bool) {
-	if key < 0 || int(key) >= len(t) || version < 0 || int(version) >= len(t[key]) {
-		return false, false
-	}
-	return t[key][version], true
-}
 
 // reqHeader is a parsed request header.
 type reqHeader struct {
@@ -63,7 +36,7 @@ var (
 // size). Only ApiVersions may have a version kmsg does not know: Kafka
 // answers it with a v0 UNSUPPORTED_VERSION response, so its body is left
 // unparsed (bodyOff = len(frame)).
-func parseHeader(frame []byte, flex flexTable) (reqHeader, error) {
+func parseHeader(frame []byte, flex kwire.FlexTable) (reqHeader, error) {
 	var h reqHeader
 	if len(frame) < 8 {
 		return h, fmt.Errorf("%d-byte frame: %w", len(frame), errShortHeader)
@@ -71,7 +44,7 @@ func parseHeader(frame []byte, flex flexTable) (reqHeader, error) {
 	h.key = int16(binary.BigEndian.Uint16(frame))
 	h.version = int16(binary.BigEndian.Uint16(frame[2:]))
 	h.corr = int32(binary.BigEndian.Uint32(frame[4:]))
-	h.flexible, h.known = flex.lookup(h.key, h.version)
+	h.flexible, h.known = flex.Lookup(h.key, h.version)
 	if !h.known {
 		if h.key == keyApiVersions {
 			h.bodyOff = len(frame)

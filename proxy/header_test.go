@@ -5,10 +5,12 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 func TestParseHeader(t *testing.T) {
-	ft := newFlexTable()
+	ft := kwire.NewFlexTable()
 	format := func(req kmsg.Request, clientID *string) []byte {
 		f := kmsg.NewRequestFormatter()
 		if clientID != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/leasewatch"
 	"github.com/kproxy/kproxy/proxy/apis"
@@ -112,8 +113,8 @@ type Server struct {
 	cfg  Config
 	log  *slog.Logger
 	m    *metrics
-	flex flexTable
-	bufs bufPool
+	flex kwire.FlexTable
+	bufs kwire.BufPool
 	d    deps
 
 	ln, adminLn net.Listener
@@ -214,7 +215,7 @@ func wire(cfg Config, bound string) (deps, error) {
 
 func newServer(cfg Config, ln, adminLn net.Listener, d deps) *Server {
 	s := &Server{
-		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registry), flex: newFlexTable(), d: d,
+		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registry), flex: kwire.NewFlexTable(), d: d,
 		ln: ln, adminLn: adminLn, conns: make(map[*clientConn]struct{}),
 	}
 	s.connCtx, s.cancelConn = context.WithCancelCause(context.Background())

@@ -170,7 +170,7 @@ func (c *conn) withdraw(r *request) bool {
 		}
 	}
 	c.removeLocked(r)
-	c.bp.p.bufs.put(r.frame)
+	c.bp.p.bufs.Put(r.frame)
 	r.frame = nil
 	return true
 }
@@ -192,7 +192,7 @@ func (c *conn) fail(kind string, cause error) {
 		if r.state == stQueued {
 			err = c.notSent(cause)
 			if r.frame != nil {
-				c.bp.p.bufs.put(r.frame)
+				c.bp.p.bufs.Put(r.frame)
 				r.frame = nil
 			}
 		} else {
@@ -304,7 +304,7 @@ func (c *conn) afterWrite(batch []*request, n int64) {
 	c.mu.Lock()
 	for _, r := range batch {
 		off += int64(len(*r.frame))
-		c.bp.p.bufs.put(r.frame)
+		c.bp.p.bufs.Put(r.frame)
 		r.frame = nil
 		switch {
 		case r.state != stWriting: // answered already, or failed by the reader

@@ -24,6 +24,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/retry"
 )
@@ -99,8 +100,8 @@ type Pool struct {
 	cfg  Config
 	log  *slog.Logger
 	m    *metrics
-	flex flexTable
-	bufs bufPool
+	flex kwire.FlexTable
+	bufs kwire.BufPool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -122,7 +123,7 @@ var (
 func NewPool(cfg Config) *Pool {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool{cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer), flex: newFlexTable(), ctx: ctx, cancel: cancel}
+	p := &Pool{cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer), flex: kwire.NewFlexTable(), ctx: ctx, cancel: cancel}
 	p.brokers, _ = lru.NewWithEvict(cfg.MaxBrokers, func(_ int32, bp *brokerPool) { bp.close(errEvicted) })
 	return p
 }
@@ -144,7 +145,7 @@ func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, ver
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, context.Cause(ctx))
 	}
-	flexible, known := p.flex.lookup(key, version)
+	flexible, known := p.flex.Lookup(key, version)
 	if !known {
 		return nil, fmt.Errorf("send to broker %d: %w: unknown api key %d version %d", broker, retry.ErrNotSent, key, version)
 	}
@@ -158,12 +159,12 @@ func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, ver
 	}
 	r := &request{flexResp: flexible && key != keyApiVersions, done: make(chan struct{})}
 	r.patience, r.noResp = p.patience(ctx, key, version, body)
-	r.frame = p.bufs.get(4 + 10 + len(p.cfg.ClientID) + 1 + len(body))
+	r.frame = p.bufs.Get(4 + 10 + len(p.cfg.ClientID) + 1 + len(body))
 	*r.frame = appendRequestHeader(*r.frame, key, version, 0, p.cfg.ClientID, flexible)
 	*r.frame = append(*r.frame, body...)
 	putSize(*r.frame)
 	if err := c.enqueue(ctx, r); err != nil {
-		p.bufs.put(r.frame)
+		p.bufs.Put(r.frame)
 		return nil, err
 	}
 	return r, nil

@@ -7,41 +7,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// flexTable answers, without allocating, whether a request version uses the
-// flexible (KIP-482) header. It is built once per Pool from kmsg so that the
-// hot path never calls kmsg.RequestForKey.
-type flexTable [][]bool
-
-func newFlexTable() flexTable {
-	t := make(flexTable, maxKey+1)
-	for key := range t {
-		req := kmsg.RequestForKey(int16(key))
-		if req == nil {
-			continue
-		}
-		vs := make([]bool, req.MaxVersion()+1)
-		for v := range vs {
-			req.SetVersion(int16(v))
-			vs[v] = req.IsFlexible()
-		}
-		t[key] = vs
-	}
-	return t
-}
-
-// lookup reports whether key/version is flexible and whether kmsg knows it.
-func (t flexTable) lookup(key, version int16) (flexible, known bool) {
-	if key < 0 || int(key) >= len(t) || version < 0 || int(version) >= len(t[key]) {
-		return false, false
-	}
-	return t[key][version], true
-}
-
 const (
-	maxKey         = 255 // kmsg's keys are dense and far below this
-	keyProduce     = 0
-	keyFetch       = 1
-	keyApiVersions = 18
+	keyProduce     = int16(kmsg.Produce)
+	keyFetch       = int16(kmsg.Fetch)
+	keyApiVersions = int16(kmsg.ApiVersions)
 )
 
 // produceFields reads acks and the timeout of an encoded Produce request

@@ -69,21 +69,3 @@ func TestSkipTags(t *testing.T) {
 		}
 	}
 }
-
-func TestFlexTable(t *testing.T) {
-	ft := newFlexTable()
-	for _, tc := range []struct {
-		key, version    int16
-		flexible, known bool
-	}{
-		{0, 8, false, true}, {0, 9, true, true},
-		{3, 8, false, true}, {3, 9, true, true},
-		{18, 2, false, true}, {18, 3, true, true},
-		{18, 99, false, false}, {999, 0, false, false}, {-1, 0, false, false}, {3, -1, false, false},
-	} {
-		f, k := ft.lookup(tc.key, tc.version)
-		if f != tc.flexible || k != tc.known {
-			t.Errorf("lookup(%d, %d) = %v %v, want %v %v", tc.key, tc.version, f, k, tc.flexible, tc.known)
-		}
-	}
-}
