@@ -49,6 +49,10 @@ type Options struct {
 	Faults                   []nemesis.Kind // [nemesis.AllKinds]
 	IntervalMin, IntervalMax time.Duration  // fault cycle [10s, 30s]
 
+	// KeepData keeps etcd's and the store's data in the run folder even
+	// when the run is valid (invalid runs always keep it).
+	KeepData bool
+
 	Logger *slog.Logger // progress; the run's own log file gets everything too
 }
 
@@ -96,8 +100,9 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		return nil, fmt.Errorf("open run log: %w", err)
 	}
 	defer logFile.Close()
-	log := slog.New(teeHandler{slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug}), opt.Logger.Handler()})
-	r := &runner{opt: opt, dir: dir, log: log, report: &Report{Name: opt.Name, Dir: dir, Seed: opt.Seed,
+	fileLog := slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})
+	log := slog.New(teeHandler{fileLog, opt.Logger.Handler()})
+	r := &runner{opt: opt, dir: dir, log: log, fileLog: slog.New(fileLog), report: &Report{Name: opt.Name, Dir: dir, Seed: opt.Seed,
 		Started: time.Now().UTC(), FaultDuration: opt.Duration.String(), LeaseTTL: opt.LeaseTTL.String(),
 		DisableFencing: opt.DisableFencing, Producers: opt.Producers, Partitions: opt.Partitions, Mode: string(opt.Mode)}}
 	err = r.run(ctx)
@@ -105,15 +110,33 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	if werr := r.writeReport(); werr != nil {
 		err = errors.Join(err, werr)
 	}
+	if err == nil && r.report.Valid && !opt.KeepData {
+		r.removeData()
+	}
 	return r.report, err
 }
 
+// removeData deletes the cluster's data (etcd members, the store, binaries)
+// from a run folder, keeping history, report and logs. Invalid runs keep
+// everything as evidence.
+func (r *runner) removeData() {
+	paths, _ := filepath.Glob(filepath.Join(r.dir, "etcd-*"))
+	for _, p := range append(paths, filepath.Join(r.dir, "store"), filepath.Join(r.dir, "bin")) {
+		if err := os.RemoveAll(p); err != nil {
+			r.log.Warn("remove run data", "path", p, "err", err)
+		}
+	}
+}
+
 type runner struct {
-	opt    Options
-	dir    string
-	log    *slog.Logger
-	report *Report
-	rec    *history.Recorder
+	opt Options
+	dir string
+	log *slog.Logger
+	// fileLog goes to the run's log file only: relays and processes are
+	// chatty during faults.
+	fileLog *slog.Logger
+	report  *Report
+	rec     *history.Recorder
 }
 
 func (r *runner) run(ctx context.Context) error {
@@ -140,7 +163,7 @@ func (r *runner) run(ctx context.Context) error {
 	cl, err := cluster.Start(ctx, cluster.Config{
 		Dir: r.dir, Kproxy: bin.Kproxy, EtcdMember: bin.EtcdMember, LeaseTTL: r.opt.LeaseTTL,
 		Partitions: r.opt.Partitions, DisableFencing: r.opt.DisableFencing, BrokerArgs: r.opt.BrokerArgs,
-		Logger: r.log,
+		Logger: r.fileLog,
 	})
 	if err != nil {
 		return fmt.Errorf("start cluster: %w", err)
@@ -183,9 +206,7 @@ func (r *runner) drive(ctx context.Context, cl *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
-	fctx, stopFaults := context.WithTimeout(ctx, r.opt.Duration)
-	injected := nem.Run(fctx)
-	stopFaults()
+	injected := nem.Run(ctx, r.opt.Duration)
 	r.log.Info("faults done", "injected", injected)
 	return r.finish(ctx, cl, w, topic, counters)
 }
@@ -210,7 +231,7 @@ func (r *runner) finish(ctx context.Context, cl *cluster.Cluster, w *workload.Wo
 	if err := sleep(ctx, 2*r.opt.LeaseTTL+time.Second); err != nil {
 		return err
 	}
-	ferr := workload.FinalRead(ctx, r.rec, cl.ProxyAddrs(), topic, r.opt.Partitions, 90*time.Second)
+	ferr := workload.FinalRead(ctx, r.rec, cl.ProxyAddrs(), topic, r.opt.Partitions, 60*time.Second)
 	if ferr != nil {
 		r.log.Warn("final read incomplete", "err", ferr) // the checker reports it as an anomaly
 	}
@@ -277,4 +298,3 @@ func WriteSummary(w io.Writer, rep *Report) error {
 	_, err := io.WriteString(w, rep.Summary())
 	return err
 }
-

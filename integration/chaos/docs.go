@@ -49,7 +49,9 @@ func WriteDocs(path, resultsDir string, rep, mut *Report) error {
 // RenderDocs executes the correctness page template.
 func RenderDocs(w io.Writer, main, mut *Report) error {
 	t, err := template.New("correctness").Funcs(template.FuncMap{
-		"counts": countsLine,
+		"counts":   countsLine,
+		"detected": func(r *Report) bool { return r.MutationDetected() },
+		"evidence": func(r *Report) []checker.Anomaly { return keyEvidence(r.Check.Anomalies, 3) },
 		"anomalies": func(m map[checker.Kind]int) string {
 			s := map[string]int{}
 			for k, v := range m {
@@ -96,4 +98,17 @@ func LatestReport(resultsDir string, mutation bool) (*Report, error) {
 		return nil, fmt.Errorf("no report under %s", resultsDir)
 	}
 	return best, nil
+}
+
+// keyEvidence picks up to n anomalies, the kinds fencing prevents first.
+func keyEvidence(all []checker.Anomaly, n int) []checker.Anomaly {
+	var out []checker.Anomaly
+	for _, k := range checker.Kinds { // report order: the worst kinds first
+		for _, a := range all {
+			if a.Kind == k && len(out) < n {
+				out = append(out, a)
+			}
+		}
+	}
+	return out
 }

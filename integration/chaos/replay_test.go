@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/kproxy/kproxy/broker-stub/broker"
 	"github.com/kproxy/kproxy/broker-stub/store"
@@ -206,6 +207,17 @@ func newGate() *gate { return &gate{entered: make(chan struct{}), release: make(
 
 func (g *gate) arm() { g.mu.Lock(); g.armed = true; g.mu.Unlock() }
 
+// open lets a held commit go on; it may be called more than once.
+func (g *gate) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	select {
+	case <-g.release:
+	default:
+		close(g.release)
+	}
+}
+
 func (g *gate) hook(string, int32) {
 	g.mu.Lock()
 	hit := g.armed
@@ -251,8 +263,19 @@ func TestReplayKafkaFlow(t *testing.T) {
 	}
 }
 
-func kafkaFlow(t *testing.T, disableFencing bool) (checker.Result, int16, error) {
-	const topic = "flow"
+// flow is the kafka-flow replay's setup: broker a reaches etcd only through
+// a relay and can be stopped before a commit; broker b is its successor.
+type flow struct {
+	relay  *faultnet.Relay
+	cliA   *clientv3.Client
+	gate   *gate
+	a, b   *broker.Broker
+	da, db *direct
+	rec    *history.Recorder
+}
+
+func newFlow(t *testing.T, ctx context.Context, topic string, disableFencing bool) *flow {
+	t.Helper()
 	srv, _ := etcdlocal.StartForTest(t)
 	relay, err := faultnet.NewRelay("127.0.0.1:0", strings.TrimPrefix(srv.Endpoint, "http://"), nil)
 	if err != nil {
@@ -260,91 +283,100 @@ func kafkaFlow(t *testing.T, disableFencing bool) (checker.Result, int16, error)
 	}
 	t.Cleanup(func() { relay.Close() })
 	cliA, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + relay.Addr()}, DialTimeout: 5 * time.Second,
-		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second})
+		DialKeepAliveTime: time.Second, DialKeepAliveTimeout: time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cliA.Close() })
-	cliB := etcdlocal.NewClientForTest(t, srv.Endpoint)
-	st := store.NewMemory()
 	g := newGate()
-	t.Cleanup(func() {
-		select {
-		case <-g.release:
-		default:
-			close(g.release)
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	a := startBroker(t, ctx, broker.Config{ID: 1, Etcd: cliA, Store: st, LeaseTTL: replayTTL, AutoCreateTopics: true,
+	t.Cleanup(g.open)
+	st := store.NewMemory()
+	f := &flow{relay: relay, cliA: cliA, gate: g, rec: history.NewRecorder(nil, nil)}
+	f.a = startBroker(t, ctx, broker.Config{ID: 1, Etcd: cliA, Store: st, LeaseTTL: replayTTL, AutoCreateTopics: true,
 		DefaultPartitions: 1, DisableFencing: disableFencing, Failpoints: &broker.Failpoints{BeforeCommit: g.hook}})
-	b := startBroker(t, ctx, broker.Config{ID: 2, Etcd: cliB, Store: st, LeaseTTL: replayTTL, AutoCreateTopics: true,
-		DefaultPartitions: 1, DisableFencing: disableFencing})
-	if err := workload.EnsureTopic(ctx, a.Addr(), topic, 1); err != nil {
+	f.b = startBroker(t, ctx, broker.Config{ID: 2, Etcd: etcdlocal.NewClientForTest(t, srv.Endpoint), Store: st,
+		LeaseTTL: replayTTL, AutoCreateTopics: true, DefaultPartitions: 1, DisableFencing: disableFencing})
+	if err := workload.EnsureTopic(ctx, f.a.Addr(), topic, 1); err != nil {
 		t.Fatal(err)
 	}
-	rec := history.NewRecorder(nil, nil)
-	da, db := dialDirect(t, a.Addr()), dialDirect(t, b.Addr())
-	for i := range int64(3) {
-		if _, code, err := da.send(ctx, rec, "owner-a", topic, 0, i+1, fmt.Sprintf("a-%d", i)); err != nil || code != 0 {
-			t.Fatalf("owner a send %d: code %d err %v", i, code, err)
-		}
-	}
+	f.da, f.db = dialDirect(t, f.a.Addr()), dialDirect(t, f.b.Addr())
+	return f
+}
 
-	// A's next append stops just before its commit; then A loses etcd.
-	g.arm()
-	type result struct {
-		code int16
-		err  error
+// mustSend sends through d and fails the test unless it is acknowledged.
+func (f *flow) mustSend(t *testing.T, ctx context.Context, d *direct, proc, topic string, seq int64, value string) {
+	t.Helper()
+	if _, code, err := d.send(ctx, f.rec, proc, topic, 0, seq, value); err != nil || code != 0 {
+		t.Fatalf("%s send %q: code %d err %v", proc, value, code, err)
 	}
-	stale := make(chan result, 1)
-	go func() {
-		_, code, err := da.send(ctx, rec, "owner-a", topic, 0, 4, "a-stale")
-		stale <- result{code, err}
-	}()
-	select {
-	case <-g.entered:
-	case <-ctx.Done():
-		t.Fatal("broker a never reached its commit")
-	}
-	relay.Cut()
+}
 
-	// B takes over once A's lease has expired on the server, and writes.
+// takeOver sends to b until it owns the partition (a's lease expired).
+func (f *flow) takeOver(t *testing.T, ctx context.Context, topic string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * replayTTL)
 	for seq := int64(1); ; seq++ {
-		_, code, err := db.send(ctx, rec, "successor-b", topic, 0, seq, fmt.Sprintf("b-try-%d", seq))
+		_, code, err := f.db.send(ctx, f.rec, "successor-b", topic, 0, seq, fmt.Sprintf("b-try-%d", seq))
 		if err == nil && code == 0 {
-			break
+			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("broker b did not take over within %s: code %d err %v", 10*replayTTL, code, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func kafkaFlow(t *testing.T, disableFencing bool) (checker.Result, int16, error) {
+	const topic = "flow"
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	f := newFlow(t, ctx, topic, disableFencing)
+	for i := range int64(3) {
+		f.mustSend(t, ctx, f.da, "owner-a", topic, i+1, fmt.Sprintf("a-%d", i))
+	}
+
+	// A's next append stops just before its commit; then A loses etcd.
+	f.gate.arm()
+	type result struct {
+		code int16
+		err  error
+	}
+	stale := make(chan result, 1)
+	go func() {
+		_, code, err := f.da.send(ctx, f.rec, "owner-a", topic, 0, 4, "a-stale")
+		stale <- result{code, err}
+	}()
+	select {
+	case <-f.gate.entered:
+	case <-ctx.Done():
+		t.Fatal("broker a never reached its commit")
+	}
+	f.relay.Cut()
+
+	// B takes over once A's lease has expired on the server, and writes.
+	f.takeOver(t, ctx, topic)
 	for i := range int64(2) {
-		if _, code, err := db.send(ctx, rec, "successor-b", topic, 0, 100+i, fmt.Sprintf("b-%d", i)); err != nil || code != 0 {
-			t.Fatalf("successor b send %d: code %d err %v", i, code, err)
-		}
+		f.mustSend(t, ctx, f.db, "successor-b", topic, 100+i, fmt.Sprintf("b-%d", i))
 	}
 
 	// A comes back and tries to commit what it prepared while it owned.
-	relay.Heal()
-	waitEtcd(t, ctx, cliA)
-	close(g.release)
+	f.relay.Heal()
+	waitEtcd(t, ctx, f.cliA)
+	f.gate.open()
 	var r result
 	select {
 	case r = <-stale:
 	case <-ctx.Done():
 		t.Fatal("stale produce never answered")
 	}
-	if _, code, err := db.send(ctx, rec, "successor-b", topic, 0, 200, "b-after"); err != nil || code != 0 {
+	if _, code, err := f.db.send(ctx, f.rec, "successor-b", topic, 0, 200, "b-after"); err != nil || code != 0 {
 		t.Logf("successor b after a's attempt: code %d err %v", code, err)
 	}
-	if err := workload.FinalRead(ctx, rec, []string{b.Addr()}, topic, 1, 30*time.Second); err != nil && !disableFencing {
+	if err := workload.FinalRead(ctx, f.rec, []string{f.b.Addr()}, topic, 1, 30*time.Second); err != nil && !disableFencing {
 		t.Fatal(err)
 	}
-	return checker.Check(rec.Ops(), checker.Options{}), r.code, r.err
+	return checker.Check(f.rec.Ops(), checker.Options{}), r.code, r.err
 }
 
 func startBroker(t *testing.T, ctx context.Context, cfg broker.Config) *broker.Broker {

@@ -81,6 +81,24 @@ func (rep *Report) fill(res checker.Result, ops []history.Op, healed time.Durati
 	}
 }
 
+// MutationDetected reports whether the run found what a missing fence
+// causes: lost writes or inconsistent offsets.
+func (rep *Report) MutationDetected() bool {
+	return rep.Anomalies[checker.InconsistentOffsets] > 0 || rep.Anomalies[checker.LostWrite] > 0
+}
+
+// Counter sums the accumulated series of one metric, named "broker:<name>"
+// or "proxy:<name>", over its labels.
+func (rep *Report) Counter(name string) float64 {
+	var sum float64
+	for series, v := range rep.Counters {
+		if series == name || strings.HasPrefix(series, name+"{") {
+			sum += v
+		}
+	}
+	return sum
+}
+
 func shorten(s string) string {
 	if len(s) > 120 {
 		return s[:120] + "..."
@@ -103,7 +121,7 @@ func (rep *Report) Summary() string {
 		s.Sends, s.SendsOK, s.SendsFail, s.SendsInfo, s.SendsIdempotent, s.Polls, s.PolledRecords, s.FinalReads, s.FinalRecords)
 	fmt.Fprintf(&b, "faults: %s\n", countsLine(rep.Faults))
 	fmt.Fprintf(&b, "fault evidence: %.0f fenced commits (broker metrics), %d NOT_LEADER_OR_FOLLOWER send errors, %.0f proxy retries; %d sends acknowledged after the final heal\n",
-		rep.FencedCommits, rep.NotLeader, rep.Counters["proxy:kproxy_retries_total"], rep.AckedAfterHeal)
+		rep.FencedCommits, rep.NotLeader, rep.Counter("proxy:kproxy_retries_total"), rep.AckedAfterHeal)
 	an := map[string]int{}
 	for k, v := range rep.Anomalies {
 		an[string(k)] = v

@@ -88,7 +88,14 @@ func (a *analysis) addSend(pr history.Pair) {
 	case history.OK:
 		a.stats.SendsOK++
 		s.ack = pos{s.done.Partition, s.done.Offset}
-		a.claim(s.ack, s.inv.Value, s.done.Index)
+		if s.ack.o < 0 {
+			// Acknowledged without an offset (a client reports -1, for
+			// example for a DUPLICATE_SEQUENCE_NUMBER answer): the value
+			// must still be in the log, but the ack claims no position.
+			a.stats.AckedNoOffset++
+		} else {
+			a.claim(s.ack, s.inv.Value, s.done.Index)
+		}
 	case history.Fail:
 		a.stats.SendsFail++
 	default:

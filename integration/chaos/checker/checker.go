@@ -83,6 +83,7 @@ type Stats struct {
 	SendsOK          int `json:"sends_ok"`
 	SendsFail        int `json:"sends_fail"`
 	SendsInfo        int `json:"sends_info"` // includes sends with no outcome
+	AckedNoOffset    int `json:"acked_no_offset"`
 	SendsIdempotent  int `json:"sends_idempotent"`
 	InfoVisible      int `json:"info_visible"` // info sends found in reads
 	Polls            int `json:"polls"`

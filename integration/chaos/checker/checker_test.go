@@ -215,6 +215,17 @@ func TestCheck(t *testing.T) {
 			b.final("proxy-a", 0, 0, "a", "b")
 			b.final("proxy-b", 0, 0, "a")
 		}, []Kind{FinalReadDivergence}},
+		{"acknowledged without an offset, present", func(b *builder) {
+			b.sendOK("p1", "a", 0, 0)
+			b.sendOK("p1", "b", 0, -1)
+			b.sendOK("p1", "c", 0, 2)
+			b.finalBoth(0, "a", "b", "c")
+		}, nil},
+		{"acknowledged without an offset, lost", func(b *builder) {
+			b.sendOK("p1", "a", 0, 0)
+			b.sendOK("p1", "b", 0, -1)
+			b.finalBoth(0, "a")
+		}, []Kind{LostWrite}},
 		{"log start after zero", func(b *builder) {
 			b.final("proxy-a", 0, 10, "a")
 			b.final("proxy-b", 0, 10, "a")

@@ -115,7 +115,7 @@ func (a *analysis) checkSends(out *collector) {
 					Detail: fmt.Sprintf("%q acknowledged at %d/%d is missing from the final read", v, s.ack.p, s.ack.o)})
 				continue
 			}
-			if _, ok := at[s.ack]; !ok || s.ack.p != s.inv.Partition {
+			if _, ok := at[s.ack]; (!ok && s.ack.o >= 0) || s.ack.p != s.inv.Partition {
 				got := sortedPositionsOf(at)
 				out.add(Anomaly{Kind: WrongOffset, Partition: s.ack.p, Offset: s.ack.o, Values: []string{v},
 					Ops: []int64{s.inv.Index, s.done.Index, at[got[0]]},
@@ -126,7 +126,7 @@ func (a *analysis) checkSends(out *collector) {
 			if at := a.readAt[v]; len(at) > 0 {
 				got := sortedPositionsOf(at)
 				out.add(Anomaly{Kind: G1a, Partition: got[0].p, Offset: got[0].o, Values: []string{v},
-					Ops: []int64{s.inv.Index, s.done.Index, at[got[0]]},
+					Ops:    []int64{s.inv.Index, s.done.Index, at[got[0]]},
 					Detail: fmt.Sprintf("%q failed definitely (%s) yet was read at %v", v, s.done.Error, fmtPositions(got))})
 			}
 		default:
@@ -204,7 +204,7 @@ func (a *analysis) checkProducerOrder(out *collector) {
 	groups := map[key][]*send{}
 	var keys []key
 	for _, s := range a.sendOrder {
-		if s.outcome != history.OK {
+		if s.outcome != history.OK || s.ack.o < 0 {
 			continue
 		}
 		k := key{s.inv.Process, s.ack.p}
@@ -234,7 +234,7 @@ func (a *analysis) checkProducerOrder(out *collector) {
 func (a *analysis) checkRealtimeOrder(out *collector) {
 	byP := map[int32][]*send{}
 	for _, s := range a.sendOrder {
-		if s.outcome == history.OK {
+		if s.outcome == history.OK && s.ack.o >= 0 {
 			byP[s.ack.p] = append(byP[s.ack.p], s)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/kproxy/kproxy/integration/chaos/proc"
 	"github.com/kproxy/kproxy/internal/faultnet"
@@ -192,6 +193,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints: c.EtcdEndpoints(), DialTimeout: 5 * time.Second,
 		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
+		Logger: zap.NewNop(), // its retry warnings during faults are expected noise
 	})
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)

@@ -3,6 +3,9 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,9 +28,10 @@ go_goroutines 12
 		t.Fatal(err)
 	}
 	want := map[string]float64{
-		"kproxy_broker_fenced_commits_total": 5,
-		"kproxy_broker_owned_partitions":     4,
-		"kproxy_broker_odd":                  1.5,
+		`kproxy_broker_fenced_commits_total{kind="partition"}`: 3,
+		`kproxy_broker_fenced_commits_total{kind="group"}`:     2,
+		"kproxy_broker_owned_partitions":                       4,
+		`kproxy_broker_odd{a="x y}"}`:                          1.5,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
@@ -103,5 +107,33 @@ func TestEtcdMembers(t *testing.T) {
 	rev, err := c.Compact(ctx)
 	if err != nil || rev < 3 {
 		t.Fatalf("compact: rev %d err %v", rev, err)
+	}
+}
+
+// TestCountersAcrossRestarts: a counter that drops was reset by a restart,
+// so the new value is added whole.
+func TestCountersAcrossRestarts(t *testing.T) {
+	k := &Counters{last: map[string]float64{}, totals: map[string]float64{}}
+	var value float64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "kproxy_broker_commit_failures_total{reason=\"fenced\"} %v\n", value)
+		fmt.Fprintf(w, "kproxy_broker_commit_failures_total{reason=\"other\"} 100\nkproxy_broker_owned_partitions 7\n")
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	for _, v := range []float64{2, 5, 1, 4} { // restart between 5 and 1
+		value = v
+		k.scrape(context.Background(), "broker", "broker-1", addr, "kproxy_")
+	}
+	if got := k.Fenced(); got != 9 { // 2 + 3 + 1 + 3
+		t.Fatalf("fenced = %v, want 9", got)
+	}
+	totals, errs := k.Totals()
+	if _, ok := totals["broker:kproxy_broker_owned_partitions"]; ok || errs != 0 {
+		t.Fatalf("gauges must not be accumulated: %v (errors %d)", totals, errs)
+	}
+	k.scrape(context.Background(), "broker", "broker-1", "127.0.0.1:1", "kproxy_")
+	if _, errs := k.Totals(); errs != 1 {
+		t.Fatalf("failed scrape not counted")
 	}
 }

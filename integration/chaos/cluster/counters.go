@@ -20,9 +20,9 @@ type Counters struct {
 	done   chan struct{}
 }
 
-// counterName reports whether a metric is a counter worth accumulating.
-func counterName(name string) bool {
-	return strings.HasSuffix(name, "_total") || strings.Contains(name, "fenced")
+// counterSeries reports whether a series is a counter worth accumulating.
+func counterSeries(series string) bool {
+	return strings.HasSuffix(MetricName(series), "_total")
 }
 
 // WatchCounters scrapes every broker's --metrics and every proxy's admin
@@ -70,7 +70,7 @@ func (k *Counters) scrape(ctx context.Context, role, target, addr, prefix string
 		return
 	}
 	for name, v := range m {
-		if !counterName(name) {
+		if !counterSeries(name) {
 			continue
 		}
 		key := target + "|" + name
@@ -88,8 +88,8 @@ func (k *Counters) scrape(ctx context.Context, role, target, addr, prefix string
 // Wait blocks until the watcher stopped (its context ended).
 func (k *Counters) Wait() { <-k.done }
 
-// Totals returns the accumulated counters by "broker:<metric>" and
-// "proxy:<metric>", and the number of failed scrapes.
+// Totals returns the accumulated counters by "broker:<series>" and
+// "proxy:<series>", and the number of failed scrapes.
 func (k *Counters) Totals() (map[string]float64, int) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -100,7 +100,8 @@ func (k *Counters) Totals() (map[string]float64, int) {
 	return out, k.errs
 }
 
-// Fenced sums the broker counters whose name mentions fencing.
+// Fenced sums the broker counter series that mention fencing in their name
+// or labels (kproxy_broker_commit_failures_total{reason="fenced"}).
 func (k *Counters) Fenced() float64 {
 	k.mu.Lock()
 	defer k.mu.Unlock()

@@ -205,8 +205,9 @@ func getReadyz(ctx context.Context, adminAddr string) (readyz, error) {
 	return r, nil
 }
 
-// Scrape reads a Prometheus text endpoint and sums each metric over its
-// labels, keeping the metrics whose name starts with prefix.
+// Scrape reads a Prometheus text endpoint and returns the value of every
+// series (name and labels, as written: `m{reason="fenced"}`) whose metric
+// name starts with prefix.
 func Scrape(ctx context.Context, addr, prefix string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -225,6 +226,14 @@ func Scrape(ctx context.Context, addr, prefix string) (map[string]float64, error
 	return parseMetrics(bufio.NewScanner(resp.Body), prefix)
 }
 
+// MetricName is the metric name of a series key.
+func MetricName(series string) string {
+	if i := strings.IndexByte(series, '{'); i >= 0 {
+		return series[:i]
+	}
+	return series
+}
+
 func parseMetrics(sc *bufio.Scanner, prefix string) (map[string]float64, error) {
 	out := map[string]float64{}
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -233,17 +242,16 @@ func parseMetrics(sc *bufio.Scanner, prefix string) (map[string]float64, error) 
 		if line == "" || line[0] == '#' || !strings.HasPrefix(line, prefix) {
 			continue
 		}
-		name := line
-		if i := strings.IndexAny(line, "{ "); i >= 0 {
-			name = line[:i]
+		// "name{labels} value [ts]" or "name value [ts]"; label values may
+		// hold spaces, so the series ends at the last '}' when there is one.
+		end := strings.LastIndexByte(line, '}') + 1
+		if end == 0 {
+			end = strings.IndexByte(line, ' ')
 		}
-		fields := strings.Fields(line[strings.LastIndexByte(line, '}')+1:])
-		if len(fields) == 0 {
+		if end <= 0 {
 			continue
 		}
-		if strings.IndexByte(line, '}') < 0 {
-			fields = fields[1:] // "name value [ts]"
-		}
+		fields := strings.Fields(line[end:])
 		if len(fields) == 0 {
 			continue
 		}
@@ -251,7 +259,7 @@ func parseMetrics(sc *bufio.Scanner, prefix string) (map[string]float64, error) 
 		if err != nil {
 			return out, fmt.Errorf("metric line %q: %w", line, err)
 		}
-		out[name] += v
+		out[line[:end]] += v
 	}
 	return out, sc.Err()
 }

@@ -68,7 +68,7 @@ func TestPairs(t *testing.T) {
 		{Index: 0, Type: Invoke, F: Send, Value: "a"},
 		{Index: 1, Type: Invoke, F: Send, Value: "b"},
 		{Index: 2, Type: OK, F: Send, Invoke: 1},
-		{Index: 3, Type: Fail, F: Send, Invoke: 1}, // second outcome: orphan
+		{Index: 3, Type: Fail, F: Send, Invoke: 1},  // second outcome: orphan
 		{Index: 4, Type: Info, F: Send, Invoke: 99}, // no invocation: orphan
 	}
 	pairs, orphans := Pairs(ops)

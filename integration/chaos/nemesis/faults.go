@@ -9,9 +9,9 @@ import (
 	"github.com/kproxy/kproxy/integration/chaos/cluster"
 )
 
-// busyBroker picks a running broker: usually the one owning the most
-// partitions of the topic (the owner of busy partitions), sometimes any.
-func (n *Nemesis) busyBroker(ctx context.Context) (*cluster.Broker, int, error) {
+// busyBroker picks a running broker: the one owning the most partitions of
+// the topic (the owner of busy partitions), or with anyOne sometimes any.
+func (n *Nemesis) busyBroker(ctx context.Context, anyOne bool) (*cluster.Broker, int, error) {
 	var running []*cluster.Broker
 	for _, b := range n.c.Brokers {
 		if b.Proc.Running() && !b.Proc.Paused() {
@@ -24,7 +24,7 @@ func (n *Nemesis) busyBroker(ctx context.Context) (*cluster.Broker, int, error) 
 	octx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	owned, err := n.c.Owners(octx, n.cfg.Topic)
 	cancel()
-	if err != nil || n.rng.IntN(4) == 0 {
+	if err != nil || (anyOne && n.rng.IntN(4) == 0) {
 		b := running[n.rng.IntN(len(running))]
 		return b, owned[b.ID], nil
 	}
@@ -42,7 +42,7 @@ func brokerTarget(b *cluster.Broker, owned int) string {
 }
 
 func (n *Nemesis) killBroker(ctx context.Context) (fault, error) {
-	b, owned, err := n.busyBroker(ctx)
+	b, owned, err := n.busyBroker(ctx, true)
 	if err != nil {
 		return fault{}, err
 	}
@@ -57,7 +57,7 @@ func (n *Nemesis) killBroker(ctx context.Context) (fault, error) {
 }
 
 func (n *Nemesis) pauseBroker(ctx context.Context) (fault, error) {
-	b, owned, err := n.busyBroker(ctx)
+	b, owned, err := n.busyBroker(ctx, false)
 	if err != nil {
 		return fault{}, err
 	}
@@ -68,6 +68,47 @@ func (n *Nemesis) pauseBroker(ctx context.Context) (fault, error) {
 		target: brokerTarget(b, owned),
 		hold:   n.pastLease(),
 		heal:   func(context.Context) error { return b.Proc.Resume() },
+	}, nil
+}
+
+// freezeBroker stalls a partition owner the way a paused VM stalls: first its
+// etcd connections stop delivering (so commits it sends from then on are
+// held in flight), then the process stops. Past its lease a successor takes
+// over; on heal the held bytes reach etcd first, while the broker is still
+// stopped, so its stale commits arrive after the successor's writes and
+// cannot be cancelled by its own timers: the fence must refuse them.
+func (n *Nemesis) freezeBroker(ctx context.Context) (fault, error) {
+	b, owned, err := n.busyBroker(ctx, false)
+	if err != nil {
+		return fault{}, err
+	}
+	for _, r := range b.Relays {
+		r.Pause()
+	}
+	lead := n.between(100*time.Millisecond, 500*time.Millisecond)
+	select {
+	case <-ctx.Done():
+	case <-time.After(lead):
+	}
+	if err := b.Proc.Pause(); err != nil {
+		for _, r := range b.Relays {
+			r.Heal()
+		}
+		return fault{}, err
+	}
+	return fault{
+		target: brokerTarget(b, owned) + fmt.Sprintf(" etcd held %s before SIGSTOP", lead.Round(time.Millisecond)),
+		hold:   n.pastLease(),
+		heal: func(ctx context.Context) error {
+			for _, r := range b.Relays {
+				r.Heal()
+			}
+			select { // let the held commits land before the broker runs again
+			case <-ctx.Done():
+			case <-time.After(300 * time.Millisecond):
+			}
+			return b.Proc.Resume()
+		},
 	}, nil
 }
 
@@ -123,7 +164,7 @@ func (n *Nemesis) killProxy(ctx context.Context) (fault, error) {
 
 // relayFault cuts (or delays) every etcd path of one broker.
 func (n *Nemesis) relayFault(ctx context.Context, delay bool) (fault, error) {
-	b, owned, err := n.busyBroker(ctx)
+	b, owned, err := n.busyBroker(ctx, false)
 	if err != nil {
 		return fault{}, err
 	}

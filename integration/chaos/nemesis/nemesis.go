@@ -1,8 +1,9 @@
 // Package nemesis injects the fault suite's faults into a running cluster,
 // one at a time, rotating through them: kill -9 and restart a broker, pause a
-// partition owner past its lease, kill and restart an etcd member (the leader
-// too), compact etcd, kill -9 and restart a proxy, and cut or delay one
-// broker's traffic to etcd.
+// partition owner past its lease (alone, or frozen together with its etcd
+// connections like a paused VM, so that what it already sent arrives late),
+// kill and restart an etcd member (the leader too), compact etcd, kill -9 and
+// restart a proxy, and cut or delay one broker's traffic to etcd.
 //
 // The promise: every fault is logged in the history as invoked when it
 // starts and completed (ok) when it is healed, or info if healing failed; a
@@ -29,6 +30,7 @@ type Kind string
 const (
 	KillBroker      Kind = "kill-broker"
 	PauseBroker     Kind = "pause-broker"
+	FreezeBroker    Kind = "freeze-broker"
 	KillEtcd        Kind = "kill-etcd"
 	KillEtcdLeader  Kind = "kill-etcd-leader"
 	CompactEtcd     Kind = "compact-etcd"
@@ -37,10 +39,13 @@ const (
 	DelayBrokerEtcd Kind = "delay-broker-etcd"
 )
 
-// AllKinds is every fault, in rotation order.
+// AllKinds is every fault, in rotation order. Stalls of a partition owner
+// (the kafka-flow timeline) come round most often: they are what fencing is
+// for.
 var AllKinds = []Kind{
-	KillBroker, PauseBroker, KillEtcdLeader, CompactEtcd, CutBrokerEtcd,
-	KillProxy, PauseBroker, KillEtcd, DelayBrokerEtcd, KillBroker, CutBrokerEtcd,
+	FreezeBroker, KillBroker, PauseBroker, KillEtcdLeader, CutBrokerEtcd,
+	CompactEtcd, FreezeBroker, KillProxy, DelayBrokerEtcd, PauseBroker,
+	KillEtcd, KillBroker, FreezeBroker, CutBrokerEtcd,
 }
 
 // Config configures a Nemesis. Zero values take the defaults in brackets.
@@ -102,12 +107,15 @@ func New(cfg Config) (*Nemesis, error) {
 	return &Nemesis{cfg: cfg, c: cfg.Cluster, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d)), log: cfg.Logger}, nil
 }
 
-// Run injects faults until ctx ends; each is healed before the next starts
-// and before Run returns. It returns the faults injected by kind.
-func (n *Nemesis) Run(ctx context.Context) map[Kind]int {
+// Run injects faults for d (or until ctx ends); each is healed before the
+// next starts and before Run returns. The last fault keeps its full hold even
+// if that ends after d; only ctx cuts holds short. It returns the faults
+// injected by kind.
+func (n *Nemesis) Run(ctx context.Context, d time.Duration) map[Kind]int {
 	counts := map[Kind]int{}
-	for i := 0; ctx.Err() == nil; i++ {
-		cycle := n.cfg.IntervalMin + time.Duration(n.rng.Int64N(int64(n.cfg.IntervalMax-n.cfg.IntervalMin)+1))
+	stop := time.Now().Add(d)
+	for i := 0; ctx.Err() == nil && time.Now().Before(stop); i++ {
+		cycle := n.between(n.cfg.IntervalMin, n.cfg.IntervalMax)
 		end := time.Now().Add(cycle)
 		kind := n.cfg.Kinds[i%len(n.cfg.Kinds)]
 		if err := n.inject(ctx, kind); err != nil {
@@ -115,9 +123,10 @@ func (n *Nemesis) Run(ctx context.Context) map[Kind]int {
 		} else {
 			counts[kind]++
 		}
+		wait := min(time.Until(end), time.Until(stop))
 		select {
 		case <-ctx.Done():
-		case <-time.After(time.Until(end)):
+		case <-time.After(max(wait, 0)):
 		}
 	}
 	return counts
@@ -175,6 +184,8 @@ func (n *Nemesis) start(ctx context.Context, kind Kind) (fault, error) {
 		return n.killBroker(ctx)
 	case PauseBroker:
 		return n.pauseBroker(ctx)
+	case FreezeBroker:
+		return n.freezeBroker(ctx)
 	case KillEtcd, KillEtcdLeader:
 		return n.killEtcd(ctx, kind == KillEtcdLeader)
 	case CompactEtcd:

@@ -35,6 +35,11 @@ func FinalRead(ctx context.Context, rec *history.Recorder, proxies []string, top
 	return errors.Join(errs...)
 }
 
+// stallTimeout ends a final read that stopped making progress: a log with a
+// hole below its high watermark (a bug) would otherwise hold the read until
+// its deadline.
+const stallTimeout = 10 * time.Second
+
 type span struct {
 	start, hwm int64
 	err        error
@@ -176,9 +181,18 @@ func readSpans(ctx context.Context, via, topic string, spans []span) ([][]histor
 	defer cl.Close()
 	done := make([]bool, len(spans))
 	var lastErr error
+	progress := time.Now()
 	for left > 0 && ctx.Err() == nil {
-		fetches := cl.PollFetches(ctx)
+		if time.Since(progress) > stallTimeout {
+			return records, fmt.Errorf("no new record for %s (last error: %v)", stallTimeout, lastErr)
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fetches := cl.PollFetches(pctx)
+		cancel()
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if fp.Err != nil && errors.Is(fp.Err, context.DeadlineExceeded) && ctx.Err() == nil {
+				return // the one-second poll ended
+			}
 			if fp.Err != nil {
 				lastErr = fmt.Errorf("partition %d: %w", fp.Partition, fp.Err)
 				return
@@ -187,6 +201,9 @@ func readSpans(ctx context.Context, via, topic string, spans []span) ([][]histor
 				return
 			}
 			s := spans[fp.Partition]
+			if len(fp.Records) > 0 {
+				progress = time.Now()
+			}
 			for _, r := range fp.Records {
 				if r.Offset < s.hwm {
 					records[fp.Partition] = append(records[fp.Partition], history.Record{Partition: r.Partition, Offset: r.Offset, Value: string(r.Value)})

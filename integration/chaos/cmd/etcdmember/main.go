@@ -25,8 +25,8 @@ import (
 
 type options struct {
 	name, dir, client, peer, cluster, state, logLevel, token string
-	noFsync                                              bool
-	quotaBytes                                           int64
+	noFsync                                                  bool
+	quotaBytes                                               int64
 }
 
 func main() {

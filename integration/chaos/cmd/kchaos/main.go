@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/integration/chaos"
-	"github.com/kproxy/kproxy/integration/chaos/checker"
 	"github.com/kproxy/kproxy/integration/chaos/nemesis"
 	"github.com/kproxy/kproxy/integration/chaos/workload"
 )
@@ -35,6 +34,7 @@ func run() int {
 		mutation    time.Duration
 		docs        string
 		verbose     bool
+		docsOnly    bool
 		seed        uint64
 		brokerFlags string
 	)
@@ -54,6 +54,8 @@ func run() int {
 	flag.StringVar(&opt.Bin.EtcdMember, "etcdmember", "", "prebuilt etcdmember binary (default: go build)")
 	flag.StringVar(&brokerFlags, "broker-flags", "", "extra flags for every broker, space-separated")
 	flag.StringVar(&docs, "docs", "docs/correctness.md", "write the correctness page with this run's figures here (\"\": don't)")
+	flag.BoolVar(&opt.KeepData, "keep-data", false, "keep etcd and store data of valid runs too (invalid runs always keep it)")
+	flag.BoolVar(&docsOnly, "docs-only", false, "only write -docs from the newest reports under -results; run nothing")
 	flag.BoolVar(&verbose, "v", false, "log progress to stderr")
 	flag.Parse()
 
@@ -70,6 +72,15 @@ func run() int {
 		level = slog.LevelInfo
 	}
 	opt.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	if docsOnly {
+		if err := chaos.WriteDocs(docs, opt.Results, nil, nil); err != nil {
+			fmt.Fprintln(os.Stderr, "kchaos: docs:", err)
+			return 2
+		}
+		fmt.Println("docs written:", docs)
+		return 0
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -122,7 +133,7 @@ func verdict(rep *chaos.Report, err error, mutation bool) int {
 		return 2
 	}
 	if mutation {
-		if rep.Anomalies[checker.InconsistentOffsets] > 0 || rep.Anomalies[checker.LostWrite] > 0 {
+		if rep.MutationDetected() {
 			fmt.Println("mutation detected: the checker sees what fencing prevents")
 			return 0
 		}
