@@ -78,11 +78,11 @@ var repeatable = map[kmsg.Key]bool{
 //     applied): Ambiguous for APIs that change state (Produce, OffsetCommit,
 //     JoinGroup, ...), Definite for repeatable ones (Fetch, ListOffsets,
 //     Metadata, OffsetFetch, Heartbeat, ...).
-//   - UNKNOWN_LEADER_EPOCH (the client's epoch is newer than the broker's:
-//     we reached a stale owner): Definite for the repeatable APIs that carry
-//     an epoch (Fetch, ListOffsets, OffsetForLeaderEpoch), else Final.
-//   - FENCED_LEADER_EPOCH (the client's epoch is older): Final; the client
-//     must refresh its metadata, and any broker would say the same.
+//   - UNKNOWN_LEADER_EPOCH (the client's epoch is newer than the owner's)
+//     and FENCED_LEADER_EPOCH (older): Final. Only the owner answers either,
+//     so a retry that avoids it would only bounce off NOT_LEADER_OR_FOLLOWER
+//     elsewhere; the client refreshes its metadata and retries, as Kafka
+//     defines.
 //   - UNKNOWN_TOPIC_OR_PARTITION: Final for every API, Produce included.
 //     Nothing was written, but every broker reads topics from the same etcd,
 //     so another broker would answer the same; clients treat the code as
@@ -105,11 +105,6 @@ func Classify(apiKey int16, code int16) Class {
 			return Definite
 		}
 		return Ambiguous
-	case kerr.UnknownLeaderEpoch.Code:
-		if repeatable[key] {
-			return Definite
-		}
-		return Final
 	}
 	return Final
 }

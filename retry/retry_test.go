@@ -40,7 +40,7 @@ func TestClassify(t *testing.T) {
 		{kerr.RequestTimedOut, []Class{A, R, R, R, R, R, A, A, A, R, A}},
 		{kerr.NetworkException, []Class{A, R, R, R, R, R, A, A, A, R, A}},
 		{kerr.KafkaStorageError, []Class{A, R, R, R, R, R, A, A, A, R, A}},
-		{kerr.UnknownLeaderEpoch, []Class{F, R, R, R, R, R, F, F, F, R, F}},
+		{kerr.UnknownLeaderEpoch, []Class{F, F, F, F, F, F, F, F, F, F, F}},
 		{kerr.FencedLeaderEpoch, []Class{F, F, F, F, F, F, F, F, F, F, F}},
 		{kerr.UnknownTopicOrPartition, []Class{F, F, F, F, F, F, F, F, F, F, F}},
 		{kerr.CoordinatorLoadInProgress, []Class{F, F, F, F, F, F, F, F, F, F, F}},

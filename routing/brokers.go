@@ -106,10 +106,10 @@ func (s *brokerSet) without(id int32) *brokerSet {
 // for key (highest random weight hashing). Scores depend only on the key and
 // the broker, so removing a broker moves only the keys it had, and every
 // proxy with the same live set picks the same broker.
-func (s *brokerSet) rendezvous(key uint64, avoid int32) (int32, bool) {
+func (s *brokerSet) rendezvous(key uint64, avoid Avoid) (int32, bool) {
 	best, bestScore, found := int32(-1), uint64(0), false
 	for _, b := range s.hashes {
-		if b.id == avoid {
+		if avoid.Has(b.id) {
 			continue
 		}
 		sc := mix64(key ^ b.h)

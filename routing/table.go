@@ -158,12 +158,7 @@ func (t *Table) Epoch(topic string, p int32) int32 {
 // is avoid, else the rendezvous choice among live brokers other than avoid
 // (every proxy replica picks the same one). false means no broker is left.
 func (t *Table) Route(topic string, p int32, avoid int32) (int32, bool) {
-	st := t.st.Load()
-	o, _ := unpack(st.slot(topic, p))
-	if o >= 0 && o != avoid && st.brokers.live(o) {
-		return o, true
-	}
-	return st.brokers.rendezvous(partitionKey(topic, p), avoid)
+	return t.RouteAvoiding(topic, p, AvoidOne(avoid))
 }
 
 // Coordinator returns the broker named by the group's coordinator key (-1 if
@@ -182,19 +177,14 @@ func (t *Table) CoordinatorEpoch(group string) int32 {
 
 // RouteGroup is Route for a group's coordinator.
 func (t *Table) RouteGroup(group string, avoid int32) (int32, bool) {
-	st := t.st.Load()
-	b, _ := unpack(st.groups.get(group))
-	if b >= 0 && b != avoid && st.brokers.live(b) {
-		return b, true
-	}
-	return st.brokers.rendezvous(groupKey(group), avoid)
+	return t.RouteGroupAvoiding(group, AvoidOne(avoid))
 }
 
 // AnyBroker picks a live broker other than avoid for a request that any
 // broker can answer, by rendezvous on key so that equal keys go to the same
 // broker.
 func (t *Table) AnyBroker(key string, avoid int32) (int32, bool) {
-	return t.st.Load().brokers.rendezvous(anyKey(key), avoid)
+	return t.AnyBrokerAvoiding(key, AvoidOne(avoid))
 }
 
 // Broker returns a live broker.

@@ -66,7 +66,7 @@ func TestOwnerRouteSemantics(t *testing.T) {
 			}
 			wantRoute := tc.want.route
 			if wantRoute == -2 {
-				wantRoute, _ = tb.st.Load().brokers.rendezvous(partitionKey("a", tc.p), -1)
+				wantRoute, _ = tb.st.Load().brokers.rendezvous(partitionKey("a", tc.p), Avoid{})
 			}
 			if r, ok := tb.Route("a", tc.p, -1); !ok || r != wantRoute {
 				t.Fatalf("Route = (%d, %v), want (%d, true)", r, ok, wantRoute)

@@ -9,13 +9,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/retry"
+	"github.com/kproxy/kproxy/routing"
 )
 
 // forwardOp sends a request that one broker answers (a group's
 // coordinator, or any broker for admin requests) with its body unchanged,
 // and returns the broker's answer unchanged unless it is a definite
 // refusal (NOT_COORDINATOR, NOT_CONTROLLER, ...), which is retried on a
-// fresh route that avoids the refusing broker.
+// fresh route that avoids the brokers that refused.
 type forwardOp struct {
 	d        *Dispatcher
 	h        Header
@@ -26,7 +27,7 @@ type forwardOp struct {
 	byGroup  bool
 	lostCode int16 // answer when no broker ever took the request
 	broker   int32
-	avoid    int32
+	avoid    routing.Avoid // brokers that refused so far
 	tries    int
 	deadline time.Time
 	p        Pending
@@ -38,7 +39,7 @@ type forwardOp struct {
 func (d *Dispatcher) forward(ctx context.Context, conn uint64, h Header, req kmsg.Request, own *[]byte, target string, byGroup bool) (op, Reply, error) {
 	o := &forwardOp{
 		d: d, h: h, conn: conn, req: req, own: own, target: target, byGroup: byGroup,
-		avoid: -1, deadline: d.budget(0), lostCode: kerr.RequestTimedOut.Code,
+		deadline: d.budget(0), lostCode: kerr.RequestTimedOut.Code,
 	}
 	if byGroup {
 		o.lostCode = kerr.CoordinatorNotAvailable.Code
@@ -53,9 +54,9 @@ func (d *Dispatcher) forward(ctx context.Context, conn uint64, h Header, req kms
 
 func (o *forwardOp) route() (int32, bool) {
 	if o.byGroup {
-		return o.d.routes.RouteGroup(o.target, o.avoid)
+		return o.d.routes.RouteGroupAvoiding(o.target, o.avoid)
 	}
-	return o.d.routes.AnyBroker(o.target, o.avoid)
+	return o.d.routes.AnyBrokerAvoiding(o.target, o.avoid)
 }
 
 func (o *forwardOp) send(ctx context.Context) bool {
@@ -108,7 +109,7 @@ func (o *forwardOp) finish(ctx context.Context) (Reply, error) {
 			return o.local(o.lostCode), nil
 		}
 		o.d.m.retried(o.h.Key, code, err)
-		o.avoid = o.broker
+		o.avoid.Add(o.broker)
 		if err := o.pause(ctx, delay); err != nil {
 			return Reply{}, fmt.Errorf("%s: %w", name, err)
 		}
@@ -175,5 +176,5 @@ func (o *forwardOp) moved() bool {
 		return false
 	}
 	b, owned := o.d.routes.Coordinator(o.target)
-	return owned && b != o.avoid
+	return owned && !o.avoid.Has(b)
 }

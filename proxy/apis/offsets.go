@@ -92,7 +92,13 @@ func (o *listOffsetsOp) decode(d *Dispatcher) error {
 	if err := o.req.UnsafeReadFrom(*o.s.own); err != nil {
 		return err
 	}
-	o.s.deadline = d.budget(o.req.TimeoutMillis)
+	// TimeoutMillis exists from v10 on; before that the decoded struct holds
+	// kmsg's default (30 s), which is no budget the client asked for.
+	var timeout int32
+	if o.s.version >= 10 {
+		timeout = o.req.TimeoutMillis
+	}
+	o.s.deadline = d.budget(timeout)
 	o.slots = make([]kmsg.ListOffsetsResponseTopicPartition, countParts(o.req.Topics, loParts))
 	addTopics(d, &o.s, o.req.Topics, func(t *kmsg.ListOffsetsRequestTopic) string { return t.Topic }, loParts,
 		func(p *kmsg.ListOffsetsRequestTopicPartition) int32 { return p.Partition })

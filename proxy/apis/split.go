@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/retry"
+	"github.com/kproxy/kproxy/routing"
 )
 
 // The split engine serves every request made of independent items
@@ -53,10 +54,10 @@ type item struct {
 	topic  string // topic (or group) name, for routing and matching
 	id     [16]byte
 	part   int32
-	ti, pi int32 // topic index in the client's request, partition index in that topic
-	broker int32 // broker of the current attempt
-	avoid  int32 // broker that refused last, -1 if none
-	tries  int32 // attempts sent
+	ti, pi int32         // topic index in the client's request, partition index in that topic
+	broker int32         // broker of the current attempt
+	avoid  routing.Avoid // brokers that refused this item so far
+	tries  int32         // attempts sent
 	state  uint8
 	filled bool   // the slot holds an answer
 	mark   uint32 // absorb pass that matched the item
@@ -135,7 +136,7 @@ func (s *splitter) init(d *Dispatcher, ops partOps, h Header, conn uint64) {
 
 // add appends an item to be routed; it returns the item's index.
 func (s *splitter) add(topic string, id [16]byte, part, ti, pi int32) int32 {
-	s.items = append(s.items, item{topic: topic, id: id, part: part, ti: ti, pi: pi, broker: -1, avoid: -1})
+	s.items = append(s.items, item{topic: topic, id: id, part: part, ti: ti, pi: pi, broker: -1})
 	return int32(len(s.items) - 1)
 }
 
@@ -149,9 +150,9 @@ func (s *splitter) addLocal(topic string, id [16]byte, part, ti, pi int32, code 
 
 func (s *splitter) route(it *item) (int32, bool) {
 	if s.byGroup {
-		return s.d.routes.RouteGroup(it.topic, it.avoid)
+		return s.d.routes.RouteGroupAvoiding(it.topic, it.avoid)
 	}
-	return s.d.routes.Route(it.topic, it.part, it.avoid)
+	return s.d.routes.RouteAvoiding(it.topic, it.part, it.avoid)
 }
 
 // dispatch routes the idle items and sends one sub-request per broker.
@@ -339,26 +340,26 @@ func (s *splitter) refused(i int32, code int16, err error) bool {
 		}
 		return false
 	}
-	if s.ownerMoved(it, it.broker) {
+	it.avoid.Add(it.broker)
+	if s.ownerMoved(it) {
 		delay = 0
 	}
 	it.state = itemRetry
-	it.avoid = it.broker
 	it.due = now.Add(delay)
 	s.retries++
 	s.d.m.retried(s.key, code, err)
 	return true
 }
 
-// ownerMoved says whether routing already names a live owner other than
-// the broker that refused, so the retry need not wait.
-func (s *splitter) ownerMoved(it *item, refuser int32) bool {
+// ownerMoved says whether routing already names a live owner that has not
+// refused this item, so the retry need not wait.
+func (s *splitter) ownerMoved(it *item) bool {
 	if s.byGroup {
 		b, owned := s.d.routes.Coordinator(it.topic)
-		return owned && b != refuser
+		return owned && !it.avoid.Has(b)
 	}
 	b, _, owned := s.d.routes.Owner(it.topic, it.part)
-	return owned && b != refuser
+	return owned && !it.avoid.Has(b)
 }
 
 // resendDue sends the retries that are due, or whose owner moved; it
@@ -367,7 +368,7 @@ func (s *splitter) resendDue(ctx context.Context, now time.Time) bool {
 	n := 0
 	for i := range s.items {
 		it := &s.items[i]
-		if it.state != itemRetry || (now.Before(it.due) && !s.ownerMoved(it, it.avoid)) {
+		if it.state != itemRetry || (now.Before(it.due) && !s.ownerMoved(it)) {
 			continue
 		}
 		it.state = itemIdle

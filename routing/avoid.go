@@ -1,0 +1,84 @@
+package routing
+
+// Avoid is the set of brokers a retry should not go back to: every broker
+// that refused during one request, so that retries move on to brokers not
+// yet tried instead of alternating between two refusers. It remembers the
+// most recent maxAvoid refusers; the zero value avoids nothing. It is a small
+// value, passed by value without allocating.
+type Avoid struct {
+	ids  [maxAvoid]int32
+	n    uint8 // refusers remembered, at most maxAvoid
+	next uint8 // slot the next refuser overwrites
+}
+
+const maxAvoid = 8
+
+// AvoidOne avoids a single broker; a negative id avoids nothing.
+func AvoidOne(id int32) Avoid {
+	var a Avoid
+	a.Add(id)
+	return a
+}
+
+// Add remembers a refuser; negative ids are ignored.
+func (a *Avoid) Add(id int32) {
+	if id < 0 || a.Has(id) {
+		return
+	}
+	a.ids[a.next] = id
+	a.next = (a.next + 1) % maxAvoid
+	a.n = min(a.n+1, maxAvoid)
+}
+
+// Has reports whether id is avoided.
+func (a Avoid) Has(id int32) bool {
+	for i := range a.n {
+		if a.ids[i] == id {
+			return true
+		}
+	}
+	return false
+}
+
+// Last is the most recent refuser, -1 if none.
+func (a Avoid) Last() int32 {
+	if a.n == 0 {
+		return -1
+	}
+	return a.ids[(a.next+maxAvoid-1)%maxAvoid]
+}
+
+// RouteAvoiding is Route with a set to avoid. When every live broker has
+// refused, it forgets all but the last refuser: ownership may have settled
+// since the first refusals, and a request must not run out of brokers while
+// its deadline lasts.
+func (t *Table) RouteAvoiding(topic string, p int32, avoid Avoid) (int32, bool) {
+	st := t.st.Load()
+	o, _ := unpack(st.slot(topic, p))
+	if o >= 0 && !avoid.Has(o) && st.brokers.live(o) {
+		return o, true
+	}
+	return st.brokers.rendezvousAvoiding(partitionKey(topic, p), avoid)
+}
+
+// RouteGroupAvoiding is RouteGroup with a set to avoid, like RouteAvoiding.
+func (t *Table) RouteGroupAvoiding(group string, avoid Avoid) (int32, bool) {
+	st := t.st.Load()
+	b, _ := unpack(st.groups.get(group))
+	if b >= 0 && !avoid.Has(b) && st.brokers.live(b) {
+		return b, true
+	}
+	return st.brokers.rendezvousAvoiding(groupKey(group), avoid)
+}
+
+// AnyBrokerAvoiding is AnyBroker with a set to avoid, like RouteAvoiding.
+func (t *Table) AnyBrokerAvoiding(key string, avoid Avoid) (int32, bool) {
+	return t.st.Load().brokers.rendezvousAvoiding(anyKey(key), avoid)
+}
+
+func (s *brokerSet) rendezvousAvoiding(key uint64, avoid Avoid) (int32, bool) {
+	if b, ok := s.rendezvous(key, avoid); ok || avoid.n <= 1 {
+		return b, ok
+	}
+	return s.rendezvous(key, AvoidOne(avoid.Last()))
+}
