@@ -251,6 +251,12 @@ func (s *syncer) watch(ctx context.Context, rev int64) (int64, string, error) {
 			silent = 0
 			s.backoff = 0
 		case <-tick.C:
+			if wch != nil && s.current(wctx, rev) {
+				// Nothing was written since rev: the view is complete now.
+				silent = 0
+				s.cfg.Handler.Synced(rev)
+				continue
+			}
 			if silent++; silent >= stallTicks {
 				return rev, ReasonStalled, errStalled
 			}
@@ -275,6 +281,17 @@ func (s *syncer) apply(resp *clientv3.WatchResponse, rev int64) int64 {
 	rev = max(rev, resp.Header.GetRevision())
 	h.Synced(rev)
 	return rev
+}
+
+// current reports whether etcd's revision is still rev, with one linearizable
+// read of a single key. Progress requests cannot confirm that: etcd answers
+// them only once its revision reaches the watch's start revision (rev+1), so
+// on an idle cluster they go unanswered and a healthy watch would look stalled.
+func (s *syncer) current(ctx context.Context, rev int64) bool {
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.ProgressInterval)
+	defer cancel()
+	resp, err := s.cfg.Client.Get(rctx, s.cfg.Prefix, clientv3.WithCountOnly())
+	return err == nil && resp.Header.GetRevision() <= rev
 }
 
 // requestProgress asks etcd to confirm the watch's revision; the answer comes

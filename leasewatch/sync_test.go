@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,6 +277,23 @@ func TestSyncProgressAdvancesWithoutEvents(t *testing.T) {
 	m.waitFor(t, "more progress confirmations", func(_ map[string]string, _ int64, _, n int) bool { return n >= before+3 })
 	if kv, _, resets, _ := m.state(); len(kv) != 0 || resets != 1 {
 		t.Fatalf("quiet prefix: %d keys, %d resets", len(kv), resets)
+	}
+}
+
+// TestSyncIdleClusterIsNotStalled: with no write at all after the listing,
+// etcd never answers progress requests (its revision stays below the watch's
+// start revision); the watch must still count as current, not stalled.
+func TestSyncIdleClusterIsNotStalled(t *testing.T) {
+	_, cli := etcdlocal.StartForTest(t)
+	m := newMirror()
+	var resyncs atomic.Int32
+	runSync(t, SyncConfig{Client: cli, Prefix: "/idle/", Handler: m, ProgressInterval: 20 * time.Millisecond,
+		OnResync: func(string) { resyncs.Add(1) }})
+	m.waitFor(t, "first sync", func(_ map[string]string, rev int64, _, _ int) bool { return rev > 0 })
+	// Many times the stall threshold (3 silent intervals) of confirmations.
+	m.waitFor(t, "15 confirmations on an idle cluster", func(_ map[string]string, _ int64, _, n int) bool { return n >= 16 })
+	if _, _, resets, _ := m.state(); resets != 1 || resyncs.Load() != 0 {
+		t.Fatalf("idle cluster: %d listings, %d resyncs; want 1 and 0", resets, resyncs.Load())
 	}
 }
 
