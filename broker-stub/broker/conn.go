@@ -127,7 +127,7 @@ func (c *conn) dispatch(frame []byte) error {
 	c.b.metrics.request(h.key)
 	switch r := req.(type) {
 	case *kmsg.ApiVersionsRequest:
-		if r.Version >= 3 && r.ClientSoftwareName == "kproxy" {
+		if answersUnordered(r) {
 			c.unordered.Store(true)
 		}
 		c.respondNow(h, c.b.apiVersions(r))

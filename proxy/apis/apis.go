@@ -36,8 +36,11 @@ type Reply struct {
 // Sender forwards encoded request bodies to brokers.
 type Sender interface {
 	// Send copies body into a request frame and queues it on one of broker's
-	// connections; requests with equal affinity for one broker go to the same
-	// connection and are written in the order Send was called. Send does not
+	// connections. Requests with equal affinity for one broker are written in
+	// the order Send was called; against a broker that answers in order, the
+	// requests it may hold (long-poll fetches, JoinGroup, SyncGroup) keep that
+	// order among themselves on a connection of their own, so that they never
+	// hold up other requests. Produce requests always share one ordered path. Send does not
 	// keep body after it returns. An error from Send or from the Pending wraps
 	// retry.ErrNotSent when the request definitely did not reach the broker;
 	// any other error is ambiguous (the broker may have processed it).

@@ -7,15 +7,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/retry"
 )
@@ -37,13 +33,20 @@ const (
 // in whatever order they come.
 type conn struct {
 	bp     *brokerPool
-	slot   *slot
+	owner  connOwner
 	ctx    context.Context
 	cancel context.CancelFunc
 	sem    chan struct{} // one token per request in inflight
 	wake   chan struct{} // cap 1: the queue is not empty
 	dead   chan struct{} // closed by fail
+	ready  chan struct{} // closed once the handshake is done
 	dying  atomic.Bool
+	// idle, when positive, closes the connection once it has had nothing
+	// in flight that long (dedicated connections).
+	idle time.Duration
+	// unordered: the broker advertised unorderedFeature, so it may answer
+	// in any order. Written before ready is closed; read after.
+	unordered bool
 
 	mu           sync.Mutex
 	nc           net.Conn
@@ -54,16 +57,40 @@ type conn struct {
 	queue        []*request
 	written      deadlineHeap // written requests awaiting a response
 	readDeadline time.Time
+	lastDeadline time.Time // of the last written request
+	idleSince    time.Time // when inflight last became empty
 }
 
-func newConn(bp *brokerPool, s *slot) *conn {
+// connOwner holds a connection and learns of its death. onDead is called
+// once, with c.mu held, and must mark c dying.
+type connOwner interface {
+	onDead(c *conn, connected bool, cause error)
+}
+
+func newConn(bp *brokerPool, owner connOwner, idle time.Duration) *conn {
 	ctx, cancel := context.WithCancel(bp.ctx)
 	return &conn{
-		bp: bp, slot: s, ctx: ctx, cancel: cancel,
-		sem:      make(chan struct{}, bp.p.cfg.MaxInFlightPerConn),
-		wake:     make(chan struct{}, 1),
-		dead:     make(chan struct{}),
-		inflight: make(map[int32]*request),
+		bp: bp, owner: owner, ctx: ctx, cancel: cancel, idle: idle,
+		sem:       make(chan struct{}, bp.p.cfg.MaxInFlightPerConn),
+		wake:      make(chan struct{}, 1),
+		dead:      make(chan struct{}),
+		ready:     make(chan struct{}),
+		inflight:  make(map[int32]*request),
+		idleSince: time.Now(),
+	}
+}
+
+// answersInOrder waits for the handshake and reports whether the broker
+// answers this connection one request at a time, in order (it did not
+// advertise unorderedFeature).
+func (c *conn) answersInOrder(ctx context.Context) (bool, error) {
+	select {
+	case <-c.ready:
+		return !c.unordered, nil
+	case <-c.dead:
+		return false, c.notSent(c.failure())
+	case <-ctx.Done():
+		return false, c.notSent(fmt.Errorf("wait for handshake: %w", context.Cause(ctx)))
 	}
 }
 
@@ -137,6 +164,12 @@ func (c *conn) removeLocked(r *request) {
 	r.state = stDone
 	<-c.sem
 	c.bp.m.inflight.Dec()
+	if len(c.inflight) == 0 {
+		c.idleSince = time.Now()
+		if c.idle > 0 {
+			c.bp.laneIdle()
+		}
+	}
 }
 
 // armReadDeadlineLocked gives the connection until the earliest deadline of
@@ -178,11 +211,18 @@ func (c *conn) withdraw(r *request) bool {
 // fail closes the connection and fails every request on it: queued ones (and
 // ones only partly written) definitely did not reach the broker; written ones
 // may have.
-func (c *conn) fail(kind string, cause error) {
+func (c *conn) fail(kind string, cause error) { c.failIf(kind, cause, false) }
+
+// closeIfIdle closes the connection if nothing is queued or in flight on
+// it, atomically with respect to enqueue: a request either is refused
+// (ErrNotSent) or keeps the connection open.
+func (c *conn) closeIfIdle(cause error) bool { return c.failIf(kindClosed, cause, true) }
+
+func (c *conn) failIf(kind string, cause error, onlyIdle bool) bool {
 	c.mu.Lock()
-	if c.err != nil {
+	if c.err != nil || (onlyIdle && len(c.inflight) > 0) {
 		c.mu.Unlock()
-		return
+		return false
 	}
 	c.err = cause
 	reqs := make([]*request, 0, len(c.inflight))
@@ -207,7 +247,7 @@ func (c *conn) fail(kind string, cause error) {
 	// Under c.mu, so that request.Wait and slot.get never see a failed
 	// connection that is not marked dying, nor a dying one whose failure
 	// the slot's backoff has not counted.
-	c.slot.onDead(c, connected, cause)
+	c.owner.onDead(c, connected, cause)
 	c.mu.Unlock()
 
 	close(c.dead)
@@ -227,6 +267,7 @@ func (c *conn) fail(kind string, cause error) {
 	for i, r := range reqs {
 		r.complete(nil, errs[i])
 	}
+	return true
 }
 
 // writeLoop owns the connection's life: dial, handshake, then write batches
@@ -287,12 +328,45 @@ func (c *conn) takeBatch(batch []*request) []*request {
 			c.mu.Unlock()
 			return batch
 		}
+		idleFor := c.idleWaitLocked()
 		c.mu.Unlock()
+		if idleFor == 0 {
+			select {
+			case <-c.wake:
+			case <-c.dead:
+			}
+			continue
+		}
+		if idleFor < 0 {
+			if c.closeIfIdle(errIdle) {
+				return nil
+			}
+			continue
+		}
+		t := time.NewTimer(idleFor)
 		select {
 		case <-c.wake:
 		case <-c.dead:
+		case <-t.C:
 		}
+		t.Stop()
 	}
+}
+
+// idleWaitLocked is how long the writer may sleep before checking whether
+// an idle-closing connection has been idle long enough: 0 for connections
+// that never close when idle, negative when it is time to close.
+func (c *conn) idleWaitLocked() time.Duration {
+	if c.idle <= 0 {
+		return 0
+	}
+	if len(c.inflight) > 0 {
+		return c.idle
+	}
+	if left := c.idle - time.Since(c.idleSince); left > 0 {
+		return left
+	}
+	return -1
 }
 
 // afterWrite records which frames of batch were fully written (the first n
@@ -314,7 +388,7 @@ func (c *conn) afterWrite(batch []*request, n int64) {
 			c.removeLocked(r)
 			acked = append(acked, r)
 		default:
-			r.state, r.deadline = stWritten, now.Add(r.patience)
+			r.state, r.deadline = stWritten, c.deadlineLocked(now, r.patience)
 			heap.Push(&c.written, r)
 		}
 	}
@@ -325,85 +399,19 @@ func (c *conn) afterWrite(batch []*request, n int64) {
 	}
 }
 
-// connect dials and identifies the proxy so that the broker may answer out
-// of order. A failure here is definite for every queued request.
-func (c *conn) connect() (net.Conn, *bufio.Reader, string, error) {
-	cfg := &c.bp.p.cfg
-	d := net.Dialer{Timeout: cfg.DialTimeout}
-	nc, err := d.DialContext(c.ctx, "tcp", c.bp.addr)
-	if err != nil {
-		return nil, nil, kindDial, fmt.Errorf("dial: %w", err)
+// deadlineLocked is when a request written at now with the given patience
+// must have been answered. A broker that answers in order starts on it only
+// after answering everything written before, so its allowance begins no
+// earlier than the previous request's deadline: a long poll or a held
+// JoinGroup ahead of it is not a hung broker.
+func (c *conn) deadlineLocked(now time.Time, patience time.Duration) time.Time {
+	start := now
+	if !c.unordered && c.lastDeadline.After(now) {
+		start = c.lastDeadline
 	}
-	c.mu.Lock()
-	if c.err != nil { // closed while dialing
-		c.mu.Unlock()
-		nc.Close()
-		return nil, nil, kindClosed, c.err
-	}
-	c.nc = nc
-	c.mu.Unlock()
-
-	br := bufio.NewReaderSize(nc, readBufferBytes)
-	if err := c.handshake(nc, br); err != nil {
-		return nil, nil, kindHandshake, fmt.Errorf("handshake: %w", err)
-	}
-	c.mu.Lock()
-	if c.err != nil {
-		c.mu.Unlock()
-		return nil, nil, kindClosed, c.err
-	}
-	c.connected = true
-	c.mu.Unlock()
-	c.bp.m.conns.Inc()
-	c.bp.p.log.Debug("broker connection open", "broker", c.bp.id, "addr", c.bp.addr)
-	return nc, br, "", nil
+	c.lastDeadline = start.Add(patience)
+	return c.lastDeadline
 }
-
-func (c *conn) handshake(nc net.Conn, br *bufio.Reader) error {
-	cfg := &c.bp.p.cfg
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version = 3
-	req.ClientSoftwareName = softwareName
-	req.ClientSoftwareVersion = softwareVersion
-	frame := appendRequestHeader(nil, keyApiVersions, 3, handshakeCorr, cfg.ClientID, true)
-	frame = req.AppendTo(frame)
-	putSize(frame)
-
-	_ = nc.SetDeadline(time.Now().Add(cfg.DialTimeout))
-	if _, err := nc.Write(frame); err != nil {
-		return err
-	}
-	// ApiVersions responses always have header v0: just the correlation id.
-	resp, err := readFrame(br)
-	if err != nil {
-		return err
-	}
-	if len(resp) < 6 || int32(binary.BigEndian.Uint32(resp)) != handshakeCorr {
-		return errors.New("malformed ApiVersions response")
-	}
-	if code := int16(binary.BigEndian.Uint16(resp[4:])); code != 0 {
-		return fmt.Errorf("ApiVersions v3: %w", kerr.ErrorForCode(code))
-	}
-	return nc.SetDeadline(time.Time{})
-}
-
-func readFrame(br *bufio.Reader) ([]byte, error) {
-	var sz [4]byte
-	if _, err := io.ReadFull(br, sz[:]); err != nil {
-		return nil, err
-	}
-	n := int32(binary.BigEndian.Uint32(sz[:]))
-	if n < 4 || n > maxResponseBytes {
-		return nil, fmt.Errorf("response frame of %d bytes: %w", n, errProtocol)
-	}
-	buf := make([]byte, n) // handed to the caller of Wait: never pooled
-	if _, err := io.ReadFull(br, buf); err != nil {
-		return nil, err
-	}
-	return buf, nil
-}
-
-var errProtocol = errors.New("protocol violation")
 
 // readLoop hands each response to the request with its correlation id.
 func (c *conn) readLoop(br *bufio.Reader) {

@@ -22,17 +22,33 @@ type received struct {
 	req      kmsg.Request
 	fb       *fakeBroker
 	w        *fakeConn
+	answered chan struct{} // closed by reply
+	once     sync.Once
 }
 
-// reply answers the request (in any order relative to others).
-func (r *received) reply(resp kmsg.Response) { r.w.write(r, resp) }
+// reply answers the request (in any order relative to others, unless the
+// broker answers in order: it reads nothing more from that connection until
+// the reply).
+func (r *received) reply(resp kmsg.Response) {
+	r.w.write(r, resp)
+	r.once.Do(func() { close(r.answered) })
+}
+
+// replyEmpty answers with the request's response kind, all fields default.
+func (r *received) replyEmpty() { r.reply(r.req.ResponseKind()) }
 
 // fakeBroker is a tiny Kafka broker for tests: it decodes every frame with
 // kmsg, answers ApiVersions itself and hands other requests to the test
 // through a channel, so the test decides when and in which order to answer.
+// By default it advertises unorderedFeature and lets the test answer in any
+// order; an in-order one (newInOrderFakeBroker) advertises nothing and, like
+// Kafka, reads a connection's next request only once the previous one is
+// answered.
 type fakeBroker struct {
-	t  testing.TB
-	ln net.Listener
+	t       testing.TB
+	ln      net.Listener
+	inOrder bool
+	quit    chan struct{} // closed by close: in-order conns stop waiting
 
 	reqs      chan *received // every non-ApiVersions request
 	hellos    chan *kmsg.ApiVersionsRequest
@@ -52,15 +68,22 @@ type fakeConn struct {
 
 func newFakeBroker(t testing.TB) *fakeBroker { return newFakeBrokerHolding(t, nil) }
 
+// newInOrderFakeBroker answers one request at a time per connection.
+func newInOrderFakeBroker(t testing.TB) *fakeBroker { return startFakeBroker(t, nil, true) }
+
 // newFakeBrokerHolding answers each ApiVersions only after receiving from
 // hold (nil: at once), which keeps a connection in its handshake.
 func newFakeBrokerHolding(t testing.TB, hold chan struct{}) *fakeBroker {
+	return startFakeBroker(t, hold, false)
+}
+
+func startFakeBroker(t testing.TB, hold chan struct{}, inOrder bool) *fakeBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	fb := &fakeBroker{t: t, ln: ln, reqs: make(chan *received, 4096), hellos: make(chan *kmsg.ApiVersionsRequest, 64), closed: make(chan int, 64), holdHello: hold}
+	fb := &fakeBroker{t: t, ln: ln, inOrder: inOrder, quit: make(chan struct{}), reqs: make(chan *received, 4096), hellos: make(chan *kmsg.ApiVersionsRequest, 64), closed: make(chan int, 64), holdHello: hold}
 	fb.wg.Add(1)
 	go fb.accept()
 	t.Cleanup(fb.close)
@@ -93,6 +116,13 @@ func (fb *fakeBroker) kill(idx int) {
 }
 
 func (fb *fakeBroker) close() {
+	if fb.quit != nil {
+		select {
+		case <-fb.quit:
+		default:
+			close(fb.quit)
+		}
+	}
 	fb.ln.Close()
 	fb.mu.Lock()
 	for _, c := range fb.conns {
@@ -122,10 +152,23 @@ func (fb *fakeBroker) serve(c *fakeConn) {
 			fb.hellos <- hello
 			resp := kmsg.NewPtrApiVersionsResponse()
 			resp.Version = r.version
+			if !fb.inOrder {
+				f := kmsg.NewApiVersionsResponseSupportedFeature()
+				f.Name, f.MinVersion, f.MaxVersion = unorderedFeature, 1, 1
+				resp.SupportedFeatures = append(resp.SupportedFeatures, f)
+			}
 			c.write(r, resp)
 			continue
 		}
 		fb.reqs <- r
+		if fb.inOrder {
+			select {
+			case <-r.answered:
+			case <-fb.quit:
+				c.nc.Close()
+				return
+			}
+		}
 	}
 }
 
@@ -138,7 +181,7 @@ func (fb *fakeBroker) readRequest(c *fakeConn, br *bufio.Reader) (*received, err
 	if _, err := io.ReadFull(br, buf); err != nil {
 		return nil, err
 	}
-	r := &received{conn: c.idx, fb: fb, w: c}
+	r := &received{conn: c.idx, fb: fb, w: c, answered: make(chan struct{})}
 	r.key = int16(binary.BigEndian.Uint16(buf))
 	r.version = int16(binary.BigEndian.Uint16(buf[2:]))
 	r.corr = int32(binary.BigEndian.Uint32(buf[4:]))

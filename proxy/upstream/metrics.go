@@ -19,9 +19,10 @@ const (
 )
 
 type metrics struct {
-	conns    *prometheus.GaugeVec
-	inflight *prometheus.GaugeVec
-	errors   *prometheus.CounterVec
+	conns     *prometheus.GaugeVec
+	dedicated *prometheus.GaugeVec
+	inflight  *prometheus.GaugeVec
+	errors    *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -29,6 +30,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		conns: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kproxy_upstream_connections",
 			Help: "Open connections to each broker (handshake done).",
+		}, []string{"broker"}),
+		dedicated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kproxy_upstream_dedicated_connections",
+			Help: "Dedicated connections to each broker (dialing or open) carrying long-held requests (long polls, JoinGroup, SyncGroup) of one client connection, for brokers that answer in order.",
 		}, []string{"broker"}),
 		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kproxy_upstream_inflight",
@@ -41,6 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		m.conns = register(reg, m.conns)
+		m.dedicated = register(reg, m.dedicated)
 		m.inflight = register(reg, m.inflight)
 		m.errors = register(reg, m.errors)
 	}
@@ -63,15 +69,16 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 
 // brokerMetrics are one broker's children, resolved once per broker pool.
 type brokerMetrics struct {
-	m        *metrics
-	label    string
-	conns    prometheus.Gauge
-	inflight prometheus.Gauge
+	m         *metrics
+	label     string
+	conns     prometheus.Gauge
+	dedicated prometheus.Gauge
+	inflight  prometheus.Gauge
 }
 
 func (m *metrics) forBroker(id int32) *brokerMetrics {
 	l := strconv.FormatInt(int64(id), 10)
-	return &brokerMetrics{m: m, label: l, conns: m.conns.WithLabelValues(l), inflight: m.inflight.WithLabelValues(l)}
+	return &brokerMetrics{m: m, label: l, conns: m.conns.WithLabelValues(l), dedicated: m.dedicated.WithLabelValues(l), inflight: m.inflight.WithLabelValues(l)}
 }
 
 func (b *brokerMetrics) fail(kind string) { b.m.errors.WithLabelValues(b.label, kind).Inc() }

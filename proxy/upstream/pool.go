@@ -1,14 +1,27 @@
 // Package upstream keeps pooled, multiplexed connections to brokers; it is
 // the apis.Sender behind the proxy.
 //
-// Each broker gets a fixed number of connections. A request goes to the
-// connection its affinity selects, so requests with equal affinity to one
+// Each broker gets a fixed number of shared connections. A request goes to
+// the connection its affinity selects, so requests with equal affinity to one
 // broker are written in the order Send was called. Each connection gets its
-// own correlation ids, identifies itself with ApiVersions so that brokers may
-// answer out of order, and matches responses by correlation id. A broken
-// connection fails only its own requests: those not fully written with
-// retry.ErrNotSent, those written with an ambiguous error. It is redialed on
-// the next Send, with backoff after dial failures.
+// own correlation ids, identifies itself with ApiVersions and matches
+// responses by correlation id. A broken connection fails only its own
+// requests: those not fully written with retry.ErrNotSent, those written with
+// an ambiguous error. It is redialed on the next Send, with backoff after dial
+// failures.
+//
+// Head-of-line blocking: a broker that advertises the supported feature
+// "kproxy.unordered-responses" (v1) in its ApiVersions response answers each
+// request when ready, and then every request shares the pooled connections.
+// Any other broker (Apache Kafka, kfake) answers one request at a time per
+// connection, so a request it may hold for long (see holdsConnection) would
+// delay every stranger's request queued behind it on a shared connection.
+// Against such a broker those requests go instead to a connection dedicated
+// to their affinity (the client connection): created on first use, reused for
+// that affinity's later long requests, closed after BlockingConnIdle without
+// requests, at most MaxBlockingConnsPerBroker per broker. Requests of one
+// affinity keep their order among the shared ones (all produces) and among
+// the dedicated ones, not across the two.
 package upstream
 
 import (
@@ -53,6 +66,14 @@ type Config struct {
 	// taken for hung and fails (default 30s). The caller's context also
 	// bounds Pending.Wait.
 	ReadTimeout time.Duration
+	// MaxBlockingConnsPerBroker bounds the dedicated connections per broker
+	// that carry requests a broker may hold for long (long polls, JoinGroup,
+	// SyncGroup) to brokers answering in order (default 256). At the bound
+	// an idle one is closed, else Send waits for one to free up.
+	MaxBlockingConnsPerBroker int
+	// BlockingConnIdle closes a dedicated connection that has had no
+	// request in flight this long (default 30s).
+	BlockingConnIdle time.Duration
 	// ClientID is the client id in request headers (default "kproxy").
 	ClientID string
 	// MaxBrokers bounds the per-broker pools kept (default 1024); the least
@@ -79,6 +100,8 @@ func (c *Config) setDefaults() {
 	defInt(&c.ConnsPerBroker, 4)
 	defInt(&c.MaxInFlightPerConn, 256)
 	defInt(&c.MaxBrokers, 1024)
+	defInt(&c.MaxBlockingConnsPerBroker, 256)
+	def(&c.BlockingConnIdle, 30*time.Second)
 	def(&c.DialTimeout, 10*time.Second)
 	def(&c.WriteTimeout, 10*time.Second)
 	def(&c.ReadTimeout, 30*time.Second)
@@ -129,9 +152,11 @@ func NewPool(cfg Config) *Pool {
 }
 
 // Send copies body into a request frame and queues it on the connection to
-// broker that affinity selects. It waits while that connection is full. Its
-// errors wrap retry.ErrNotSent. Produce requests with acks=0 get no response:
-// their Pending returns a nil body once the request is written.
+// broker that affinity selects. It waits while that connection is full, and,
+// for a request the broker may hold long when the broker answers in order,
+// for the handshake and a free dedicated connection. Its errors wrap
+// retry.ErrNotSent. Produce requests with acks=0 get no response: their
+// Pending returns a nil body once the request is written.
 //
 // Pending.Wait returns the response body (header stripped), or an error
 // wrapping retry.ErrNotSent when the request never fully reached the broker
@@ -153,43 +178,42 @@ func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, ver
 	if err != nil {
 		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, err)
 	}
-	c, err := bp.conn(affinity)
-	if err != nil {
-		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, err)
-	}
-	r := &request{flexResp: flexible && key != keyApiVersions, done: make(chan struct{})}
-	r.patience, r.noResp = p.patience(ctx, key, version, body)
+	cl := classify(key, version, body)
+	r := &request{flexResp: flexible && key != keyApiVersions, noResp: cl.noResp, done: make(chan struct{})}
+	r.patience = p.patience(ctx, cl.own)
 	r.frame = p.bufs.Get(4 + 10 + len(p.cfg.ClientID) + 1 + len(body))
 	*r.frame = appendRequestHeader(*r.frame, key, version, 0, p.cfg.ClientID, flexible)
 	*r.frame = append(*r.frame, body...)
 	putSize(*r.frame)
-	if err := c.enqueue(ctx, r); err != nil {
+	for attempt := 1; ; attempt++ {
+		c, err := bp.connFor(ctx, affinity, cl.holds)
+		if err == nil {
+			err = c.enqueue(ctx, r)
+		}
+		if err == nil {
+			return r, nil
+		}
+		// A dedicated connection closing as idle (or reclaimed) refuses the
+		// request before writing anything: take a fresh one.
+		if attempt < 3 && (errors.Is(err, errIdle) || errors.Is(err, errLaneReclaimed)) && ctx.Err() == nil {
+			continue
+		}
 		p.bufs.Put(r.frame)
+		if !errors.Is(err, retry.ErrNotSent) {
+			err = fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, err)
+		}
 		return nil, err
 	}
-	return r, nil
 }
 
-// patience is how long a response to this request may take after its
-// write, and whether none will come (Produce with acks=0).
-func (p *Pool) patience(ctx context.Context, key, version int16, body []byte) (time.Duration, bool) {
-	var own time.Duration
-	noResp := false
-	switch key {
-	case keyProduce:
-		if acks, timeout, ok := produceFields(version, body); ok {
-			noResp = acks == 0
-			own = time.Duration(max(timeout, 0)) * time.Millisecond
-		}
-	case keyFetch:
-		if wait, ok := fetchMaxWait(version, body); ok {
-			own = time.Duration(max(wait, 0)) * time.Millisecond
-		}
-	}
+// patience is how long a response to a request may take after its write:
+// ReadTimeout on top of the request's own allowance or the caller's
+// deadline, whichever is longer.
+func (p *Pool) patience(ctx context.Context, own time.Duration) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		own = max(own, time.Until(dl))
 	}
-	return p.cfg.ReadTimeout + own, noResp
+	return p.cfg.ReadTimeout + own
 }
 
 // brokerPool returns the pool for broker at its current address, replacing
@@ -246,7 +270,8 @@ func (p *Pool) Close() {
 	p.wg.Wait()
 }
 
-// brokerPool is one broker's fixed set of connection slots.
+// brokerPool is one broker's fixed set of shared connection slots plus its
+// dedicated connections (lanes.go).
 type brokerPool struct {
 	p      *Pool
 	id     int32
@@ -256,16 +281,34 @@ type brokerPool struct {
 	cancel context.CancelFunc
 	slots  []slot
 	closed atomic.Bool
+	lanes  lanes
 }
 
 func newBrokerPool(p *Pool, id int32, addr string) *brokerPool {
 	ctx, cancel := context.WithCancel(p.ctx)
-	return &brokerPool{p: p, id: id, addr: addr, m: p.m.forBroker(id), ctx: ctx, cancel: cancel,
+	bp := &brokerPool{p: p, id: id, addr: addr, m: p.m.forBroker(id), ctx: ctx, cancel: cancel,
 		slots: make([]slot, p.cfg.ConnsPerBroker)}
+	bp.lanes.init(p.cfg.MaxBlockingConnsPerBroker)
+	return bp
 }
 
 func (bp *brokerPool) conn(affinity uint64) (*conn, error) {
 	return bp.slots[affinity%uint64(len(bp.slots))].get(bp)
+}
+
+// connFor returns the connection for a request of affinity: the shared one,
+// unless the request may be held long (holds) and the broker answers that
+// connection in order; then the affinity's dedicated connection.
+func (bp *brokerPool) connFor(ctx context.Context, affinity uint64, holds bool) (*conn, error) {
+	c, err := bp.conn(affinity)
+	if err != nil || !holds {
+		return c, err
+	}
+	inOrder, err := c.answersInOrder(ctx)
+	if err != nil || !inOrder {
+		return c, err
+	}
+	return bp.dedicated(ctx, affinity)
 }
 
 // close fails every connection without waiting; Pool.Close waits.
@@ -275,6 +318,7 @@ func (bp *brokerPool) close(cause error) {
 	for i := range bp.slots {
 		bp.slots[i].close(cause)
 	}
+	bp.closeLanes(cause)
 }
 
 // slot holds one connection position of a broker pool and the redial
@@ -302,7 +346,7 @@ func (s *slot) get(bp *brokerPool) (*conn, error) {
 	if wait := time.Until(s.retryAt); wait > 0 {
 		return nil, fmt.Errorf("redial in %s after %d failures: %w", wait.Round(time.Millisecond), s.failures, s.lastErr)
 	}
-	c := newConn(bp, s)
+	c := newConn(bp, s, 0)
 	s.cur.Store(c)
 	c.start()
 	return c, nil

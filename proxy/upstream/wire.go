@@ -11,6 +11,8 @@ const (
 	keyProduce     = int16(kmsg.Produce)
 	keyFetch       = int16(kmsg.Fetch)
 	keyApiVersions = int16(kmsg.ApiVersions)
+	keyJoinGroup   = int16(kmsg.JoinGroup)
+	keySyncGroup   = int16(kmsg.SyncGroup)
 )
 
 // produceFields reads acks and the timeout of an encoded Produce request
@@ -62,6 +64,44 @@ func fetchMaxWait(version int16, body []byte) (int32, bool) {
 		return 0, false
 	}
 	return int32(binary.BigEndian.Uint32(body[off:])), true
+}
+
+// joinGroupRebalanceTimeout reads how long a broker may hold an encoded
+// JoinGroup request body: its rebalance timeout (v1+), or its session
+// timeout in v0, which served as both.
+func joinGroupRebalanceTimeout(version int16, body []byte) (int32, bool) {
+	b, ok := skipString(body, version >= 6)
+	if !ok {
+		return 0, false
+	}
+	off := 0 // v0: the session timeout
+	if version >= 1 {
+		off = 4
+	}
+	if len(b) < off+4 {
+		return 0, false
+	}
+	return int32(binary.BigEndian.Uint32(b[off:])), true
+}
+
+// skipString returns b after the (compact, when flexible) string at its
+// start.
+func skipString(b []byte, compact bool) ([]byte, bool) {
+	if compact {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || n == 0 || uint64(len(b)-w) < n-1 {
+			return nil, false
+		}
+		return b[w+int(n-1):], true
+	}
+	if len(b) < 2 {
+		return nil, false
+	}
+	n := int(int16(binary.BigEndian.Uint16(b)))
+	if n < 0 || len(b)-2 < n {
+		return nil, false
+	}
+	return b[2+n:], true
 }
 
 var errBadTags = errors.New("malformed tagged fields")

@@ -69,3 +69,34 @@ func TestSkipTags(t *testing.T) {
 		}
 	}
 }
+
+func TestJoinGroupRebalanceTimeout(t *testing.T) {
+	for _, version := range []int16{0, 1, 5, 6, 9} {
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version, req.Group, req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = version, "a-group", 45000, 300000
+		req.ProtocolType = "consumer"
+		want := int32(300000)
+		if version == 0 {
+			want = 45000
+		}
+		if got, ok := joinGroupRebalanceTimeout(version, req.AppendTo(nil)); !ok || got != want {
+			t.Errorf("v%d: rebalance timeout %d ok %v, want %d", version, got, ok, want)
+		}
+	}
+	for _, tc := range []struct {
+		version int16
+		body    []byte
+	}{
+		{1, nil},
+		{1, []byte{0, 3, 'a'}},
+		{1, []byte{0, 1, 'a', 0, 0, 0, 1, 0, 0}},
+		{6, []byte{0}},
+		{6, []byte{3, 'a'}},
+		{6, []byte{0x80}},
+		{0, []byte{0xff, 0xff, 0, 0, 0, 1}},
+	} {
+		if _, ok := joinGroupRebalanceTimeout(tc.version, tc.body); ok {
+			t.Errorf("v%d truncated body %v parsed", tc.version, tc.body)
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// unorderedFeature is the KIP-584 supported feature a broker lists (at
+// version 1) in its ApiVersions response when it answers the connection's
+// requests as soon as each is ready. The stub broker defines the same name
+// (broker.UnorderedResponsesFeature); upstream does not import the broker.
+const unorderedFeature = "kproxy.unordered-responses"
+
+// groupHoldAllowance is how long a broker may hold a SyncGroup (until the
+// leader's assignment arrives), or a JoinGroup whose rebalance timeout does
+// not parse: Kafka's default rebalance timeout (max.poll.interval.ms).
+const groupHoldAllowance = 5 * time.Minute
+
+var (
+	errIdle          = errors.New("dedicated connection closed when idle")
+	errLaneReclaimed = errors.New("idle dedicated connection closed to make room")
+)
+
+// class is what the pool needs to know of a request before sending it.
+type class struct {
+	// holds: the broker may hold the request for long, so against a broker
+	// answering in order it must not share a connection with strangers.
+	holds bool
+	// own is how long the broker may legitimately take to answer.
+	own    time.Duration
+	noResp bool // Produce with acks=0
+}
+
+// classify reads what the pool needs from an encoded request body.
+//
+// Requests held for long: Fetch with a positive MaxWait (a long poll),
+// JoinGroup (held until every member rejoined, up to its rebalance timeout),
+// SyncGroup (held until the leader's assignment), and the admin requests
+// that wait up to their own timeout for the cluster to converge
+// (CreateTopics, DeleteTopics, DeleteRecords, CreatePartitions). Produce
+// waits up to its timeout too, but stays shared: one client's produces must
+// reach the broker on one connection, in order.
+func classify(key, version int16, body []byte) class {
+	ms := func(v int32) time.Duration { return time.Duration(max(v, 0)) * time.Millisecond }
+	switch key {
+	case keyProduce:
+		if acks, timeout, ok := produceFields(version, body); ok {
+			return class{own: ms(timeout), noResp: acks == 0}
+		}
+	case keyFetch:
+		if wait, ok := fetchMaxWait(version, body); ok {
+			return class{holds: wait > 0, own: ms(wait)}
+		}
+		return class{holds: true} // unreadable: assume the worst
+	case keyJoinGroup:
+		if t, ok := joinGroupRebalanceTimeout(version, body); ok {
+			return class{holds: true, own: ms(t)}
+		}
+		return class{holds: true, own: groupHoldAllowance}
+	case keySyncGroup:
+		return class{holds: true, own: groupHoldAllowance}
+	case int16(kmsg.CreateTopics), int16(kmsg.DeleteTopics), int16(kmsg.DeleteRecords), int16(kmsg.CreatePartitions):
+		return class{holds: true}
+	}
+	return class{}
+}
+
+// lanes are a broker pool's dedicated connections, one per affinity, each
+// holding one of max tokens while it lives.
+type lanes struct {
+	mu     sync.Mutex
+	byAff  map[uint64]*conn
+	tokens chan struct{}
+	// freed is closed (and replaced) whenever a dedicated connection dies
+	// or becomes idle, waking every Send waiting for room.
+	freed chan struct{}
+}
+
+func (l *lanes) init(max int) {
+	l.byAff = make(map[uint64]*conn)
+	l.tokens = make(chan struct{}, max)
+	l.freed = make(chan struct{})
+}
+
+func (l *lanes) wakeLocked() {
+	close(l.freed)
+	l.freed = make(chan struct{})
+}
+
+// laneOwner is the owner of affinity's dedicated connection.
+type laneOwner struct {
+	bp  *brokerPool
+	aff uint64
+}
+
+func (o laneOwner) onDead(c *conn, _ bool, _ error) {
+	c.dying.Store(true)
+	l := &o.bp.lanes
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byAff[o.aff] == c {
+		delete(l.byAff, o.aff)
+	}
+	<-l.tokens
+	o.bp.m.dedicated.Dec()
+	l.wakeLocked()
+}
+
+// laneIdle wakes Sends waiting for room: an idle dedicated connection may
+// now be reclaimed. Called with the connection's mutex held.
+func (bp *brokerPool) laneIdle() {
+	bp.lanes.mu.Lock()
+	bp.lanes.wakeLocked()
+	bp.lanes.mu.Unlock()
+}
+
+// dedicated returns affinity's dedicated connection, dialing one if needed.
+// At the bound it closes another affinity's idle one, or waits for room
+// until ctx ends. Lock order: a conn's mutex before lanes.mu, never after.
+func (bp *brokerPool) dedicated(ctx context.Context, aff uint64) (*conn, error) {
+	l := &bp.lanes
+	for {
+		l.mu.Lock()
+		if bp.closed.Load() {
+			l.mu.Unlock()
+			return nil, errEvicted
+		}
+		if c := l.byAff[aff]; c != nil && !c.dying.Load() {
+			l.mu.Unlock()
+			return c, nil
+		}
+		select {
+		case l.tokens <- struct{}{}:
+			c := newConn(bp, laneOwner{bp, aff}, bp.p.cfg.BlockingConnIdle)
+			l.byAff[aff] = c
+			bp.m.dedicated.Inc()
+			c.start() // under l.mu, so that closeLanes sees every started conn
+			l.mu.Unlock()
+			return c, nil
+		default:
+		}
+		var victim *conn
+		for _, c := range l.byAff {
+			if len(c.sem) == 0 && !c.dying.Load() {
+				victim = c
+				break
+			}
+		}
+		freed := l.freed
+		l.mu.Unlock()
+		if victim != nil && victim.closeIfIdle(errLaneReclaimed) {
+			continue
+		}
+		select {
+		case <-freed:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for one of %d dedicated connections: %w", cap(l.tokens), context.Cause(ctx))
+		case <-bp.ctx.Done():
+			return nil, errEvicted
+		}
+	}
+}
+
+// closeLanes fails every dedicated connection; bp.closed is already set, so
+// no new one starts.
+func (bp *brokerPool) closeLanes(cause error) {
+	l := &bp.lanes
+	l.mu.Lock()
+	conns := make([]*conn, 0, len(l.byAff))
+	for _, c := range l.byAff {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.fail(kindClosed, cause)
+	}
+}
