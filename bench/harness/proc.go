@@ -25,7 +25,8 @@ type Proc struct {
 	Args    []string
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
-	stdout  *bufio.Reader // nil unless captured
+	stdoutR *os.File      // read end of the stdout pipe; nil unless captured
+	stdout  *bufio.Reader // buffers stdoutR
 	done    chan struct{}
 	waitErr error
 	logPath string
@@ -45,19 +46,29 @@ func startProc(dir, name string, captureStdout bool, bin string, args ...string)
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	p := &Proc{Name: name, Args: append([]string{bin}, args...), cmd: cmd, done: make(chan struct{}), logPath: logPath}
-	var stdout io.ReadCloser
+	// An os.Pipe rather than cmd.StdoutPipe: Wait closes the latter as soon
+	// as the process exits, losing a last line not yet read.
+	var stdoutW *os.File
 	if captureStdout {
-		if stdout, err = cmd.StdoutPipe(); err != nil {
-			return nil, fmt.Errorf("stdout of %s: %w", name, err)
+		if p.stdoutR, stdoutW, err = os.Pipe(); err != nil {
+			return nil, fmt.Errorf("stdout pipe of %s: %w", name, err)
 		}
-		p.stdout = bufio.NewReaderSize(stdout, 1<<20)
+		p.stdout = bufio.NewReaderSize(p.stdoutR, 1<<20)
+		cmd.Stdout = stdoutW
 	} else {
 		cmd.Stdout = logf
 	}
 	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		p.closeStdout()
+		stdoutW.Close()
 		return nil, fmt.Errorf("stdin of %s: %w", name, err)
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	if stdoutW != nil {
+		stdoutW.Close() // the child has its own copy
+	}
+	if err != nil {
+		p.closeStdout()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	go func() {
@@ -107,6 +118,7 @@ func (p *Proc) readLine(ctx context.Context) (string, error) {
 
 // Stop closes stdin, sends SIGTERM and waits up to grace, then SIGKILL.
 func (p *Proc) Stop(grace time.Duration) error {
+	defer p.closeStdout()
 	p.stdin.Close()
 	select {
 	case <-p.done:
@@ -126,8 +138,16 @@ func (p *Proc) Stop(grace time.Duration) error {
 
 // Kill sends SIGKILL and waits for the exit.
 func (p *Proc) Kill() {
+	defer p.closeStdout()
 	_ = p.cmd.Process.Kill()
 	<-p.done
+}
+
+// closeStdout releases the captured stdout; a pending readLine then fails.
+func (p *Proc) closeStdout() {
+	if p.stdoutR != nil {
+		p.stdoutR.Close()
+	}
 }
 
 // tail is the end of the process's log, for error messages.

@@ -1,0 +1,270 @@
+// Package harness runs kproxy's benchmark (`make bench`): it builds kproxy
+// and kbench, starts etcd, stub brokers (memory store), one plain TCP relay
+// per broker and the proxy as separate processes, and compares three ways
+// to reach the same brokers in the same run, alternating between them:
+// direct, through kproxy, and through the relays. It adds failover, route
+// convergence, idle-connection memory, proxy CPU per MB and the routing
+// table's lookup benchmark, checks the project's targets, and writes
+// docs/benchmarks.md and docs/benchmarks.json.
+package harness
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Config is what benchrun's flags set.
+type Config struct {
+	Repo     string        // module root: where to build and run go test
+	Duration time.Duration // measured window per run
+	Warmup   time.Duration // unmeasured start per run
+	Rounds   int           // each side runs once per round, order rotated
+	Only     []string      // scenario ids to run; empty runs all
+	LeaseTTL time.Duration // brokers' lease TTL (the failover target is TTL + 1 s)
+	// ManyClients is the client count of produce-1k-many; IdleConns the
+	// connection count of the memory scenario.
+	ManyClients, IdleConns int
+	ConvergenceSamples     int
+	// BufferBytes is the produce buffer of a saturating run, spread over
+	// its clients (kgo MaxBufferedRecords).
+	BufferBytes    int
+	FailoverTrials int
+	// Profile takes a CPU profile of the proxy during an extra produce and
+	// fetch run (not part of the figures) and puts its top in the report.
+	Profile bool
+	// ProxyFlags are extra `kproxy serve` flags, for experiments.
+	ProxyFlags []string
+	// KeepDir keeps the work directory (logs, profiles) after the run.
+	KeepDir        bool
+	Markdown, JSON string // output paths ("" skips)
+	Command        string // how the run was started, for the report
+	Logger         *slog.Logger
+}
+
+// Scenarios lists every scenario id, in run order.
+var Scenarios = []string{
+	"memory", "produce-1k", "latency-half-rate", "fetch", "produce-100b", "produce-1k-1conn", "produce-1k-many",
+	"fetch-idle-broker", "route-convergence", "failover", "routing-lookup", "profile",
+}
+
+// Harness is one benchmark run.
+type Harness struct {
+	cfg     Config
+	dir     string
+	kproxy  string
+	kbench  string
+	cluster *Cluster
+	report  *Report
+}
+
+// Run runs the benchmark and writes the report files.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	for _, id := range cfg.Only {
+		if !slices.Contains(Scenarios, id) {
+			return nil, fmt.Errorf("unknown scenario %q (have %s)", id, strings.Join(Scenarios, ", "))
+		}
+	}
+	nofile, err := raiseFileLimit()
+	if err != nil {
+		return nil, err
+	}
+	if need := uint64(cfg.IdleConns) + 1000; slices.Contains(cfg.selectedList(), "memory") && nofile < need {
+		return nil, fmt.Errorf("open-file limit %d is below the %d the memory scenario needs; lower -idle-conns", nofile, need)
+	}
+	dir, err := os.MkdirTemp("", "kproxy-bench-")
+	if err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
+	if !cfg.KeepDir {
+		defer os.RemoveAll(dir)
+	}
+	h := &Harness{cfg: cfg, dir: dir, report: newReport(cfg)}
+	h.report.Environment.OpenFileLimit = nofile
+	started := time.Now()
+	if err := h.build(ctx); err != nil {
+		return nil, err
+	}
+	h.cluster, err = startCluster(ctx, clusterConfig{dir: dir, kproxy: h.kproxy, kbench: h.kbench, brokers: 3,
+		leaseTTL: cfg.LeaseTTL, pprof: cfg.Profile, proxyFlags: cfg.ProxyFlags, logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("start cluster (logs in %s): %w", dir, err)
+	}
+	defer h.cluster.Close()
+	steps := []func(context.Context) error{
+		// Memory first: a proxy that has carried traffic keeps freed heap, and
+		// new connections would reuse it without growing RSS.
+		h.memoryScenario, h.produceScenarios, h.idleBrokerScenario, h.convergenceScenario,
+		h.failoverScenario, h.routingBench, h.profile,
+	}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return nil, fmt.Errorf("%w (logs in %s)", err, dir)
+		}
+	}
+	h.report.Elapsed = time.Since(started).Round(time.Second).String()
+	h.report.Environment.LoadEnd = loadAverage()
+	h.report.evaluate(cfg)
+	if err := h.report.write(cfg.Markdown, cfg.JSON); err != nil {
+		return nil, err
+	}
+	return h.report, nil
+}
+
+func (c Config) selectedList() []string {
+	if len(c.Only) == 0 {
+		return Scenarios
+	}
+	return c.Only
+}
+
+// selected says whether any of ids is to run.
+func (h *Harness) selected(ids ...string) bool {
+	list := h.cfg.selectedList()
+	for _, id := range ids {
+		if slices.Contains(list, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// build compiles kproxy and kbench into the work directory.
+func (h *Harness) build(ctx context.Context) error {
+	h.kproxy = filepath.Join(h.dir, "kproxy")
+	h.kbench = filepath.Join(h.dir, "kbench")
+	for _, b := range []struct{ out, pkg string }{{h.kproxy, "./cmd/kproxy"}, {h.kbench, "./cmd/kbench"}} {
+		h.cfg.Logger.Info("build", "pkg", b.pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
+		cmd.Dir = h.cfg.Repo
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %w: %s", b.pkg, err, out)
+		}
+	}
+	h.report.Environment.Commit = gitCommit(ctx, h.cfg.Repo)
+	return nil
+}
+
+// profile takes a CPU profile of the proxy during one extra produce run
+// and one extra fetch run and keeps the top functions for the report.
+func (h *Harness) profile(ctx context.Context) error {
+	if !h.cfg.Profile || !h.selected("profile") || !h.selected("produce-1k") {
+		return nil
+	}
+	h.cfg.Logger.Info("scenario", "id", "profile")
+	secs := max(int(h.cfg.Duration/time.Second)-1, 1)
+	for _, pr := range []struct {
+		name string
+		spec runSpec
+	}{
+		{"produce-1k", h.produceSpec(produceArgs{topic: "bench-prof", recordSize: 1024, producers: 8, clients: 8})},
+		{"fetch", consumeSpec("bench-prof", h.cfg.Duration)},
+	} {
+		if pr.name == "produce-1k" {
+			if err := h.freshTopic(ctx, "bench-prof"); err != nil {
+				return err
+			}
+		}
+		path := filepath.Join(h.dir, "proxy-"+pr.name+".pprof")
+		errc := make(chan error, 1)
+		go func() { errc <- h.fetchProfile(ctx, path, secs, h.cfg.Warmup) }() // joined below
+		if _, err := h.runKbench(ctx, h.cluster.side(sideProxy), pr.spec); err != nil {
+			<-errc
+			return err
+		}
+		if err := <-errc; err != nil {
+			return err
+		}
+		top, err := pprofTop(ctx, h.cfg.Repo, h.kproxy, path)
+		if err != nil {
+			return err
+		}
+		h.report.Profiles = append(h.report.Profiles, Profile{Run: pr.name, Seconds: secs, Top: top})
+	}
+	return nil
+}
+
+func (h *Harness) fetchProfile(ctx context.Context, path string, secs int, delay time.Duration) error {
+	if err := sleepUntil(ctx, time.Now().Add(delay)); err != nil {
+		return err
+	}
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", h.cluster.adminAddr, secs)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{Timeout: time.Duration(secs+30) * time.Second}).Do(req)
+	if err != nil {
+		return fmt.Errorf("proxy profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("proxy profile: %s (is --pprof on?)", resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		return fmt.Errorf("save proxy profile: %w", err)
+	}
+	return nil
+}
+
+// pprofTop is `go tool pprof -top` of a profile, cumulative order cut short.
+func pprofTop(ctx context.Context, repo, bin, path string) (string, error) {
+	var lines []string
+	for _, order := range [][]string{{"-top"}, {"-top", "-cum"}} {
+		args := append(append([]string{"tool", "pprof"}, order...), "-nodecount=20", bin, path)
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = repo
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("go tool pprof: %w", err)
+		}
+		lines = append(lines, strings.TrimSpace(string(out)))
+	}
+	return strings.Join(lines, "\n\n"), nil
+}
+
+func gitCommit(ctx context.Context, repo string) string {
+	cmd := exec.CommandContext(ctx, "git", "rev-parse", "--short", "HEAD")
+	cmd.Dir = repo
+	out, err := cmd.Output()
+	if err != nil {
+		return "unknown"
+	}
+	commit := strings.TrimSpace(string(out))
+	st := exec.CommandContext(ctx, "git", "status", "--porcelain")
+	st.Dir = repo
+	if dirty, err := st.Output(); err == nil && len(dirty) > 0 {
+		commit += " (with uncommitted changes)"
+	}
+	return commit
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "model name"); ok {
+			return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+		}
+	}
+	return runtime.GOARCH
+}

@@ -1,0 +1,168 @@
+package harness
+
+import (
+	"fmt"
+	"strings"
+)
+
+// markdown renders the report as docs/benchmarks.md.
+func (r *Report) markdown() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("# Benchmarks\n\n")
+	w("Written by the benchmark harness (`bench/harness`), never by hand. Generated %s in %s on commit %s.\n\n",
+		r.Generated, r.Elapsed, r.Environment.Commit)
+	w("Reproduce with:\n\n```sh\n%s\n```\n\n", r.Command)
+	w("`make bench` runs `go run ./bench/cmd/benchrun` with its defaults; `go run ./bench/cmd/benchrun -h` lists the flags that scale it (duration, rounds, scenarios, connection counts).\n\n")
+	r.setupMarkdown(w)
+	w("## Targets\n\n| target | goal | this run | status |\n|---|---|---|---|\n")
+	for _, t := range r.Targets {
+		w("| %s | %s | %s | **%s** |\n", t.Name, t.Goal, t.Figure, t.Status)
+	}
+	w("\n")
+	for _, s := range r.Scenarios {
+		scenarioMarkdown(w, s)
+	}
+	r.failoverMarkdown(w)
+	if c := r.Convergence; c != nil {
+		w("## Route convergence\n\n%s.\n\n", c.Method)
+		w("| changes | p50 | p99 | p99.9 | max |\n|---|---|---|---|---|\n")
+		w("| %d | %.2f ms | %.2f ms | %.2f ms | %.2f ms |\n\n", c.Samples, ms1(c.Latency.P50), ms1(c.Latency.P99), ms1(c.Latency.P999), ms1(c.Latency.Max))
+	}
+	if len(r.Memory) > 0 {
+		w("## Memory per idle client connection\n\n")
+		w("Each connection completes ApiVersions and Metadata, then stays idle; the figure is the process's RSS growth divided by the connections, read %s after the last one opened. The relay row is for comparison (one relay process; each relayed connection also opens one to its broker, and holds six descriptors, hence fewer connections).\n\n", settle)
+		w("| process | connections | RSS before | RSS after | RSS per connection | Go heap+stacks per connection | command |\n|---|---|---|---|---|---|---|\n")
+		for _, m := range r.Memory {
+			goPer := "-"
+			if m.GoBytesPerConn != 0 {
+				goPer = fmt.Sprintf("%.1f KiB", m.GoBytesPerConn/1024)
+			}
+			w("| %s | %d | %.1f MiB | %.1f MiB | %.1f KiB | %s | `%s` |\n", m.Side, m.Conns,
+				float64(m.RSSBefore)/(1<<20), float64(m.RSSAfter)/(1<<20), m.BytesPerConn/1024, goPer, m.Command)
+		}
+		w("\n")
+	}
+	if len(r.Routing) > 0 {
+		w("## Routing lookup\n\nThe routing package's own benchmarks (100,000 partitions, 1,000 brokers), run by the harness:\n\n```sh\n%s\n```\n\n", r.RoutingCommand)
+		w("| benchmark | ns/op |\n|---|---|\n")
+		for _, rb := range r.Routing {
+			w("| %s | %.1f |\n", rb.Name, rb.NsPerOp)
+		}
+		w("\n")
+	}
+	for _, p := range r.Profiles {
+		w("## Proxy CPU profile: %s\n\nAn extra run through kproxy (not part of the figures above), profiled for %d s with `--pprof`; `go tool pprof -top`, flat then cumulative:\n\n```\n%s\n```\n\n", p.Run, p.Seconds, p.Top)
+	}
+	r.missedMarkdown(w)
+	if len(r.Findings) > 0 {
+		w("\n## What the figures say\n\nDerived from the figures above by fixed rules in the harness:\n\n")
+		for _, f := range r.Findings {
+			w("- %s\n", f)
+		}
+	}
+	return b.String()
+}
+
+func (r *Report) setupMarkdown(w func(string, ...any)) {
+	e, s := r.Environment, r.Settings
+	w("## Set-up\n\n")
+	w("- Machine: %s, %d cores shared with other work (load average %s at the start, %s at the end); %s. Open-file limit %d.\n",
+		e.CPU, e.Cores, e.LoadStart, e.LoadEnd, e.GoVersion, e.OpenFileLimit)
+	w("- Processes: one etcd (`kproxy etcd`), three stub brokers (`kproxy broker`, lease TTL %s), kproxy (`kproxy serve`), one plain TCP relay per broker (`kbench relay`, package internal/faultnet: splices bytes, decodes nothing) and the load generator (`kbench`), each its own process so CPU and memory are per process.\n", s.LeaseTTL)
+	w("- Store: %s. Figures are not comparable with a broker that writes to disk or an object store.\n", e.Store)
+	w("- Sides: **direct** = clients bootstrap from the brokers and use their metadata; **kproxy** = clients bootstrap from the proxy, their only broker; **relay** = clients bootstrap from the relays and every connection to a broker goes through that broker's relay. Brokers advertise their own addresses (the proxy must reach them directly), so relay-side clients rewrite broker addresses to relay addresses in their dialer (`kbench --dial-map`), which is what advertising the relays would do.\n")
+	w("- Each scenario runs every side %d times, %s warm-up + %s measured per run, alternating sides run by run; odd rounds reverse the order and every second round rotates it, so that drift of the shared machine hits all sides alike. Throughput counts acknowledgements (or records read) inside the measured windows; latency percentiles come from merged HDR histograms (3 significant digits), not averages.\n", s.Rounds, s.Warmup, s.Duration)
+	w("- Producers use kgo with acks=all (idempotent), no compression (values are random), kgo's default 10 ms linger, and %d MiB of buffered records spread over the clients (kgo MaxBufferedRecords), so that saturated latency shows the path to the brokers rather than seconds of queueing in the client. A kgo client keeps up to 5 produce requests in flight per broker: through kproxy, which is one broker to the client, that is 5 per client instead of 15.\n", s.BufferBytes>>20)
+	w("- CPU per MB: utime+stime from /proc/<pid>/stat of the proxy (or the three relays, or the brokers) across the measured windows, divided by the MB (10^6 bytes) of record values moved in them; for fetch runs across the whole run and everything read.\n\n")
+}
+
+func scenarioMarkdown(w func(string, ...any), s ScenarioResult) {
+	w("## %s\n\n%s.\n\n", s.Title, capitalize(s.What))
+	w("| side | records/s | MB/s | p50 | p99 | p99.9 | max | errors | proxy or relay CPU | broker CPU | runs (records/s) |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range s.Sides {
+		inter := "-"
+		if r.Side != sideDirect {
+			inter = fmt.Sprintf("%.2f ms/MB (%.0f%% of a core)", r.IntermediaryCPUMsPerMB, 100*r.IntermediaryCores)
+		}
+		runs := make([]string, len(r.RunRecordsPerSec))
+		for i, v := range r.RunRecordsPerSec {
+			runs[i] = fmt.Sprintf("%.0f", v)
+		}
+		w("| %s | %.0f | %.2f | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %d | %s | %.2f ms/MB | %s |\n",
+			r.Side, r.RecordsPerSec, r.MBPerSec, ms1(r.Latency.P50), ms1(r.Latency.P99), ms1(r.Latency.P999),
+			ms1(r.Latency.Max), r.Errors, inter, r.BrokerCPUMsPerMB, strings.Join(runs, ", "))
+	}
+	w("\n")
+	var ratios []string
+	for _, q := range s.Ratios {
+		if q.Unit == "x" {
+			ratios = append(ratios, fmt.Sprintf("%s **%.2f x**", q.Name, q.Value))
+		} else {
+			ratios = append(ratios, fmt.Sprintf("%s **%+.2f ms**", q.Name, q.Value))
+		}
+	}
+	w("Ratios: %s.\n\n", strings.Join(ratios, "; "))
+	for _, r := range s.Sides {
+		if r.FirstError != "" {
+			w("First error on %s: `%s`\n\n", r.Side, r.FirstError)
+		}
+	}
+	for _, n := range s.Notes {
+		w("%s\n\n", n)
+	}
+	w("<details><summary>kbench commands (first round; binaries built by the harness, addresses from that run)</summary>\n\n```sh\n")
+	for _, r := range s.Sides {
+		w("%s\n", r.Command)
+	}
+	w("```\n\n</details>\n\n")
+}
+
+func (r *Report) failoverMarkdown(w func(string, ...any)) {
+	if len(r.Failover) == 0 {
+		return
+	}
+	w("## Failover through kproxy\n\n")
+	w("An application (kgo, default settings, manual partitioner) produces %d records/s to one partition through kproxy; the harness kills the partition's owner with SIGKILL. Failover is the time from the kill to the first acknowledgement of a record sent after the kill (only the successor can have written it). The owner key's deletion (lease expiry, seen by an etcd watch) and re-creation by the successor are shown for the breakdown.\n\n", failoverRate)
+	w("| partition | old owner | new owner | owner key gone | new owner key | first ack | acked | application errors |\n|---|---|---|---|---|---|---|---|\n")
+	for _, f := range r.Failover {
+		w("| %d | %d | %d | %.2f s | %.2f s | **%.2f s** | %d | %d |\n", f.Partition, f.OldOwner, f.NewOwner,
+			f.OwnerGoneSeconds, f.NewOwnerSeconds, f.FailoverSeconds, f.Acked, f.Errors)
+		if f.FirstError != "" {
+			w("\nFirst application error: `%s`\n", f.FirstError)
+		}
+	}
+	w("\n")
+}
+
+func (r *Report) missedMarkdown(w func(string, ...any)) {
+	var missed []Target
+	for _, t := range r.Targets {
+		if t.Status == "missed" {
+			missed = append(missed, t)
+		}
+	}
+	w("## Missed targets\n\n")
+	if len(missed) == 0 {
+		w("None in this run.\n")
+	}
+	for _, t := range missed {
+		w("- %s: goal %s, measured %s.\n", t.Name, t.Goal, t.Figure)
+	}
+	for _, t := range r.Targets {
+		if t.Status == "inconclusive" {
+			w("- %s is inconclusive in this run (%s): see below.\n", t.Name, t.Figure)
+		}
+	}
+	if len(r.Profiles) > 0 {
+		w("\nSee the proxy CPU profiles above for where the proxy spends its time.\n")
+	}
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
