@@ -42,6 +42,14 @@ func TestMetadata(t *testing.T) {
 		}
 		return resp
 	}
+	// Brokers learn of each other through their etcd watch: wait (bounded)
+	// until b1 lists both before checking its answers.
+	for i := 0; len(meta(b1, 12, false).Brokers) < 2; i++ {
+		if i == 200 {
+			t.Fatalf("broker 1 does not list broker 2 after %d tries", i)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	// Auto-creation through the broker that allows it.
 	resp := meta(b1, 12, true, "auto")
 	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != 2 {
