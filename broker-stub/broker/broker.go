@@ -286,7 +286,7 @@ func (b *Broker) crash(stopBG context.CancelFunc, bgWG *sync.WaitGroup) {
 	b.groups.Close()
 	stopBG()
 	bgWG.Wait()
-	b.sess.Close()
+	b.sess.Abandon()
 	b.log.Warn("broker crashed (test hook): ownerships left to expire")
 }
 

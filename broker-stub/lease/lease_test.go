@@ -234,6 +234,36 @@ func TestCloseRevokes(t *testing.T) {
 	}
 }
 
+// TestAbandonLeavesKeysToExpire: a crashed owner gives nothing back; its
+// owner key stays (and keeps others out) until the server expires the lease.
+func TestAbandonLeavesKeysToExpire(t *testing.T) {
+	_, cli := startEtcd(t)
+	s1, s2 := newSession(t, cli, 1), newSession(t, cli, 2)
+	r := lease.PartitionResource(testLayout, "demo", 0)
+	first := mustAcquire(t, s1, r)
+	s1.Abandon()
+	if _, _, _, found := get(t, cli, r.OwnerKey); !found {
+		t.Fatal("owner key gone right after Abandon: the lease was revoked")
+	}
+	if _, err := s2.Acquire(tctx(t, 5*time.Second), r); !errors.Is(err, lease.ErrOwnedElsewhere) {
+		t.Fatalf("acquire while the abandoned lease lives = %v; want ErrOwnedElsewhere", err)
+	}
+	deadline := time.Now().Add(3 * testTTL)
+	for {
+		o, err := s2.Acquire(tctx(t, 5*time.Second), r)
+		if err == nil {
+			if o.Epoch <= first.Epoch || o.Token <= first.Token {
+				t.Fatalf("successor epoch %d token %d; abandoned had %d %d", o.Epoch, o.Token, first.Epoch, first.Token)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("abandoned lease not expired after %v: %v", 3*testTTL, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func TestAdoptAfterLostAcquireAnswer(t *testing.T) {
 	_, cli := startEtcd(t)
 	s := newSession(t, cli, 1)

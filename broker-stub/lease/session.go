@@ -148,7 +148,15 @@ func (s *Session) BrokerID() int32 { return s.cfg.BrokerID }
 // Close stops the keepalive loop and revokes the lease, which deletes every
 // owner key and registered key at once so successors need not wait for the
 // TTL. Held ownerships are forgotten without Loss reports.
-func (s *Session) Close() {
+func (s *Session) Close() { s.close(true) }
+
+// Abandon stops the session like a crash would: no more keepalives and no
+// revoke, so the owner keys stay until the server expires the lease. Brokers
+// use it when they must stop without handing over (tests of failover, and
+// shutdowns where etcd is already unreachable).
+func (s *Session) Abandon() { s.close(false) }
+
+func (s *Session) close(revoke bool) {
 	s.closeOnce.Do(func() {
 		s.cancel()
 		<-s.done
@@ -158,7 +166,7 @@ func (s *Session) Close() {
 		clear(s.owned)
 		close(s.losses)
 		s.mu.Unlock()
-		if id == 0 {
+		if id == 0 || !revoke {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
