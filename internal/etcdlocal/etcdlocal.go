@@ -67,6 +67,11 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		ec.LogLevel = "fatal"
 	}
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	// Every commit rewrites a partition's state key; without compaction the
+	// history grows until etcd refuses writes (database space exceeded).
+	// Watchers that fall further behind re-list (leasewatch handles it).
+	ec.AutoCompactionMode = embed.CompactorModePeriodic
+	ec.AutoCompactionRetention = "1m"
 	cu, pu := mustURL("http://"+clientAddr), mustURL("http://"+peerAddr)
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
