@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/proxy"
 )
 
 // process is one kproxy subprocess that the test can kill and restart.
@@ -132,18 +133,8 @@ func waitReady(t *testing.T, adminAddr string, brokers int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		r, err := getReadyz(ctx, adminAddr)
-		if err == nil && r.Ready && r.LiveBrokers >= brokers {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("proxy %s not ready with %d brokers: last %+v, %v", adminAddr, brokers, r, err)
-		case <-tick.C:
-		}
+	if err := proxy.WaitReady(ctx, adminAddr, brokers); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -210,7 +210,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for _, addr := range c.AdminAddrs() {
-		if err := waitProxyReady(ctx, addr, c.cfg.Brokers); err != nil {
+		if err := proxy.WaitReady(ctx, addr, c.cfg.Brokers); err != nil {
 			return fmt.Errorf("proxy with admin %s not ready: %w", addr, err)
 		}
 	}

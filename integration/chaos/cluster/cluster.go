@@ -28,6 +28,7 @@ import (
 	"github.com/kproxy/kproxy/integration/chaos/proc"
 	"github.com/kproxy/kproxy/internal/faultnet"
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/proxy"
 )
 
 // Config describes the cluster. Zero values take the defaults in brackets.
@@ -288,7 +289,7 @@ func (c *Cluster) StartProxy(ctx context.Context, p *Proxy, brokers int) error {
 	if err := p.Proc.Start(ctx); err != nil {
 		return err
 	}
-	return WaitProxyReady(ctx, p.AdminAddr, brokers)
+	return proxy.WaitReady(ctx, p.AdminAddr, brokers)
 }
 
 // EtcdEndpoints are the members' client URLs (direct, without relays).

@@ -3,7 +3,6 @@ package cluster
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/proxy"
 )
 
 // Owner reads a partition's current owner from etcd (ok false: no owner).
@@ -137,7 +137,7 @@ func (c *Cluster) Heal(ctx context.Context) error {
 	}
 	for _, p := range c.Proxies {
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		errs = append(errs, WaitProxyReady(wctx, p.AdminAddr, len(c.Brokers)))
+		errs = append(errs, proxy.WaitReady(wctx, p.AdminAddr, len(c.Brokers)))
 		cancel()
 	}
 	return errors.Join(errs...)
@@ -158,51 +158,6 @@ func (c *Cluster) startMissingMembers(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// readyz is the part of the proxy's /readyz answer the cluster waits on.
-type readyz struct {
-	Ready       bool `json:"ready"`
-	LiveBrokers int  `json:"live_brokers"`
-}
-
-// WaitProxyReady polls a proxy's /readyz until it is ready and sees at least
-// brokers live brokers, or ctx ends.
-func WaitProxyReady(ctx context.Context, adminAddr string, brokers int) error {
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var last readyz
-	var lastErr error
-	for {
-		last, lastErr = getReadyz(ctx, adminAddr)
-		if lastErr == nil && last.Ready && last.LiveBrokers >= brokers {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("proxy admin %s not ready: %w (last answer %+v, last error %v)", adminAddr, ctx.Err(), last, lastErr)
-		case <-tick.C:
-		}
-	}
-}
-
-func getReadyz(ctx context.Context, adminAddr string) (readyz, error) {
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(rctx, http.MethodGet, "http://"+adminAddr+"/readyz", nil)
-	if err != nil {
-		return readyz{}, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return readyz{}, err
-	}
-	defer resp.Body.Close()
-	var r readyz
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return readyz{}, fmt.Errorf("decode /readyz: %w", err)
-	}
-	return r, nil
 }
 
 // Scrape reads a Prometheus text endpoint and returns the value of every
