@@ -53,7 +53,7 @@ type BufPool struct {
 
 const (
 	minClassShift = 9  // 512 B
-	maxClassShift = 20 // 1 MiB
+	maxClassShift = 24 // 16 MiB: produce and fetch frames of several MiB are common
 	numClasses    = maxClassShift - minClassShift + 1
 )
 

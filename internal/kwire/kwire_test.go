@@ -22,7 +22,7 @@ func TestFlexTable(t *testing.T) {
 
 func TestBufPoolSizeClasses(t *testing.T) {
 	var p BufPool
-	for _, n := range []int{0, 1, 512, 513, 4096, 1 << 20, 1<<20 + 1} {
+	for _, n := range []int{0, 1, 512, 513, 4096, 1 << 20, 1<<20 + 1, 1<<24 + 1} {
 		b := p.Get(n)
 		if len(*b) != 0 || cap(*b) < n {
 			t.Fatalf("Get(%d): len %d cap %d", n, len(*b), cap(*b))

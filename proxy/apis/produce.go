@@ -115,7 +115,31 @@ func (o *produceOp) encode(dst []byte, idx []int32, _ int) []byte {
 		Version: r.Version, TransactionID: r.TransactionID, Acks: r.Acks, TimeoutMillis: r.TimeoutMillis,
 		UnknownTags: r.UnknownTags, Topics: subset(&o.s, idx, r.Topics, produceParts, o.enc.Topics, &o.encParts),
 	}
-	return o.enc.AppendTo(dst)
+	return o.enc.AppendTo(slices.Grow(dst, o.encodedSizeBound()))
+}
+
+// encodedSizeBound is at least the size of o.enc encoded (unknown tagged
+// fields aside, which AppendTo then grows for), so that AppendTo does not
+// grow its buffer: growing a buffer of megabytes of record batches copies
+// them again and again.
+func (o *produceOp) encodedSizeBound() int {
+	const (
+		fixed    = 64 // acks, timeout, array lengths, tagged fields
+		perTopic = 40 // topic id or name length, partition count, tags
+		perPart  = 32 // partition, records length, tags
+	)
+	n := fixed
+	if o.enc.TransactionID != nil {
+		n += len(*o.enc.TransactionID)
+	}
+	for ti := range o.enc.Topics {
+		t := &o.enc.Topics[ti]
+		n += perTopic + len(t.Topic)
+		for pi := range t.Partitions {
+			n += perPart + len(t.Partitions[pi].Records)
+		}
+	}
+	return n
 }
 
 func produceParts(t *kmsg.ProduceRequestTopic) *[]kmsg.ProduceRequestTopicPartition {
