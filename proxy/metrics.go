@@ -1,11 +1,12 @@
 package proxy
 
 import (
-	"errors"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/internal/promreg"
 )
 
 // Values of the code label of kproxy_request_errors_total. The proxy does not
@@ -61,29 +62,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		m.requests = register(reg, m.requests)
-		m.errors = register(reg, m.errors)
-		m.duration = register(reg, m.duration)
-		m.bytesIn = register(reg, m.bytesIn)
-		m.bytesOut = register(reg, m.bytesOut)
-		m.conns = register(reg, m.conns)
-		m.connTotal = register(reg, m.connTotal)
+		m.requests = promreg.Register(reg, m.requests)
+		m.errors = promreg.Register(reg, m.errors)
+		m.duration = promreg.Register(reg, m.duration)
+		m.bytesIn = promreg.Register(reg, m.bytesIn)
+		m.bytesOut = promreg.Register(reg, m.bytesOut)
+		m.conns = promreg.Register(reg, m.conns)
+		m.connTotal = promreg.Register(reg, m.connTotal)
 	}
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// the same name (two servers in one process share the series).
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
 }
 
 func apiName(key int16) string {

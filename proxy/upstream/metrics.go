@@ -1,10 +1,11 @@
 package upstream
 
 import (
-	"errors"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kproxy/kproxy/internal/promreg"
 )
 
 // Error kinds, the values of the kind label of kproxy_upstream_errors_total.
@@ -45,26 +46,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"broker", "kind"}),
 	}
 	if reg != nil {
-		m.conns = register(reg, m.conns)
-		m.dedicated = register(reg, m.dedicated)
-		m.inflight = register(reg, m.inflight)
-		m.errors = register(reg, m.errors)
+		m.conns = promreg.Register(reg, m.conns)
+		m.dedicated = promreg.Register(reg, m.dedicated)
+		m.inflight = promreg.Register(reg, m.inflight)
+		m.errors = promreg.Register(reg, m.errors)
 	}
 	return m
-}
-
-// register registers c, or returns the collector already registered under
-// the same name so that two pools may share one registry.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-	}
-	return c
 }
 
 // brokerMetrics are one broker's children, resolved once per broker pool.
