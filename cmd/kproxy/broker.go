@@ -20,26 +20,15 @@ import (
 )
 
 func brokerCommand() *cli.Command {
-	flags := append([]cli.Flag{
+	return commandWithConfig("broker", "run a stub broker that enforces partition ownership with etcd leases", []cli.Flag{
 		intFlag("id", 1, "broker id, unique in the pool"),
 		stringFlag("listen", "127.0.0.1:9101", "address for Kafka clients and proxies"),
 		stringFlag("advertise", "", "host:port written to etcd and Metadata (default: the bound --listen address)"),
 		stringFlag("store", "", "shared object store folder, or \"memory\" (benchmarks only: data dies with the process)"),
 		durationFlag("lease-ttl", 10*time.Second, "etcd session lease TTL; ownership is lost this long after the broker stops answering"),
-		boolFlag("auto-create-topics", true, "create unknown topics on Metadata requests that allow it"),
-		intFlag("default-partitions", 3, "partitions of an auto-created topic"),
-		intFlag("max-frame-bytes", 100<<20, "largest request frame accepted"),
 		stringFlag("metrics", "", "optional HTTP address serving /metrics for this broker"),
 		&cli.BoolFlag{Name: "unsafe-disable-fencing", Hidden: true, Usage: "TEST ONLY: commit without the fencing compare, like the broken systems in shared/context"},
-	}, append(etcdFlags(), logFlags()...)...)
-	flags, before := withConfigFile(flags)
-	return &cli.Command{
-		Name:   "broker",
-		Usage:  "run a stub broker that enforces partition ownership with etcd leases",
-		Flags:  flags,
-		Before: before,
-		Action: runBroker,
-	}
+	}, runBroker)
 }
 
 func runBroker(c *cli.Context) error {

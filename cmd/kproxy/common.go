@@ -95,3 +95,21 @@ func newEtcdClient(c *cli.Context) (*clientv3.Client, error) {
 	}
 	return cli, nil
 }
+
+// topicFlags are the settings every process that may create topics shares.
+func topicFlags() []cli.Flag {
+	return []cli.Flag{
+		boolFlag("auto-create-topics", true, "create unknown topics when a client's Metadata request allows it"),
+		intFlag("default-partitions", 3, "partitions of an auto-created topic"),
+		intFlag("max-frame-bytes", 100<<20, "largest request frame accepted from a client"),
+	}
+}
+
+// commandWithConfig builds a long-running command whose flags are the given
+// ones plus topic, etcd and log flags, all settable from --config.
+func commandWithConfig(name, usage string, own []cli.Flag, action cli.ActionFunc) *cli.Command {
+	flags := append(own, topicFlags()...)
+	flags = append(flags, etcdFlags()...)
+	flags, before := withConfigFile(append(flags, logFlags()...))
+	return &cli.Command{Name: name, Usage: usage, Flags: flags, Before: before, Action: action}
+}

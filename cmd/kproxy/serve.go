@@ -15,28 +15,17 @@ import (
 )
 
 func serveCommand() *cli.Command {
-	flags := append([]cli.Flag{
+	return commandWithConfig("serve", "run the proxy", []cli.Flag{
 		stringFlag("listen", "127.0.0.1:9092", "address Kafka clients connect to"),
 		stringFlag("admin", "127.0.0.1:9644", "admin HTTP address (/healthz, /readyz, /metrics, /v1/routes)"),
 		stringFlag("advertise", "", "host:port clients are told to use; the same on every replica behind one load balancer (default: --listen)"),
 		intFlag("node-id", 0, "broker id clients see for the proxy; the same on every replica"),
 		stringFlag("cluster-id", "kproxy", "cluster id reported in Metadata"),
-		boolFlag("auto-create-topics", true, "create unknown topics when a client's Metadata request allows it"),
-		intFlag("default-partitions", 3, "partitions of an auto-created topic"),
-		intFlag("max-frame-bytes", 100<<20, "largest request frame accepted from a client"),
 		intFlag("max-inflight-per-conn", 64, "pipelined requests per client connection before the proxy stops reading"),
 		intFlag("upstream-conns", 4, "multiplexed connections per broker, shared by all clients"),
 		durationFlag("drain-timeout", 10*time.Second, "how long shutdown waits for in-flight requests"),
 		boolFlag("pprof", false, "serve /debug/pprof on the admin address"),
-	}, append(etcdFlags(), logFlags()...)...)
-	flags, before := withConfigFile(flags)
-	return &cli.Command{
-		Name:   "serve",
-		Usage:  "run the proxy",
-		Flags:  flags,
-		Before: before,
-		Action: runServe,
-	}
+	}, runServe)
 }
 
 func runServe(c *cli.Context) error {
