@@ -70,8 +70,9 @@ type Dispatcher struct {
 	ids    topicIDs
 	bufs   sync.Pool // *[]byte
 
-	producePool sync.Pool // *produceOp
-	fetchPool   sync.Pool // *fetchOp
+	producePool sync.Pool   // *produceOp
+	fetchPool   sync.Pool   // *fetchOp
+	parked      parkedPolls // long polls an early fetch answer left (wait.go)
 
 	randMu sync.Mutex
 	rnd    *rand.Rand

@@ -1,9 +1,13 @@
 package apis
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -199,6 +203,42 @@ func errorPartition(part int32, code int16) kmsg.FetchResponseTopicPartition {
 
 // noRecords encodes as empty, not null, records (shared: only read).
 var noRecords = []byte{}
+
+// signature identifies a first-round sub-request by what the broker's
+// answer depends on: the request's limits and, in a fixed order, each
+// partition's fetch position (clients rotate partitions between fetches).
+func (o *fetchOp) signature(dst []byte, idx []int32) []byte {
+	r := &o.req
+	dst = binary.BigEndian.AppendUint16(dst, uint16(r.Version))
+	for _, v := range []int32{r.MaxWaitMillis, r.MinBytes, r.MaxBytes, int32(r.IsolationLevel), r.ReplicaID} {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(v))
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(r.Rack)))
+	dst = append(dst, r.Rack...)
+	sorted := slices.Clone(idx)
+	items := o.s.items
+	slices.SortFunc(sorted, func(a, b int32) int {
+		x, y := &items[a], &items[b]
+		if c := strings.Compare(x.topic, y.topic); c != 0 {
+			return c
+		}
+		if c := bytes.Compare(x.id[:], y.id[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.part, y.part)
+	})
+	for _, i := range sorted {
+		it := &items[i]
+		p := &r.Topics[it.ti].Partitions[it.pi]
+		dst = binary.AppendUvarint(dst, uint64(len(it.topic)))
+		dst = append(dst, it.topic...)
+		dst = append(dst, it.id[:]...)
+		for _, v := range []int64{int64(p.Partition), int64(p.CurrentLeaderEpoch), p.FetchOffset, int64(p.LastFetchedEpoch), p.LogStartOffset, int64(p.PartitionMaxBytes)} {
+			dst = binary.AppendVarint(dst, v)
+		}
+	}
+	return dst
+}
 
 func (o *fetchOp) enough() bool {
 	return o.bytes > 0 && o.bytes >= int(o.req.MinBytes)

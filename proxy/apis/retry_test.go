@@ -282,9 +282,9 @@ func TestFetchIsSessionless(t *testing.T) {
 	}
 }
 
-// TestFetchEarlyReturn: broker 1 has data, broker 2 long-polls with
-// nothing (its fake blocks until its context ends, so Finish can only
-// return if it did not wait for it), broker 3 refuses and is retried.
+// TestFetchEarlyReturn: broker 1 has data, brokers 2 and 3 long-poll with
+// nothing (their fakes block until their context ends, so Finish can only
+// return if it did not wait for them).
 func TestFetchEarlyReturn(t *testing.T) {
 	d, f, _ := newTestDispatcher(t)
 	f.on(2, kmsg.Fetch, func(int, kmsg.Request) fakeReply { return fakeReply{idle: true} })
@@ -301,14 +301,22 @@ func TestFetchEarlyReturn(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("Finish waited for the idle brokers")
 	}
+	// The idle brokers' long polls outlive Finish (parked for the
+	// connection's next fetch); the connection's end ends them.
+	select {
+	case e := <-f.idleEnd:
+		t.Fatalf("an idle broker's wait ended with Finish (%v); want it parked", e)
+	default:
+	}
+	cancel()
 	for range 2 {
 		select {
 		case e := <-f.idleEnd:
 			if !errors.Is(e, context.Canceled) {
-				t.Fatalf("idle broker's wait ended with %v, want cancellation by Finish", e)
+				t.Fatalf("idle broker's wait ended with %v, want cancellation with the connection", e)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatal("idle broker's wait was not ended by Finish")
+			t.Fatal("idle broker's wait was not ended with the connection")
 		}
 	}
 	resp := decodeReply(t, req, reply.Body).(*kmsg.FetchResponse)

@@ -43,6 +43,14 @@ type partOps interface {
 	enough() bool
 }
 
+// signer is a partOps whose first-round long polls may be parked and
+// adopted (fetch; see longPoll).
+type signer interface {
+	// signature appends to dst what identifies the sub-request for items
+	// idx, whatever their order.
+	signature(dst []byte, idx []int32) []byte
+}
+
 const (
 	itemIdle  uint8 = iota // to be routed and sent
 	itemSent               // an attempt is in flight
@@ -76,6 +84,8 @@ type sub struct {
 	p      Pending
 	err    error // Send failed
 	state  uint8
+	lp     *longPoll // the wait of a subWaiting sub
+	first  bool      // of the first round: its long poll may be parked
 }
 
 type result struct {
@@ -113,9 +123,8 @@ type splitter struct {
 	outstanding int       // subs not yet handled
 	waiting     int       // subs handed to goroutines
 	seq         uint32
+	retrying    bool // dispatching retries (no parked long poll fits)
 	results     chan result
-	cancel      context.CancelFunc
-	wctx        context.Context
 }
 
 // reset empties s for reuse by a pooled adapter, keeping its capacity and
@@ -188,6 +197,7 @@ func (s *splitter) dispatch(ctx context.Context, whole []byte) {
 	if first {
 		s.start = s.d.now()
 	}
+	s.retrying = !first
 	s.idx = slices.Grow(s.idx, idle)
 	for _, b := range distinct {
 		start := len(s.idx)
@@ -215,6 +225,11 @@ func containsID(ids []int32, id int32) bool {
 }
 
 func (s *splitter) send(ctx context.Context, broker int32, idx []int32, whole []byte, nsubs int) {
+	_, parkable := s.ops.(signer)
+	parkable = parkable && !s.retrying
+	if parkable && s.adopt(broker, idx) {
+		return
+	}
 	body := whole
 	var buf *[]byte
 	if body == nil {
@@ -227,13 +242,33 @@ func (s *splitter) send(ctx context.Context, broker int32, idx []int32, whole []
 	if err != nil {
 		err = fmt.Errorf("send %s to broker %d: %w", kmsg.NameForKey(s.key), broker, err)
 	}
-	s.subs = append(s.subs, sub{broker: broker, idx: idx, p: p, err: err})
+	s.subs = append(s.subs, sub{broker: broker, idx: idx, p: p, err: err, first: parkable})
 	s.outstanding++
+}
+
+// adopt waits for the connection's parked long poll to broker instead of
+// sending a new sub-request, if that poll asks for the same.
+func (s *splitter) adopt(broker int32, idx []int32) bool {
+	k := parkKey{conn: s.conn, broker: broker}
+	if !s.d.parked.has(k) { // the common case: no signature to compute
+		return false
+	}
+	lp := s.d.parked.adopt(k, s.ops.(signer).signature(nil, idx))
+	if lp == nil {
+		return false
+	}
+	s.ensureResults()
+	si := len(s.subs)
+	s.subs = append(s.subs, sub{broker: broker, idx: idx, state: subWaiting, lp: lp, first: true})
+	s.outstanding++
+	s.waiting++
+	lp.attach(s.results, si)
+	return true
 }
 
 // finish waits for the answers, retrying as needed, and merges them.
 func (s *splitter) finish(ctx context.Context) (Reply, error) {
-	defer s.cleanup()
+	defer s.cleanup(ctx)
 	if err := s.loop(ctx); err != nil {
 		return Reply{}, err
 	}
@@ -297,7 +332,9 @@ func (s *splitter) afterAbsorb(si int, body []byte, clean bool) {
 		s.handle(si, nil, fmt.Errorf("broker %d left partitions out of its %s answer", sb.broker, kmsg.NameForKey(s.key)))
 		return
 	}
-	if !clean || si != 0 || len(s.subs) != 1 || len(sb.idx) != len(s.items) {
+	// An adopted long poll (no p) asked with an earlier request's
+	// partition order: its answer is merged in the client's order.
+	if !clean || si != 0 || len(s.subs) != 1 || len(sb.idx) != len(s.items) || sb.p == nil {
 		return
 	}
 	for i := range s.items {

@@ -1,8 +1,10 @@
 package apis
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -117,40 +119,153 @@ func (s *splitter) inlineSub() int {
 }
 
 // launch hands every sent sub-request to a goroutine that waits for it.
+// The goroutines wait with ctx (the client connection's), not with a
+// context of this call: cleanup may park a long poll the answer did not
+// wait for, for the connection's next fetch (see longPoll).
 func (s *splitter) launch(ctx context.Context) {
 	for si := range s.subs {
 		sb := &s.subs[si]
 		if sb.state != subSent {
 			continue
 		}
-		if s.wctx == nil {
-			if cap(s.results) < len(s.items) { // no sub-request has more items
-				s.results = make(chan result, len(s.items))
-			}
-			s.wctx, s.cancel = context.WithCancel(ctx)
-		}
+		s.ensureResults()
+		sb.lp = &longPoll{results: s.results, si: si}
 		sb.state = subWaiting
 		s.waiting++
-		go waitSub(s.wctx, s.results, si, sb.p)
+		go sb.lp.wait(ctx, sb.p)
 	}
 }
 
-// waitSub is the goroutine launch starts; cleanup receives what it sends.
-func waitSub(ctx context.Context, results chan<- result, si int, p Pending) {
-	body, err := p.Wait(ctx)
-	results <- result{si: si, body: body, err: err}
+func (s *splitter) ensureResults() {
+	if cap(s.results) < len(s.items) { // no more subs than items are outstanding
+		s.results = make(chan result, len(s.items))
+	}
 }
 
-// cleanup stops the goroutines still waiting (an early fetch answer leaves
-// idle brokers behind) and releases the call's buffers.
-func (s *splitter) cleanup() {
-	if s.cancel != nil {
-		s.cancel()
-		for ; s.waiting > 0; s.waiting-- {
-			<-s.results
+// cleanup detaches the goroutines still waiting (an early fetch answer
+// leaves idle brokers behind), parking their long polls for the
+// connection's next fetch, and releases the call's buffers.
+func (s *splitter) cleanup(ctx context.Context) {
+	for si := range s.subs {
+		sb := &s.subs[si]
+		if sb.state != subWaiting {
+			continue
 		}
-		s.cancel, s.wctx = nil, nil
+		if sb.lp.detach() {
+			<-s.results // delivered, never read: keep the pooled channel empty
+		} else if ctx.Err() == nil && sb.first {
+			sig := s.ops.(signer).signature(nil, sb.idx)
+			s.d.parked.park(parkKey{conn: s.conn, broker: sb.broker}, sb.lp, sig)
+		}
+		sb.lp = nil
+		s.waiting--
 	}
 	s.d.putBuf(s.own)
 	s.own = nil
+}
+
+// A longPoll is one wait for a fetch sub-request. While attached to a
+// call it delivers its outcome on that call's results; detached from an
+// early answer it may be parked: the connection's next fetch to the same
+// broker, asking for the same partitions at the same offsets, adopts it
+// instead of sending another long poll.
+//
+// Why: a broker holds a fetch for its MaxWait whatever the proxy does. An
+// abandoned long poll keeps an in-flight slot of the client's upstream
+// connection for that long, so a client that fetches quickly (data on
+// other brokers) piles up abandoned polls on an idle broker until Send
+// waits for slots and every fetch waits out an old poll's MaxWait. With
+// adoption each connection keeps at most one long poll per idle broker.
+//
+// Its goroutine ends when the broker answers (by MaxWait) or the client
+// connection's context ends.
+type longPoll struct {
+	mu       sync.Mutex
+	results  chan<- result // nil while detached
+	si       int
+	done     bool // the outcome is in body and err
+	body     []byte
+	err      error
+	registry *parkedPolls // set while parked
+	key      parkKey
+	sig      []byte // the sub-request it answers (fetchOp.signature)
+}
+
+func (lp *longPoll) wait(ctx context.Context, p Pending) {
+	body, err := p.Wait(ctx)
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	lp.done, lp.body, lp.err = true, body, err
+	if lp.results != nil {
+		lp.results <- result{si: lp.si, body: body, err: err} // room: see ensureResults
+	}
+	if lp.registry != nil {
+		// Unadopted: a later fetch sends a fresh request (an answer in
+		// hand may be out of date by then).
+		lp.registry.m.CompareAndDelete(lp.key, lp)
+		lp.registry = nil
+	}
+}
+
+// detach stops delivery; it reports whether the outcome was already sent
+// on the call's results.
+func (lp *longPoll) detach() bool {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	lp.results = nil
+	return lp.done
+}
+
+// attach delivers the outcome on results as sub si, now or when it comes.
+func (lp *longPoll) attach(results chan<- result, si int) {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	lp.results, lp.si = results, si
+	if lp.done {
+		results <- result{si: si, body: lp.body, err: lp.err}
+	}
+}
+
+// parkKey names a client connection's long poll to one broker.
+type parkKey struct {
+	conn   uint64
+	broker int32
+}
+
+// parkedPolls holds parked long polls, at most one per client connection
+// and broker; each leaves when its broker answers. The zero value is
+// ready.
+type parkedPolls struct {
+	m sync.Map // parkKey -> *longPoll
+}
+
+func (pp *parkedPolls) park(k parkKey, lp *longPoll, sig []byte) {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if lp.done { // answered meanwhile: nothing to save
+		return
+	}
+	lp.registry, lp.key, lp.sig = pp, k, sig
+	pp.m.Store(k, lp) // a poll it replaces answers on its own
+}
+
+func (pp *parkedPolls) has(k parkKey) bool {
+	_, ok := pp.m.Load(k)
+	return ok
+}
+
+// adopt takes the parked long poll for k if it answers sig.
+func (pp *parkedPolls) adopt(k parkKey, sig []byte) *longPoll {
+	v, ok := pp.m.Load(k)
+	if !ok {
+		return nil
+	}
+	lp := v.(*longPoll)
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	if lp.registry == nil || !bytes.Equal(lp.sig, sig) || !pp.m.CompareAndDelete(k, lp) {
+		return nil
+	}
+	lp.registry = nil
+	return lp
 }

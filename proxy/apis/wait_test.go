@@ -1,0 +1,77 @@
+package apis
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestFetchAdoptsParkedLongPoll: a fetch that answers early parks the idle
+// brokers' long polls; the connection's next fetch for the same partitions
+// at the same offsets waits for them instead of sending new ones (which
+// would pile up, each holding an upstream slot for MaxWait). Another
+// connection, or other offsets, get polls of their own.
+func TestFetchAdoptsParkedLongPoll(t *testing.T) {
+	d, f, _ := newTestDispatcher(t)
+	f.on(2, kmsg.Fetch, func(int, kmsg.Request) fakeReply { return fakeReply{idle: true} })
+	f.on(3, kmsg.Fetch, func(int, kmsg.Request) fakeReply { return fakeReply{idle: true} })
+	req := partAPIs[1].build(11, spread).(*kmsg.FetchRequest)
+	req.MinBytes, req.MaxWaitMillis = 1, 60_000
+	moved := partAPIs[1].build(11, spread).(*kmsg.FetchRequest)
+	moved.MinBytes, moved.MaxWaitMillis = 1, 60_000
+	for ti := range moved.Topics {
+		for pi := range moved.Topics[ti].Partitions {
+			moved.Topics[ti].Partitions[pi].FetchOffset++
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn1, cancel1 := context.WithCancel(ctx)
+	conn2, cancel2 := context.WithCancel(ctx)
+	for _, step := range []struct {
+		name       string
+		ctx        context.Context
+		conn       uint64
+		req        *kmsg.FetchRequest
+		wantToIdle int // fetches brokers 2 and 3 have each got after the step
+	}{
+		{"first fetch", conn1, 1, req, 1},
+		{"same fetch, same connection", conn1, 1, req, 1},
+		{"again", conn1, 1, req, 1},
+		{"same fetch, other connection", conn2, 2, req, 2},
+		{"other offsets, same connection", conn1, 1, moved, 3},
+	} {
+		c := d.Begin(step.ctx, step.conn, Header{Key: step.req.Key(), Version: step.req.Version}, step.req.AppendTo(nil))
+		reply, err := c.Finish(step.ctx)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		got := partAPIs[1].resp(decodeReply(t, step.req, reply.Body).(*kmsg.FetchResponse))
+		if len(got) != 3 {
+			t.Fatalf("%s: answered %v, want broker 1's three partitions", step.name, got)
+		}
+		for _, b := range []int32{2, 3} {
+			if n := f.count(b, kmsg.Fetch); n != step.wantToIdle {
+				t.Fatalf("%s: broker %d got %d fetches, want %d", step.name, b, n, step.wantToIdle)
+			}
+		}
+	}
+	// Every poll left behind ends with its connection: two pairs on conn1
+	// (the first, replaced in the registry by the second, still ends), one
+	// pair on conn2.
+	cancel1()
+	cancel2()
+	for i := range 6 {
+		select {
+		case e := <-f.idleEnd:
+			if !errors.Is(e, context.Canceled) {
+				t.Fatalf("idle wait ended with %v, want its connection's cancellation", e)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d of 6 idle waits ended with their connections", i)
+		}
+	}
+}
