@@ -6,9 +6,8 @@ package routing
 // most recent maxAvoid refusers; the zero value avoids nothing. It is a small
 // value, passed by value without allocating.
 type Avoid struct {
-	ids  [maxAvoid]int32
-	n    uint8 // refusers remembered, at most maxAvoid
-	next uint8 // slot the next refuser overwrites
+	ids [maxAvoid]int32 // oldest first
+	n   uint8
 }
 
 const maxAvoid = 8
@@ -20,14 +19,25 @@ func AvoidOne(id int32) Avoid {
 	return a
 }
 
-// Add remembers a refuser; negative ids are ignored.
+// Add remembers a refuser as the most recent one; negative ids are ignored.
+// When full, the oldest refuser is forgotten.
 func (a *Avoid) Add(id int32) {
-	if id < 0 || a.Has(id) {
+	if id < 0 {
 		return
 	}
-	a.ids[a.next] = id
-	a.next = (a.next + 1) % maxAvoid
-	a.n = min(a.n+1, maxAvoid)
+	j := 0 // compact, dropping id if present
+	for i := range int(a.n) {
+		if a.ids[i] != id {
+			a.ids[j] = a.ids[i]
+			j++
+		}
+	}
+	if j == maxAvoid {
+		copy(a.ids[:], a.ids[1:])
+		j--
+	}
+	a.ids[j] = id
+	a.n = uint8(j + 1)
 }
 
 // Has reports whether id is avoided.
@@ -45,13 +55,16 @@ func (a Avoid) Last() int32 {
 	if a.n == 0 {
 		return -1
 	}
-	return a.ids[(a.next+maxAvoid-1)%maxAvoid]
+	return a.ids[a.n-1]
 }
 
-// RouteAvoiding is Route with a set to avoid. When every live broker has
-// refused, it forgets all but the last refuser: ownership may have settled
-// since the first refusals, and a request must not run out of brokers while
-// its deadline lasts.
+// RouteAvoiding is Route with a set to avoid. Avoiding is a preference, not
+// an exclusion: when every live broker has refused, it forgets all but the
+// last refuser, and when that leaves nothing (one live broker, the last
+// refuser) it routes to it anyway. Ownership may have settled since the
+// refusals (a dead owner's lease expires), and a partition nobody is asked
+// to take stays unowned: clients wait for a metadata change that only a
+// produce would cause. The caller's backoff spaces the retries.
 func (t *Table) RouteAvoiding(topic string, p int32, avoid Avoid) (int32, bool) {
 	st := t.st.Load()
 	o, _ := unpack(st.slot(topic, p))
@@ -77,8 +90,11 @@ func (t *Table) AnyBrokerAvoiding(key string, avoid Avoid) (int32, bool) {
 }
 
 func (s *brokerSet) rendezvousAvoiding(key uint64, avoid Avoid) (int32, bool) {
-	if b, ok := s.rendezvous(key, avoid); ok || avoid.n <= 1 {
-		return b, ok
+	if b, ok := s.rendezvous(key, avoid); ok {
+		return b, true
 	}
-	return s.rendezvous(key, AvoidOne(avoid.Last()))
+	if b, ok := s.rendezvous(key, AvoidOne(avoid.Last())); ok {
+		return b, true
+	}
+	return s.rendezvous(key, Avoid{})
 }

@@ -21,6 +21,34 @@ func TestAvoidSet(t *testing.T) {
 	if a.Last() != maxAvoid+2 {
 		t.Fatalf("Last = %d, want %d", a.Last(), maxAvoid+2)
 	}
+	a.Add(3) // a repeat refuser becomes the most recent one
+	if a.Last() != 3 || !a.Has(maxAvoid+2) {
+		t.Fatalf("after re-adding 3: Last = %d, %+v", a.Last(), a)
+	}
+}
+
+// TestAvoidNeverLeavesNothing: with one live broker that already refused,
+// a retry still goes to it; a partition nobody is asked to take would stay
+// unowned while clients wait for a metadata change.
+func TestAvoidNeverLeavesNothing(t *testing.T) {
+	tb := NewTable()
+	tb.SetBroker(Broker{ID: 2})
+	var a Avoid
+	a.Add(3) // a dead owner whose lease just expired
+	a.Add(2)
+	for name, route := range map[string]func() (int32, bool){
+		"partition":    func() (int32, bool) { return tb.RouteAvoiding("t", 1, a) },
+		"group":        func() (int32, bool) { return tb.RouteGroupAvoiding("g", a) },
+		"any":          func() (int32, bool) { return tb.AnyBrokerAvoiding("k", a) },
+		"single avoid": func() (int32, bool) { return tb.Route("t", 1, 2) },
+	} {
+		if b, ok := route(); !ok || b != 2 {
+			t.Errorf("%s: routed to %d (ok=%v), want the only live broker 2", name, b, ok)
+		}
+	}
+	if _, ok := NewTable().RouteAvoiding("t", 1, a); ok {
+		t.Error("routed with no live broker at all")
+	}
 }
 
 // TestRetriesVisitEveryBroker: a retry loop that avoids every refuser so far

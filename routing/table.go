@@ -156,7 +156,8 @@ func (t *Table) Epoch(topic string, p int32) int32 {
 
 // Route picks the broker for a partition request: the live owner unless it
 // is avoid, else the rendezvous choice among live brokers other than avoid
-// (every proxy replica picks the same one). false means no broker is left.
+// (every proxy replica picks the same one), else avoid itself if it is the
+// only live broker (see RouteAvoiding). false means no broker is live.
 func (t *Table) Route(topic string, p int32, avoid int32) (int32, bool) {
 	return t.RouteAvoiding(topic, p, AvoidOne(avoid))
 }

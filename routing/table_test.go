@@ -86,8 +86,9 @@ func TestRouteAvoid(t *testing.T) {
 	if r, ok := tb.Route("a", 0, -1); !ok || r != 1 {
 		t.Fatalf("Route = (%d, %v), want (1, true)", r, ok)
 	}
-	if r, ok := tb.Route("a", 0, 1); ok {
-		t.Fatalf("Route avoiding the only broker = (%d, true), want false", r)
+	// Avoiding is a preference: the only live broker is still tried.
+	if r, ok := tb.Route("a", 0, 1); !ok || r != 1 {
+		t.Fatalf("Route avoiding the only broker = (%d, %v), want (1, true)", r, ok)
 	}
 	tb.SetBroker(Broker{ID: 2, Addr: "h2"})
 	if r, ok := tb.Route("a", 0, 1); !ok || r != 2 {
