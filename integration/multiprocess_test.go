@@ -13,7 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kproxy/kproxy/internal/devcluster"
 	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 )
 
@@ -143,7 +145,7 @@ func ownerOf(t *testing.T, endpoint, topic string, p int32) int32 {
 	cli := etcdlocal.NewClientForTest(t, endpoint)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	owner, ok, err := readOwner(ctx, cli, topic, p)
+	owner, ok, err := devcluster.ReadOwner(ctx, cli, layout.New(""), topic, p)
 	if err != nil || !ok {
 		t.Fatalf("owner of %s/%d: ok=%v err=%v", topic, p, ok, err)
 	}

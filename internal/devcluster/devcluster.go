@@ -266,7 +266,13 @@ func (c *Cluster) Client() *clientv3.Client { return c.cli }
 
 // Owner reads a partition's current owner from etcd.
 func (c *Cluster) Owner(ctx context.Context, topic string, partition int32) (int32, bool, error) {
-	resp, err := c.cli.Get(ctx, c.layout.OwnerKey(topic, partition))
+	return ReadOwner(ctx, c.cli, c.layout, topic, partition)
+}
+
+// ReadOwner reads a partition's owner key: the owning broker, and whether
+// the partition is owned at all.
+func ReadOwner(ctx context.Context, cli *clientv3.Client, l layout.Layout, topic string, partition int32) (int32, bool, error) {
+	resp, err := cli.Get(ctx, l.OwnerKey(topic, partition))
 	if err != nil {
 		return 0, false, fmt.Errorf("read owner of %s/%d: %w", topic, partition, err)
 	}
