@@ -133,6 +133,10 @@ type Pool struct {
 
 	mu      sync.Mutex // serializes creating, replacing and removing broker pools
 	brokers *lru.Cache[int32, *brokerPool]
+	// byID is a copy of brokers, republished under mu after every change,
+	// that Send reads without locking: the LRU locks on every Get, and
+	// Prune, which routing changes drive, holds that lock while it scans.
+	byID atomic.Pointer[map[int32]*brokerPool]
 }
 
 var _ apis.Sender = (*Pool)(nil)
@@ -217,15 +221,22 @@ func (p *Pool) patience(ctx context.Context, own time.Duration) time.Duration {
 }
 
 // brokerPool returns the pool for broker at its current address, replacing
-// a pool whose broker moved and dropping one whose broker left.
+// a pool whose broker moved and dropping one whose broker left. The common
+// case (the pool exists and is current) takes no lock.
 func (p *Pool) brokerPool(id int32) (*brokerPool, error) {
 	addr, ok := p.cfg.Resolve(id)
+	cur := p.published(id)
 	if !ok {
-		p.brokers.Remove(id)
+		if cur != nil {
+			p.mu.Lock()
+			p.brokers.Remove(id)
+			p.publishLocked()
+			p.mu.Unlock()
+		}
 		return nil, fmt.Errorf("broker %d is not live", id)
 	}
-	if bp, ok := p.brokers.Get(id); ok && bp.addr == addr && !bp.closed.Load() {
-		return bp, nil
+	if cur != nil && cur.addr == addr && !cur.closed.Load() {
+		return cur, nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -239,8 +250,27 @@ func (p *Pool) brokerPool(id int32) (*brokerPool, error) {
 		p.brokers.Remove(id)
 	}
 	bp := newBrokerPool(p, id, addr)
-	p.brokers.Add(id, bp)
+	p.brokers.Add(id, bp) // may evict (and close) the least recently created pool
+	p.publishLocked()
 	return bp, nil
+}
+
+func (p *Pool) published(id int32) *brokerPool {
+	if m := p.byID.Load(); m != nil {
+		return (*m)[id]
+	}
+	return nil
+}
+
+// publishLocked republishes the LRU's pools for lock-free reads.
+func (p *Pool) publishLocked() {
+	m := make(map[int32]*brokerPool, p.brokers.Len())
+	for _, id := range p.brokers.Keys() {
+		if bp, ok := p.brokers.Peek(id); ok {
+			m[id] = bp
+		}
+	}
+	p.byID.Store(&m)
 }
 
 // Prune closes the pools of brokers that left or moved. Call it when the
@@ -257,6 +287,7 @@ func (p *Pool) Prune() {
 			p.brokers.Remove(id)
 		}
 	}
+	p.publishLocked()
 }
 
 // Close closes every connection, failing their requests, and waits for the
@@ -265,6 +296,7 @@ func (p *Pool) Close() {
 	p.closed.Store(true)
 	p.mu.Lock()
 	p.brokers.Purge()
+	p.publishLocked()
 	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
