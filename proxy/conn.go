@@ -201,7 +201,7 @@ func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, st
 		return
 	}
 	r := responseHeader(&h, len(reply.Body))
-	r.body = reply.Body
+	r.body, r.done = reply.Body, reply.Release
 	c.seq.complete(t, r)
 }
 
@@ -233,6 +233,11 @@ func (c *clientConn) writeLoop() {
 		toWrite = bufs // WriteTo consumes its receiver
 		n, err := toWrite.WriteTo(c.nc)
 		c.s.m.bytesOut.Add(float64(n))
+		for i := range batch {
+			if done := batch[i].done; done != nil {
+				done()
+			}
+		}
 		clear(batch)
 		clear(bufs)
 		if err != nil {

@@ -12,7 +12,8 @@ type response struct {
 	hdr  [9]byte // size, correlation id, and the empty tag section if flexible
 	hlen uint8
 	body []byte
-	skip bool // nothing to write: Kafka sends no response (acks=0 produce)
+	skip bool   // nothing to write: Kafka sends no response (acks=0 produce)
+	done func() // if set, called once body is written: its memory may be reused
 }
 
 // bytes is the response's size on the wire.

@@ -333,3 +333,35 @@ func waitFor(t testing.TB, cond func() bool, what string) {
 
 var _ = apis.Reply{}
 var _ = context.Background
+
+// TestReplyReleasedAfterWrite checks that a reply's Release runs once, after
+// its body is on the wire: the body's buffer is reused from then on, and the
+// release scribbles over it as reuse would.
+func TestReplyReleasedAfterWrite(t *testing.T) {
+	d := newFakeDispatcher(true)
+	ts := startServer(t, Config{}, d)
+	c := dial(t, ts)
+	c.send(3, 4, 7, nil)
+	body := []byte("answer")
+	released := make(chan struct{}, 2)
+	d.next(t).release <- fakeResult{reply: apis.Reply{Body: body, Release: func() {
+		copy(body, "XXXXXX")
+		released <- struct{}{}
+	}}}
+	if corr, got := c.read(); corr != 7 || string(got) != "answer" {
+		t.Fatalf("response: corr %d body %q", corr, got)
+	}
+	select {
+	case <-released:
+	case <-time.After(testWait):
+		t.Fatalf("Release not called within %s of the write", testWait)
+	}
+	c.send(3, 4, 8, nil) // the connection goes on; nothing released twice
+	d.next(t).answer()
+	if corr, _ := c.read(); corr != 8 {
+		t.Fatalf("next response: corr %d", corr)
+	}
+	if len(released) != 0 {
+		t.Fatal("Release called twice")
+	}
+}

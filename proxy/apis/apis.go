@@ -31,6 +31,9 @@ type Reply struct {
 	Body []byte
 	// NoResponse is set when Kafka sends nothing back (Produce with acks=0).
 	NoResponse bool
+	// Release, if not nil, lets Body's memory be reused: call it once Body
+	// is written (or will never be). Not calling it is safe.
+	Release func()
 }
 
 // Sender forwards encoded request bodies to brokers.
@@ -51,4 +54,7 @@ type Sender interface {
 type Pending interface {
 	// Wait returns the response body (response header stripped) or an error.
 	Wait(ctx context.Context) ([]byte, error)
+	// Release lets the body's memory be reused. Call it after Wait, once
+	// nothing references the body any more; not calling it is safe.
+	Release()
 }

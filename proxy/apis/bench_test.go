@@ -14,6 +14,7 @@ type cannedSender struct{ answers map[int32]*canned }
 type canned struct{ body []byte }
 
 func (c *canned) Wait(context.Context) ([]byte, error) { return c.body, nil }
+func (c *canned) Release()                             {} // shared by every request
 
 func (s *cannedSender) Send(_ context.Context, broker int32, _ uint64, _, _ int16, _ []byte) (Pending, error) {
 	return s.answers[broker], nil

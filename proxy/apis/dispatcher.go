@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/retry"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -68,7 +69,7 @@ type Dispatcher struct {
 	m      *metrics
 	vers   *versions
 	ids    topicIDs
-	bufs   sync.Pool // *[]byte
+	bufs   kwire.BufPool // requests' own copies, sub-requests and merged answers
 
 	producePool sync.Pool   // *produceOp
 	fetchPool   sync.Pool   // *fetchOp
@@ -234,31 +235,21 @@ func (d *Dispatcher) backoff(attempt int, deadline time.Time) (time.Duration, bo
 	return d.policy.Next(attempt, d.now(), deadline, d.rnd)
 }
 
-// getBuf returns an empty pooled buffer; putBuf gives it back.
-func (d *Dispatcher) getBuf() *[]byte {
-	if b, ok := d.bufs.Get().(*[]byte); ok {
-		return b
-	}
-	b := make([]byte, 0, 4096)
-	return &b
-}
-
-// maxPooled keeps rare huge requests from pinning memory in the pool.
-const maxPooled = 4 << 20
+// getBuf returns an empty pooled buffer of capacity at least n; putBuf
+// gives it back.
+func (d *Dispatcher) getBuf(n int) *[]byte { return d.bufs.Get(n) }
 
 func (d *Dispatcher) putBuf(b *[]byte) {
-	if b == nil || cap(*b) > maxPooled {
-		return
+	if b != nil {
+		d.bufs.Put(b)
 	}
-	*b = (*b)[:0]
-	d.bufs.Put(b)
 }
 
 // ownCopy copies a client's body into a pooled buffer the call owns until it
 // finishes: Begin may not keep body, but retries need the bytes.
 func (d *Dispatcher) ownCopy(body []byte) *[]byte {
-	b := d.getBuf()
-	*b = append((*b)[:0], body...)
+	b := d.getBuf(len(body))
+	*b = append(*b, body...)
 	return b
 }
 

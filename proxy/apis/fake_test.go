@@ -97,8 +97,28 @@ func (f *fakeSender) Send(_ context.Context, broker int32, _ uint64, key, versio
 }
 
 type fakePending struct {
-	f *fakeSender
-	r fakeReply
+	f        *fakeSender
+	r        fakeReply
+	body     []byte // what Wait returned
+	released bool
+}
+
+// Release scribbles over the answer it gave, as a reused buffer would be
+// overwritten, so that a merge that still reads it, or a client answer that
+// aliases it, fails the test.
+func (p *fakePending) Release() {
+	p.f.mu.Lock()
+	defer p.f.mu.Unlock()
+	switch {
+	case p.released:
+		p.f.t.Errorf("a broker answer was released twice")
+	case p.body == nil:
+		p.f.t.Errorf("a broker answer was released before Wait returned it")
+	}
+	p.released = true
+	for i := range p.body {
+		p.body[i] = 0xEE
+	}
 }
 
 func (p *fakePending) Wait(ctx context.Context) ([]byte, error) {
@@ -120,7 +140,11 @@ func (p *fakePending) Wait(ctx context.Context) ([]byte, error) {
 	if p.r.err != nil {
 		return nil, p.r.err
 	}
-	return p.r.resp.AppendTo(nil), nil
+	body := p.r.resp.AppendTo(nil)
+	p.f.mu.Lock()
+	p.body = body
+	p.f.mu.Unlock()
+	return body, nil
 }
 
 // requests returns what was sent for key, in order.

@@ -57,7 +57,6 @@ type fetchOp struct {
 	hints    bool
 	byID     bool
 	bytes    int // record bytes in the answers so far
-	sizeHint int
 }
 
 func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body []byte) (op, error) {
@@ -107,7 +106,7 @@ func (o *fetchOp) release() {
 	d.putBuf(o.s.own)
 	o.s.reset()
 	clear(o.slots)
-	o.throttle, o.hints, o.byID, o.bytes, o.sizeHint = 0, false, false, 0, 0
+	o.throttle, o.hints, o.byID, o.bytes = 0, false, false, 0
 	d.fetchPool.Put(o)
 }
 
@@ -180,7 +179,6 @@ func (o *fetchOp) absorb(body []byte, si int) (bool, error) {
 			}
 			o.slots[i] = *p
 			o.bytes += len(p.RecordBatches)
-			o.sizeHint += len(p.RecordBatches)
 			o.s.answered(i, p.ErrorCode)
 		}
 	}
@@ -246,7 +244,7 @@ func (o *fetchOp) enough() bool {
 
 // merge answers every partition that has a final answer, in the client's
 // order; partitions still in flight or waiting for a retry are left out.
-func (o *fetchOp) merge() []byte {
+func (o *fetchOp) merge(dst []byte) []byte {
 	resp := kmsg.FetchResponse{Version: o.s.version, ThrottleMillis: o.throttle}
 	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(o.req.Topics))
 	for ti := range o.req.Topics {
@@ -269,7 +267,7 @@ func (o *fetchOp) merge() []byte {
 		d := o.s.d // the hint's endpoint: the proxy
 		resp.Brokers = []kmsg.FetchResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
 	}
-	return resp.AppendTo(make([]byte, 0, 64+o.sizeHint+len(o.slots)*64+len(o.req.Topics)*32))
+	return resp.AppendTo(dst)
 }
 
 func (o *fetchOp) allDone(lo, hi int32) bool {

@@ -93,7 +93,10 @@ func (o *forwardOp) finish(ctx context.Context) (Reply, error) {
 		code, cls := o.classify(resp, err)
 		switch cls {
 		case retry.Done, retry.Final:
-			return Reply{Body: resp}, nil
+			if err != nil {
+				return Reply{Body: resp}, nil
+			}
+			return Reply{Body: resp, Release: o.p.Release}, nil
 		case retry.Ambiguous:
 			o.d.log.Debug("ambiguous outcome", "api", name, "broker", o.broker, "err", err)
 			return o.local(kerr.RequestTimedOut.Code), nil

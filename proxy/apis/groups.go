@@ -184,11 +184,11 @@ func (g *groupList[Q, R]) absorb(body []byte, si int) (bool, error) {
 
 func (g *groupList[Q, R]) fail(i int32, code int16) { g.slots[i] = g.failed(g.s.items[i].topic, code) }
 
-func (g *groupList[Q, R]) merge() []byte {
+func (g *groupList[Q, R]) merge(dst []byte) []byte {
 	resp := g.req.ResponseKind()
 	*g.list(resp) = g.slots
 	if t, ok := resp.(kmsg.SetThrottleResponse); ok {
 		t.SetThrottle(g.thr)
 	}
-	return resp.AppendTo(nil)
+	return resp.AppendTo(dst)
 }

@@ -39,10 +39,12 @@ type donePending struct {
 }
 
 func (p donePending) Wait(context.Context) ([]byte, error) { return p.body, p.err }
+func (p donePending) Release()                             {}
 
 type funcPending func(context.Context) ([]byte, error)
 
 func (f funcPending) Wait(ctx context.Context) ([]byte, error) { return f(ctx) }
+func (f funcPending) Release()                                 {}
 
 func (s *logSender) Send(_ context.Context, broker int32, _ uint64, key, version int16, body []byte) (Pending, error) {
 	req := kmsg.RequestForKey(key)

@@ -145,13 +145,13 @@ func (o *listOffsetsOp) fail(i int32, code int16) {
 	o.slots[i] = p
 }
 
-func (o *listOffsetsOp) merge() []byte {
+func (o *listOffsetsOp) merge(dst []byte) []byte {
 	resp := kmsg.ListOffsetsResponse{Version: o.s.version, ThrottleMillis: o.thr}
 	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, len(o.req.Topics))
 	slotsByTopic(&o.s, o.slots, len(o.req.Topics), func(ti int, ps []kmsg.ListOffsetsResponseTopicPartition) {
 		resp.Topics[ti] = kmsg.ListOffsetsResponseTopic{Topic: o.req.Topics[ti].Topic, Partitions: ps}
 	})
-	return resp.AppendTo(make([]byte, 0, 32+len(o.slots)*40+len(o.req.Topics)*32))
+	return resp.AppendTo(dst)
 }
 
 // OffsetForLeaderEpoch.
@@ -219,13 +219,13 @@ func (o *epochOp) fail(i int32, code int16) {
 	o.slots[i] = p
 }
 
-func (o *epochOp) merge() []byte {
+func (o *epochOp) merge(dst []byte) []byte {
 	resp := kmsg.OffsetForLeaderEpochResponse{Version: o.s.version, ThrottleMillis: o.thr}
 	resp.Topics = make([]kmsg.OffsetForLeaderEpochResponseTopic, len(o.req.Topics))
 	slotsByTopic(&o.s, o.slots, len(o.req.Topics), func(ti int, ps []kmsg.OffsetForLeaderEpochResponseTopicPartition) {
 		resp.Topics[ti] = kmsg.OffsetForLeaderEpochResponseTopic{Topic: o.req.Topics[ti].Topic, Partitions: ps}
 	})
-	return resp.AppendTo(make([]byte, 0, 32+len(o.slots)*32+len(o.req.Topics)*32))
+	return resp.AppendTo(dst)
 }
 
 // DeleteRecords.
@@ -293,11 +293,11 @@ func (o *deleteRecordsOp) fail(i int32, code int16) {
 	o.slots[i] = p
 }
 
-func (o *deleteRecordsOp) merge() []byte {
+func (o *deleteRecordsOp) merge(dst []byte) []byte {
 	resp := kmsg.DeleteRecordsResponse{Version: o.s.version, ThrottleMillis: o.thr}
 	resp.Topics = make([]kmsg.DeleteRecordsResponseTopic, len(o.req.Topics))
 	slotsByTopic(&o.s, o.slots, len(o.req.Topics), func(ti int, ps []kmsg.DeleteRecordsResponseTopicPartition) {
 		resp.Topics[ti] = kmsg.DeleteRecordsResponseTopic{Topic: o.req.Topics[ti].Topic, Partitions: ps}
 	})
-	return resp.AppendTo(make([]byte, 0, 32+len(o.slots)*24+len(o.req.Topics)*32))
+	return resp.AppendTo(dst)
 }

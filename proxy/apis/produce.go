@@ -185,7 +185,7 @@ func (o *produceOp) fail(i int32, code int16) {
 
 func (o *produceOp) enough() bool { return false }
 
-func (o *produceOp) merge() []byte {
+func (o *produceOp) merge(dst []byte) []byte {
 	o.out = kmsg.ProduceResponse{Version: o.s.version, ThrottleMillis: o.throttle, Topics: slices.Grow(o.out.Topics[:0], len(o.req.Topics))[:len(o.req.Topics)]}
 	resp := &o.out
 	for ti := range o.req.Topics {
@@ -196,5 +196,5 @@ func (o *produceOp) merge() []byte {
 		d := o.s.d // the hint's endpoint: the proxy
 		resp.Brokers = []kmsg.ProduceResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
 	}
-	return resp.AppendTo(make([]byte, 0, 64+len(o.slots)*48+len(o.req.Topics)*32))
+	return resp.AppendTo(dst)
 }

@@ -36,8 +36,8 @@ type partOps interface {
 	absorb(body []byte, si int) (clean bool, err error)
 	// fail stores a local answer with code in slot i.
 	fail(i int32, code int16)
-	// merge encodes the client's response.
-	merge() []byte
+	// merge appends the client's response to dst.
+	merge(dst []byte) []byte
 	// enough says the answers so far should go to the client now, without
 	// waiting for outstanding brokers (fetch only).
 	enough() bool
@@ -84,6 +84,7 @@ type sub struct {
 	p      Pending
 	err    error // Send failed
 	state  uint8
+	held   bool      // its answer was absorbed: slots may reference it
 	lp     *longPoll // the wait of a subWaiting sub
 	first  bool      // of the first round: its long poll may be parked
 }
@@ -119,6 +120,7 @@ type splitter struct {
 	start       time.Time // first attempt sent
 	grace       time.Time // enough is in hand: answer by then (see graceFor)
 	raw         []byte    // broker answer the client may get unchanged
+	answerBytes int       // bytes of broker answers absorbed
 	retries     int       // items in itemRetry
 	outstanding int       // subs not yet handled
 	waiting     int       // subs handed to goroutines
@@ -233,8 +235,12 @@ func (s *splitter) send(ctx context.Context, broker int32, idx []int32, whole []
 	body := whole
 	var buf *[]byte
 	if body == nil {
-		buf = s.d.getBuf()
-		*buf = s.ops.encode((*buf)[:0], idx, nsubs)
+		n := 4096
+		if s.own != nil { // a sub-request is at most the client's request
+			n = len(*s.own) + 256
+		}
+		buf = s.d.getBuf(n)
+		*buf = s.ops.encode(*buf, idx, nsubs)
 		body = *buf
 	}
 	p, err := s.d.sender.Send(ctx, broker, s.conn, s.key, s.version, body)
@@ -273,9 +279,31 @@ func (s *splitter) finish(ctx context.Context) (Reply, error) {
 		return Reply{}, err
 	}
 	if s.raw != nil {
-		return Reply{Body: s.raw}, nil
+		s.subs[0].held = false // see afterAbsorb: the only sub, with a Pending
+		return Reply{Body: s.raw, Release: s.subs[0].p.Release}, nil
 	}
-	return Reply{Body: s.ops.merge()}, nil
+	// The answer is about as large as the broker answers it merges.
+	buf := s.d.getBuf(s.answerBytes + 64*len(s.items) + 256)
+	*buf = s.ops.merge(*buf)
+	s.releaseAnswers()
+	d := s.d
+	return Reply{Body: *buf, Release: func() { d.putBuf(buf) }}, nil
+}
+
+// releaseAnswers hands back the broker answers the merge copied from.
+func (s *splitter) releaseAnswers() {
+	for si := range s.subs {
+		sb := &s.subs[si]
+		if !sb.held {
+			continue
+		}
+		sb.held = false
+		if sb.p != nil {
+			sb.p.Release()
+		} else if sb.lp != nil { // adopted
+			sb.lp.p.Release()
+		}
+	}
 }
 
 func (s *splitter) handleSendErrors() {
@@ -293,6 +321,8 @@ func (s *splitter) handle(si int, body []byte, err error) {
 	s.outstanding--
 	if err == nil {
 		s.seq++
+		sb.held = true
+		s.answerBytes += len(body)
 		clean, derr := s.ops.absorb(body, si)
 		if derr == nil {
 			s.afterAbsorb(si, body, clean)

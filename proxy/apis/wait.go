@@ -129,7 +129,7 @@ func (s *splitter) launch(ctx context.Context) {
 			continue
 		}
 		s.ensureResults()
-		sb.lp = &longPoll{results: s.results, si: si}
+		sb.lp = &longPoll{results: s.results, si: si, p: sb.p}
 		sb.state = subWaiting
 		s.waiting++
 		go sb.lp.wait(ctx, sb.p)
@@ -183,7 +183,8 @@ type longPoll struct {
 	mu       sync.Mutex
 	results  chan<- result // nil while detached
 	si       int
-	done     bool // the outcome is in body and err
+	p        Pending // whose answer it waits for; the adopter releases it
+	done     bool    // the outcome is in body and err
 	body     []byte
 	err      error
 	registry *parkedPolls // set while parked

@@ -417,11 +417,12 @@ func (c *conn) deadlineLocked(now time.Time, patience time.Duration) time.Time {
 func (c *conn) readLoop(br *bufio.Reader) {
 	defer c.bp.p.wg.Done()
 	for {
-		buf, err := readFrame(br)
+		frame, err := readFrame(br, &c.bp.p.bufs)
 		if err != nil {
 			c.failRead(err)
 			return
 		}
+		buf := *frame
 		corr := int32(binary.BigEndian.Uint32(buf))
 		c.mu.Lock()
 		r := c.inflight[corr]
@@ -445,7 +446,7 @@ func (c *conn) readLoop(br *bufio.Reader) {
 			}
 			off += n
 		}
-		r.complete(buf[off:], nil)
+		r.completeFrame(frame, off)
 	}
 }
 

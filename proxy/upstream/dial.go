@@ -14,6 +14,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 // connect dials and identifies the proxy so that the broker may answer out
@@ -70,10 +72,11 @@ func (c *conn) handshake(nc net.Conn, br *bufio.Reader) (bool, error) {
 		return false, err
 	}
 	// ApiVersions responses always have header v0: just the correlation id.
-	resp, err := readFrame(br)
+	buf, err := readFrame(br, nil)
 	if err != nil {
 		return false, err
 	}
+	resp := *buf
 	if len(resp) < 6 || int32(binary.BigEndian.Uint32(resp)) != handshakeCorr {
 		return false, errors.New("malformed ApiVersions response")
 	}
@@ -101,7 +104,9 @@ func advertisesUnordered(body []byte) bool {
 	return false
 }
 
-func readFrame(br *bufio.Reader) ([]byte, error) {
+// readFrame reads one response frame (without its size) into a buffer from
+// pool, or a new one when pool is nil.
+func readFrame(br *bufio.Reader, pool *kwire.BufPool) (*[]byte, error) {
 	var sz [4]byte
 	if _, err := io.ReadFull(br, sz[:]); err != nil {
 		return nil, err
@@ -110,8 +115,18 @@ func readFrame(br *bufio.Reader) ([]byte, error) {
 	if n < 4 || n > maxResponseBytes {
 		return nil, fmt.Errorf("response frame of %d bytes: %w", n, errProtocol)
 	}
-	buf := make([]byte, n) // handed to the caller of Wait: never pooled
-	if _, err := io.ReadFull(br, buf); err != nil {
+	var buf *[]byte
+	if pool != nil {
+		buf = pool.Get(int(n))
+	} else {
+		b := make([]byte, 0, n)
+		buf = &b
+	}
+	*buf = (*buf)[:n]
+	if _, err := io.ReadFull(br, *buf); err != nil {
+		if pool != nil {
+			pool.Put(buf)
+		}
 		return nil, err
 	}
 	return buf, nil

@@ -435,3 +435,30 @@ func TestLongPollOutlivesReadTimeout(t *testing.T) {
 		t.Fatalf("timeout errors = %v, want 0", v)
 	}
 }
+
+// TestReleaseIsSafe: Release before the response arrives leaves the
+// response intact, and a second Release does nothing.
+func TestReleaseIsSafe(t *testing.T) {
+	fb := newFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+	pend := send(t, p, 1, 0, 12, "early")
+	pend.Release() // not answered yet: must not hand out the frame
+	echo(recv(t, fb))
+	body, err := wait(t, pend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topic := decodeTopic(t, 12, body); topic != "early" {
+		t.Fatalf("topic %q after an early Release", topic)
+	}
+	pend.Release()
+	pend.Release()
+	again := send(t, p, 1, 0, 12, "next")
+	echo(recv(t, fb))
+	body, err = wait(t, again)
+	if err != nil || decodeTopic(t, 12, body) != "next" {
+		t.Fatalf("after Release: %q %v", body, err)
+	}
+}

@@ -36,6 +36,7 @@ type request struct {
 
 	done chan struct{}
 	body []byte
+	resp *[]byte // pooled frame body aliases; Release hands it back
 	err  error
 }
 
@@ -74,6 +75,28 @@ func (r *request) Wait(ctx context.Context) ([]byte, error) {
 func (r *request) complete(body []byte, err error) {
 	r.body, r.err = body, err
 	close(r.done)
+}
+
+// completeFrame completes r with the pooled response frame resp, whose body
+// starts at off.
+func (r *request) completeFrame(resp *[]byte, off int) {
+	r.resp = resp
+	r.complete((*resp)[off:], nil)
+}
+
+// Release hands the response frame back to the pool. The caller of Wait
+// calls it once nothing references the body any more; a request whose
+// caller never does leaves its frame to the garbage collector.
+func (r *request) Release() {
+	select {
+	case <-r.done:
+	default:
+		return // not complete: the reader may still fill it
+	}
+	if b := r.resp; b != nil {
+		r.resp, r.body = nil, nil
+		r.c.bp.p.bufs.Put(b)
+	}
 }
 
 // deadlineHeap orders written requests by deadline, so that the connection's
