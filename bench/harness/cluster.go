@@ -320,6 +320,7 @@ func (c *Cluster) owners(ctx context.Context, topic string) (map[int32]int32, er
 // procCPU is the CPU time of the proxy, the relays and the brokers.
 type procCPU struct {
 	proxy, relays, brokers time.Duration
+	clients                time.Duration // the load generator
 }
 
 func (c *Cluster) cpu() (procCPU, error) {
@@ -346,7 +347,7 @@ func (c *Cluster) cpu() (procCPU, error) {
 }
 
 func (a procCPU) sub(b procCPU) procCPU {
-	return procCPU{a.proxy - b.proxy, a.relays - b.relays, a.brokers - b.brokers}
+	return procCPU{proxy: a.proxy - b.proxy, relays: a.relays - b.relays, brokers: a.brokers - b.brokers, clients: a.clients - b.clients}
 }
 
 func freeAddr() (string, error) {

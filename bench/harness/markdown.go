@@ -74,13 +74,13 @@ func (r *Report) setupMarkdown(w func(string, ...any)) {
 	w("- Sides: **direct** = clients bootstrap from the brokers and use their metadata; **kproxy** = clients bootstrap from the proxy, their only broker; **relay** = clients bootstrap from the relays and every connection to a broker goes through that broker's relay. Brokers advertise their own addresses (the proxy must reach them directly), so relay-side clients rewrite broker addresses to relay addresses in their dialer (`kbench --dial-map`), which is what advertising the relays would do.\n")
 	w("- Each scenario runs every side %d times, %s warm-up + %s measured per run, alternating sides run by run; odd rounds reverse the order and every second round rotates it, so that drift of the shared machine hits all sides alike. Throughput counts acknowledgements (or records read) inside the measured windows; latency percentiles come from merged HDR histograms (3 significant digits), not averages.\n", s.Rounds, s.Warmup, s.Duration)
 	w("- Producers use kgo with acks=all (idempotent), no compression (values are random), kgo's default 10 ms linger, and %d MiB of buffered records spread over the clients (kgo MaxBufferedRecords), so that saturated latency shows the path to the brokers rather than seconds of queueing in the client. A kgo client keeps up to 5 produce requests in flight per broker: through kproxy, which is one broker to the client, that is 5 per client instead of 15.\n", s.BufferBytes>>20)
-	w("- CPU per MB: utime+stime from /proc/<pid>/stat of the proxy (or the three relays, or the brokers) across the measured windows, divided by the MB (10^6 bytes) of record values moved in them; for fetch runs across the whole run and everything read.\n\n")
+	w("- CPU per MB: utime+stime from /proc/<pid>/stat of the proxy (or the three relays), the brokers and the load generator (client CPU) across the measured windows, divided by the MB (10^6 bytes) of record values moved in them; for fetch runs across the whole run and everything read. Cores busy: the CPU time of all of them over the measured time (this machine has %d).\n\n", e.Cores)
 }
 
 func scenarioMarkdown(w func(string, ...any), s ScenarioResult) {
 	w("## %s\n\n%s.\n\n", s.Title, capitalize(s.What))
-	w("| side | records/s | MB/s | p50 | p99 | p99.9 | max | errors | proxy or relay CPU | broker CPU | runs (records/s) |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("| side | records/s | MB/s | p50 | p99 | p99.9 | max | errors | proxy or relay CPU | broker CPU | client CPU | cores busy | runs (records/s) |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range s.Sides {
 		inter := "-"
 		if r.Side != sideDirect {
@@ -90,9 +90,9 @@ func scenarioMarkdown(w func(string, ...any), s ScenarioResult) {
 		for i, v := range r.RunRecordsPerSec {
 			runs[i] = fmt.Sprintf("%.0f", v)
 		}
-		w("| %s | %.0f | %.2f | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %d | %s | %.2f ms/MB | %s |\n",
+		w("| %s | %.0f | %.2f | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %d | %s | %.2f ms/MB | %.2f ms/MB | %.2f | %s |\n",
 			r.Side, r.RecordsPerSec, r.MBPerSec, ms1(r.Latency.P50), ms1(r.Latency.P99), ms1(r.Latency.P999),
-			ms1(r.Latency.Max), r.Errors, inter, r.BrokerCPUMsPerMB, strings.Join(runs, ", "))
+			ms1(r.Latency.Max), r.Errors, inter, r.BrokerCPUMsPerMB, r.ClientCPUMsPerMB, r.Cores, strings.Join(runs, ", "))
 	}
 	w("\n")
 	var ratios []string

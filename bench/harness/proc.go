@@ -81,6 +81,14 @@ func startProc(dir, name string, captureStdout bool, bin string, args ...string)
 // Pid is the process id.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
+// cpuUsed is the CPU time the process used; valid once Done is closed.
+func (p *Proc) cpuUsed() time.Duration {
+	if st := p.cmd.ProcessState; st != nil {
+		return st.UserTime() + st.SystemTime()
+	}
+	return 0
+}
+
 // Done is closed when the process has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 

@@ -310,6 +310,9 @@ func (r *Report) findings() {
 		if ratio := div(rl.RecordsPerSec, d.RecordsPerSec); ratio < 0.9 {
 			relayLow = append(relayLow, fmt.Sprintf("%s %.2f x", id, ratio))
 		}
+		if f, ok := cpuBudget(id, d, p, r.Environment.Cores); ok {
+			add("%s", f)
+		}
 	}
 	if len(relayLow) > 0 {
 		add("Even the plain relay, which decodes nothing, stayed below 0.9 x direct (%s): on a small shared machine every extra process in the path competes with the brokers and the load generator for CPU, so ratios to direct overstate what a proxy costs where cores are spare; kproxy / relay isolates the proxy's own cost.",
@@ -334,4 +337,18 @@ func (r *Report) findings() {
 				ms1(p.Latency.P50), ms1(p.Latency.P99), ms1(d.Latency.P50), ms1(rl.Latency.P50))
 		}
 	}
+}
+
+// cpuBudget explains a throughput ratio by CPU when the direct run already
+// kept the machine's cores busy: every MB then costs the path's CPU per MB,
+// and the rate can only fall by the share the proxy adds to it.
+func cpuBudget(id string, d, p SideResult, cores int) (string, bool) {
+	ratio := div(p.RecordsPerSec, d.RecordsPerSec)
+	direct := d.BrokerCPUMsPerMB + d.ClientCPUMsPerMB
+	proxied := p.BrokerCPUMsPerMB + p.ClientCPUMsPerMB + p.IntermediaryCPUMsPerMB
+	if ratio >= 0.9 || direct <= 0 || proxied <= 0 || d.Cores < 0.8*float64(cores) {
+		return "", false
+	}
+	return fmt.Sprintf("%s: the direct run alone kept %.1f of %d cores busy (brokers and load generator: %.2f ms of CPU per MB), so the machine was CPU-bound; through kproxy the whole path took %.2f ms per MB (proxy %.2f), which at the same CPU would allow %.2f x direct; measured %.2f x. On a machine with spare cores the proxy's CPU would not take rate from the brokers and clients.",
+		id, d.Cores, cores, direct, proxied, p.IntermediaryCPUMsPerMB, direct/proxied, ratio), true
 }

@@ -46,7 +46,12 @@ func (h *Harness) runKbench(ctx context.Context, s side, spec runSpec) (sample, 
 		if err := sleepUntil(ctx, at); err != nil {
 			return procCPU{}, err
 		}
-		return h.cluster.cpu()
+		c, err := h.cluster.cpu()
+		if err != nil {
+			return c, err
+		}
+		c.clients, err = cpuTime(p.Pid())
+		return c, err
 	}
 	var before, after procCPU
 	if spec.window > 0 {
@@ -73,6 +78,7 @@ func (h *Harness) runKbench(ctx context.Context, s side, spec runSpec) (sample, 
 		if after, err = h.cluster.cpu(); err != nil {
 			return sample{}, err
 		}
+		after.clients = p.cpuUsed() // the whole run: before counted none
 	}
 	var res load.Result
 	if err := json.Unmarshal([]byte(line), &res); err != nil {
@@ -153,7 +159,13 @@ type SideResult struct {
 	// time: 1 is one core busy (tells whether it was CPU-bound).
 	IntermediaryCores float64 `json:"intermediary_cores,omitempty"`
 	BrokerCPUMsPerMB  float64 `json:"broker_cpu_ms_per_mb"`
-	Command           string  `json:"command"`
+	// ClientCPUMsPerMB is the load generator's CPU per MB; with the
+	// others it says how much CPU the whole path takes per MB.
+	ClientCPUMsPerMB float64 `json:"client_cpu_ms_per_mb"`
+	// Cores is the CPU time of every process in the path (brokers,
+	// intermediary, load generator) over the measured time.
+	Cores   float64 `json:"cores"`
+	Command string  `json:"command"`
 }
 
 // merge adds up a side's runs; latency histograms are merged, not averaged.
@@ -184,6 +196,7 @@ func merge(name string, runs []sample) (SideResult, error) {
 		cpu.proxy += s.cpu.proxy
 		cpu.relays += s.cpu.relays
 		cpu.brokers += s.cpu.brokers
+		cpu.clients += s.cpu.clients
 	}
 	if r.Seconds > 0 {
 		r.RecordsPerSec = float64(r.Records) / r.Seconds
@@ -205,6 +218,10 @@ func merge(name string, runs []sample) (SideResult, error) {
 			}
 		}
 		r.BrokerCPUMsPerMB = ms(cpu.brokers) / mb
+		r.ClientCPUMsPerMB = ms(cpu.clients) / mb
+		if r.Seconds > 0 {
+			r.Cores = (inter + cpu.brokers + cpu.clients).Seconds() / r.Seconds
+		}
 	}
 	return r, nil
 }
