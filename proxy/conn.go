@@ -200,8 +200,8 @@ func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, st
 		c.seq.complete(t, response{skip: true})
 		return
 	}
-	r := responseHeader(&h, len(reply.Body))
-	r.body, r.done = reply.Body, reply.Release
+	r := responseHeader(&h, bodyLen(reply.Body, reply.Parts))
+	r.body, r.parts, r.done = reply.Body, reply.Parts, reply.Release
 	c.seq.complete(t, r)
 }
 
@@ -226,6 +226,11 @@ func (c *clientConn) writeLoop() {
 			bufs = append(bufs, r.hdr[:r.hlen])
 			if len(r.body) > 0 {
 				bufs = append(bufs, r.body)
+			}
+			for _, p := range r.parts {
+				if len(p) > 0 {
+					bufs = append(bufs, p)
+				}
 			}
 			total += r.bytes()
 		}

@@ -9,15 +9,24 @@ import (
 
 // response is one encoded response waiting for its turn on the wire.
 type response struct {
-	hdr  [9]byte // size, correlation id, and the empty tag section if flexible
-	hlen uint8
-	body []byte
-	skip bool   // nothing to write: Kafka sends no response (acks=0 produce)
-	done func() // if set, called once body is written: its memory may be reused
+	hdr   [9]byte // size, correlation id, and the empty tag section if flexible
+	hlen  uint8
+	body  []byte
+	parts [][]byte // the body in pieces, when body is nil
+	skip  bool     // nothing to write: Kafka sends no response (acks=0 produce)
+	done  func()   // if set, called once body is written: its memory may be reused
 }
 
 // bytes is the response's size on the wire.
-func (r *response) bytes() int { return int(r.hlen) + len(r.body) }
+func (r *response) bytes() int { return int(r.hlen) + bodyLen(r.body, r.parts) }
+
+func bodyLen(body []byte, parts [][]byte) int {
+	n := len(body)
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
+}
 
 var errSequencerClosed = errors.New("connection closed")
 

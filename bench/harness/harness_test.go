@@ -233,3 +233,25 @@ func TestRenderRoundTrip(t *testing.T) {
 		t.Fatalf("Render of a missing file did not fail")
 	}
 }
+
+func TestCPUBudget(t *testing.T) {
+	direct := SideResult{RecordsPerSec: 1000, BrokerCPUMsPerMB: 1, ClientCPUMsPerMB: 1, Cores: 1.9}
+	for _, tc := range []struct {
+		name    string
+		d, p    SideResult
+		want    bool
+		predict string
+	}{
+		{"saturated and slower", direct, SideResult{RecordsPerSec: 700, BrokerCPUMsPerMB: 1, ClientCPUMsPerMB: 1, IntermediaryCPUMsPerMB: 1}, true, "0.67 x direct"},
+		{"spare cores", SideResult{RecordsPerSec: 1000, BrokerCPUMsPerMB: 1, ClientCPUMsPerMB: 1, Cores: 1.2}, SideResult{RecordsPerSec: 700, BrokerCPUMsPerMB: 1, ClientCPUMsPerMB: 1, IntermediaryCPUMsPerMB: 1}, false, ""},
+		{"target met", direct, SideResult{RecordsPerSec: 950, BrokerCPUMsPerMB: 1, ClientCPUMsPerMB: 1, IntermediaryCPUMsPerMB: 0.1}, false, ""},
+		{"no CPU figures", SideResult{RecordsPerSec: 1000, Cores: 2}, SideResult{RecordsPerSec: 500}, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := cpuBudget("fetch", tc.d, tc.p, 2)
+			if ok != tc.want || !strings.Contains(got, tc.predict) {
+				t.Fatalf("cpuBudget = %q, %v; want %v and %q", got, ok, tc.want, tc.predict)
+			}
+		})
+	}
+}

@@ -303,15 +303,15 @@ func (r *Report) findings() {
 		d, _ := s.side(sideDirect)
 		p, _ := s.side(sideProxy)
 		rl, _ := s.side(sideRelay)
-		if ratio := div(p.RecordsPerSec, d.RecordsPerSec); ratio < 0.9 && p.IntermediaryCores < 0.5 {
+		budget, cpuBound := cpuBudget(id, d, p, r.Environment.Cores)
+		if cpuBound {
+			add("%s", budget)
+		} else if ratio := div(p.RecordsPerSec, d.RecordsPerSec); ratio < 0.9 && p.IntermediaryCores < 0.5 {
 			add("%s: kproxy reached %.2f x direct while using %.0f%% of one core, so it was not CPU-bound; its median latency was %.0f ms against %.0f ms direct, which points at time spent waiting (per-request latency, concurrency) rather than CPU.",
 				id, ratio, 100*p.IntermediaryCores, ms1(p.Latency.P50), ms1(d.Latency.P50))
 		}
 		if ratio := div(rl.RecordsPerSec, d.RecordsPerSec); ratio < 0.9 {
 			relayLow = append(relayLow, fmt.Sprintf("%s %.2f x", id, ratio))
-		}
-		if f, ok := cpuBudget(id, d, p, r.Environment.Cores); ok {
-			add("%s", f)
 		}
 	}
 	if len(relayLow) > 0 {

@@ -29,6 +29,10 @@ type Header struct {
 type Reply struct {
 	// Body is the encoded response body, without the response header.
 	Body []byte
+	// Parts, if not nil, is the body in pieces, written in order without
+	// being joined (record batches left in the brokers' answer frames);
+	// Body is then nil.
+	Parts [][]byte
 	// NoResponse is set when Kafka sends nothing back (Produce with acks=0).
 	NoResponse bool
 	// Release, if not nil, lets Body's memory be reused: call it once Body

@@ -61,8 +61,8 @@ func runProduce(b *testing.B, d *Dispatcher, body []byte) {
 	b.ResetTimer()
 	for b.Loop() {
 		reply, err := d.Begin(ctx, 1, h, body).Finish(ctx)
-		if err != nil || len(reply.Body) == 0 {
-			b.Fatalf("reply %d bytes, err %v", len(reply.Body), err)
+		if err != nil || len(replyBytes(reply)) == 0 {
+			b.Fatalf("reply %d bytes, err %v", len(replyBytes(reply)), err)
 		}
 	}
 }
@@ -130,8 +130,8 @@ func runFetch(b *testing.B, d *Dispatcher, body []byte) {
 	b.ResetTimer()
 	for b.Loop() {
 		reply, err := d.Begin(ctx, 1, h, body).Finish(ctx)
-		if err != nil || len(reply.Body) == 0 {
-			b.Fatalf("reply %d bytes, err %v", len(reply.Body), err)
+		if err != nil || len(replyBytes(reply)) == 0 {
+			b.Fatalf("reply %d bytes, err %v", len(replyBytes(reply)), err)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package apis
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,7 +70,8 @@ type Dispatcher struct {
 	m      *metrics
 	vers   *versions
 	ids    topicIDs
-	bufs   kwire.BufPool // requests' own copies, sub-requests and merged answers
+	bufs   kwire.BufPool       // requests' own copies, sub-requests and merged answers
+	secret [markerLen - 4]byte // starts the markers of vecEncoder
 
 	producePool sync.Pool   // *produceOp
 	fetchPool   sync.Pool   // *fetchOp
@@ -119,6 +121,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg: cfg, routes: cfg.Routes, sender: cfg.Sender, log: cfg.Logger,
 		now: cfg.Now, policy: cfg.Retry, m: m, rnd: cfg.Rand,
 	}
+	crand.Read(d.secret[:]) // never fails (Go 1.24+)
 	d.vers = newVersions(d)
 	return d, nil
 }

@@ -1,6 +1,7 @@
 package apis
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -366,7 +367,7 @@ func roundTrip(t testing.TB, d *Dispatcher, req kmsg.Request) kmsg.Response {
 	if err != nil {
 		t.Fatalf("%s v%d: Finish: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
 	}
-	return decodeReply(t, req, reply.Body)
+	return decodeReply(t, req, replyBytes(reply))
 }
 
 func decodeReply(t testing.TB, req kmsg.Request, body []byte) kmsg.Response {
@@ -380,4 +381,12 @@ func decodeReply(t testing.TB, req kmsg.Request, body []byte) kmsg.Response {
 		t.Fatalf("%s v%d: reply does not round-trip (%d vs %d bytes)", kmsg.NameForKey(req.Key()), req.GetVersion(), len(again), len(body))
 	}
 	return resp
+}
+
+// replyBytes is a reply's body, joined if it came in pieces.
+func replyBytes(r Reply) []byte {
+	if r.Parts == nil {
+		return r.Body
+	}
+	return bytes.Join(r.Parts, nil)
 }

@@ -51,6 +51,8 @@ type fetchOp struct {
 	enc      kmsg.FetchRequest
 	encParts []kmsg.FetchRequestTopicPartition
 	dec      kmsg.FetchResponse // scratch for broker answers
+	out      kmsg.FetchResponse // scratch for the answer
+	vec      vecEncoder
 	slots    []kmsg.FetchResponseTopicPartition
 	tstart   []int32
 	throttle int32
@@ -106,6 +108,7 @@ func (o *fetchOp) release() {
 	d.putBuf(o.s.own)
 	o.s.reset()
 	clear(o.slots)
+	clear(o.out.Topics[:cap(o.out.Topics)])
 	o.throttle, o.hints, o.byID, o.bytes = 0, false, false, 0
 	d.fetchPool.Put(o)
 }
@@ -242,11 +245,12 @@ func (o *fetchOp) enough() bool {
 	return o.bytes > 0 && o.bytes >= int(o.req.MinBytes)
 }
 
-// merge answers every partition that has a final answer, in the client's
-// order; partitions still in flight or waiting for a retry are left out.
-func (o *fetchOp) merge(dst []byte) []byte {
-	resp := kmsg.FetchResponse{Version: o.s.version, ThrottleMillis: o.throttle}
-	resp.Topics = make([]kmsg.FetchResponseTopic, 0, len(o.req.Topics))
+// response builds the answer from every partition that has a final
+// answer, in the client's order; partitions still in flight or waiting for
+// a retry are left out.
+func (o *fetchOp) response() *kmsg.FetchResponse {
+	resp := &o.out
+	*resp = kmsg.FetchResponse{Version: o.s.version, ThrottleMillis: o.throttle, Topics: resp.Topics[:0]}
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
 		lo, hi := o.tstart[ti], o.tstart[ti+1]
@@ -267,7 +271,16 @@ func (o *fetchOp) merge(dst []byte) []byte {
 		d := o.s.d // the hint's endpoint: the proxy
 		resp.Brokers = []kmsg.FetchResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
 	}
-	return resp.AppendTo(dst)
+	return resp
+}
+
+func (o *fetchOp) merge(dst []byte) []byte { return o.response().AppendTo(dst) }
+
+// mergeParts encodes the answer in pieces that leave large record sets in
+// the brokers' frames (see vecEncoder).
+func (o *fetchOp) mergeParts(dst []byte) (skel []byte, parts [][]byte, ok bool) {
+	o.vec.secret = o.s.d.secret
+	return o.vec.encode(o.response(), dst)
 }
 
 func (o *fetchOp) allDone(lo, hi int32) bool {

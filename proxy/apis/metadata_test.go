@@ -128,7 +128,7 @@ func TestMetadataAutoCreate(t *testing.T) {
 		rt.SetTopic(routing.Topic{Name: "fresh", ID: topicID("fresh"), Partitions: 3}) // the watch catches up
 		select {
 		case r := <-done:
-			resp := decodeReply(t, req, r.Body).(*kmsg.MetadataResponse)
+			resp := decodeReply(t, req, replyBytes(r)).(*kmsg.MetadataResponse)
 			if resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != 3 {
 				t.Fatalf("created topic answered %+v", resp.Topics[0])
 			}

@@ -319,7 +319,7 @@ func TestFetchEarlyReturn(t *testing.T) {
 			t.Fatal("idle broker's wait was not ended with the connection")
 		}
 	}
-	resp := decodeReply(t, req, reply.Body).(*kmsg.FetchResponse)
+	resp := decodeReply(t, req, replyBytes(reply)).(*kmsg.FetchResponse)
 	got := partAPIs[1].resp(resp)
 	want := []tp{{"t", 0}, {"t", 9}, {"t", 3}} // broker 1's, in the client's order
 	if len(got) != len(want) {
@@ -434,7 +434,7 @@ func TestFetchGraceCollectsOtherBrokers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := partAPIs[1].resp(decodeReply(t, req, reply.Body)); len(got) != 2 {
+	if got := partAPIs[1].resp(decodeReply(t, req, replyBytes(reply))); len(got) != 2 {
 		t.Fatalf("answered %+v, want both brokers' data", got)
 	}
 }

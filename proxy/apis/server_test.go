@@ -105,7 +105,7 @@ func (s *testServer) serve(t *testing.T, d *Dispatcher, id uint64, c net.Conn) {
 		if flexible && h.Key != int16(kmsg.ApiVersions) { // ApiVersions answers with header v0
 			out = append(out, 0)
 		}
-		out = append(out, reply.Body...)
+		out = append(out, replyBytes(reply)...)
 		binary.BigEndian.PutUint32(out, uint32(len(out)-4))
 		if _, err := c.Write(out); err != nil {
 			return

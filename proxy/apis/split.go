@@ -282,28 +282,71 @@ func (s *splitter) finish(ctx context.Context) (Reply, error) {
 		s.subs[0].held = false // see afterAbsorb: the only sub, with a Pending
 		return Reply{Body: s.raw, Release: s.subs[0].p.Release}, nil
 	}
+	if pm, ok := s.ops.(partsMerger); ok {
+		buf := s.d.getBuf(64*len(s.items) + 256)
+		skel, parts, ok := pm.mergeParts(*buf)
+		*buf = skel
+		if ok && parts != nil {
+			return Reply{Parts: parts, Release: s.releaseLater(buf)}, nil
+		}
+		if ok { // nothing large: skel is the answer
+			s.releaseAnswers()
+			return Reply{Body: skel, Release: s.releaseLater(buf)}, nil
+		}
+		s.d.putBuf(buf)
+	}
 	// The answer is about as large as the broker answers it merges.
 	buf := s.d.getBuf(s.answerBytes + 64*len(s.items) + 256)
 	*buf = s.ops.merge(*buf)
 	s.releaseAnswers()
+	return Reply{Body: *buf, Release: s.releaseLater(buf)}, nil
+}
+
+// partsMerger is a partOps whose answer can leave record sets in the
+// brokers' answers (fetch; see vecEncoder).
+type partsMerger interface {
+	// mergeParts appends the answer's skeleton to dst and returns it with
+	// the answer's pieces; parts is nil when skel holds the whole answer,
+	// and ok false when the answer must be merged whole.
+	mergeParts(dst []byte) (skel []byte, parts [][]byte, ok bool)
+}
+
+// releaseLater returns the Reply.Release of an answer in buf that may
+// still reference the broker answers not released yet.
+func (s *splitter) releaseLater(buf *[]byte) func() {
+	var held []Pending
+	for si := range s.subs {
+		if sb := &s.subs[si]; sb.held {
+			sb.held = false
+			held = append(held, sb.pending())
+		}
+	}
 	d := s.d
-	return Reply{Body: *buf, Release: func() { d.putBuf(buf) }}, nil
+	return func() {
+		for _, p := range held {
+			p.Release()
+		}
+		d.putBuf(buf)
+	}
 }
 
 // releaseAnswers hands back the broker answers the merge copied from.
 func (s *splitter) releaseAnswers() {
 	for si := range s.subs {
-		sb := &s.subs[si]
-		if !sb.held {
-			continue
-		}
-		sb.held = false
-		if sb.p != nil {
-			sb.p.Release()
-		} else if sb.lp != nil { // adopted
-			sb.lp.p.Release()
+		if sb := &s.subs[si]; sb.held {
+			sb.held = false
+			sb.pending().Release()
 		}
 	}
+}
+
+// pending is whose answer sb got: its own request's, or an adopted long
+// poll's.
+func (sb *sub) pending() Pending {
+	if sb.p != nil {
+		return sb.p
+	}
+	return sb.lp.p
 }
 
 func (s *splitter) handleSendErrors() {

@@ -101,7 +101,7 @@ func TestApiVersionsUnknownVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp := kmsg.NewPtrApiVersionsResponse() // v0
-	if err := resp.ReadFrom(reply.Body); err != nil {
+	if err := resp.ReadFrom(replyBytes(reply)); err != nil {
 		t.Fatal(err)
 	}
 	if resp.ErrorCode != kerr.UnsupportedVersion.Code || len(resp.ApiKeys) < 10 {

@@ -49,7 +49,7 @@ func TestFetchAdoptsParkedLongPoll(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", step.name, err)
 		}
-		got := partAPIs[1].resp(decodeReply(t, step.req, reply.Body).(*kmsg.FetchResponse))
+		got := partAPIs[1].resp(decodeReply(t, step.req, replyBytes(reply)).(*kmsg.FetchResponse))
 		if len(got) != 3 {
 			t.Fatalf("%s: answered %v, want broker 1's three partitions", step.name, got)
 		}
