@@ -146,14 +146,15 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 		return &badFrameError{key: -1, err: fmt.Errorf("frame of %d bytes (max %d)", n, c.s.cfg.MaxFrameBytes)}
 	}
 	buf := c.s.bufs.Get(int(n))
-	defer c.s.bufs.Put(buf)
 	frame := (*buf)[:n]
 	if _, err := io.ReadFull(br, frame); err != nil {
+		c.s.bufs.Put(buf)
 		return err
 	}
 	c.s.m.bytesIn.Add(float64(4 + n))
 	h, err := parseHeader(frame, c.s.flex)
 	if err != nil {
+		c.s.bufs.Put(buf)
 		return &badFrameError{key: h.key, err: fmt.Errorf("request header: %w", err)}
 	}
 	am := c.s.m.api(h.key)
@@ -164,9 +165,9 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	call := c.s.d.disp.Begin(c.ctx, c.id, apis.Header{
 		Key: h.key, Version: h.version, CorrelationID: h.corr, ClientID: c.internClientID(&h),
 	}, frame[h.bodyOff:])
-	h.clientID = nil // aliases frame, which is reused
+	h.clientID = nil // aliases frame
 	c.calls.Add(1)
-	go c.finish(t, h, call, am, start)
+	go c.finish(t, h, call, am, start, buf)
 	return nil
 }
 
@@ -183,10 +184,12 @@ func (c *clientConn) internClientID(h *reqHeader) *string {
 	return c.clientPtr
 }
 
-// finish waits for one call and hands its response to the sequencer.
-func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, start time.Time) {
+// finish waits for one call and hands its response to the sequencer. The
+// call reads the request frame in buf until Finish returns.
+func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, start time.Time, buf *[]byte) {
 	defer c.calls.Done()
 	reply, err := call.Finish(c.ctx)
+	c.s.bufs.Put(buf)
 	am.duration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if c.ctx.Err() == nil {

@@ -37,7 +37,8 @@ type fakeDispatcher struct {
 
 type fakeCall struct {
 	h       apis.Header
-	body    []byte // a copy: Begin may not keep the caller's
+	body    []byte // a copy of what Begin got
+	orig    []byte // what Begin got: valid until Finish returns
 	release chan fakeResult
 	d       *fakeDispatcher
 }
@@ -52,7 +53,7 @@ func newFakeDispatcher(hold bool) *fakeDispatcher {
 }
 
 func (d *fakeDispatcher) Begin(_ context.Context, _ uint64, h apis.Header, body []byte) call {
-	c := &fakeCall{h: h, body: append([]byte(nil), body...), release: make(chan fakeResult, 1), d: d}
+	c := &fakeCall{h: h, body: append([]byte(nil), body...), orig: body, release: make(chan fakeResult, 1), d: d}
 	d.mu.Lock()
 	d.nBegun++
 	d.mu.Unlock()

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -363,5 +364,31 @@ func TestReplyReleasedAfterWrite(t *testing.T) {
 	}
 	if len(released) != 0 {
 		t.Fatal("Release called twice")
+	}
+}
+
+// TestRequestBodyValidUntilFinish: a call reads its request body in place
+// until Finish returns, so the connection must not read later requests
+// into the same buffer before then.
+func TestRequestBodyValidUntilFinish(t *testing.T) {
+	d := newFakeDispatcher(true)
+	ts := startServer(t, Config{}, d)
+	c := dial(t, ts)
+	const n = 8
+	for i := range n {
+		c.send(3, 4, int32(i), bytes.Repeat([]byte{byte('a' + i)}, 600))
+	}
+	calls := make([]*fakeCall, n)
+	for i := range calls {
+		calls[i] = d.next(t)
+	}
+	for i, call := range calls { // every request read; none finished yet
+		if !bytes.Equal(call.orig, call.body) {
+			t.Fatalf("request %d's body changed before its Finish returned", i)
+		}
+		call.answer()
+	}
+	for range n {
+		c.read()
 	}
 }

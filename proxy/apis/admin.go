@@ -14,14 +14,12 @@ import (
 // broker; a definite refusal (NOT_CONTROLLER, a request never sent) is
 // retried on another broker.
 func (d *Dispatcher) beginAdmin(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
-	own := d.ownCopy(body)
 	req := kmsg.RequestForKey(h.Key)
 	req.SetVersion(h.Version)
-	if err := req.(kmsg.UnsafeReadFrom).UnsafeReadFrom(*own); err != nil {
-		d.putBuf(own)
+	if err := req.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body); err != nil {
 		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
-	return d.forward(ctx, conn, h, req, own, adminKey(req), false)
+	return d.forward(ctx, conn, h, req, body, adminKey(req), false)
 }
 
 // adminKey is the rendezvous key of an admin or transaction request.

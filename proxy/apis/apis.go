@@ -42,7 +42,7 @@ type Reply struct {
 
 // Sender forwards encoded request bodies to brokers.
 type Sender interface {
-	// Send copies body into a request frame and queues it on one of broker's
+	// Send appends body to a request frame and queues it on one of broker's
 	// connections. Requests with equal affinity for one broker are written in
 	// the order Send was called; against a broker that answers in order, the
 	// requests it may hold (long-poll fetches, JoinGroup, SyncGroup) keep that
@@ -51,8 +51,24 @@ type Sender interface {
 	// keep body after it returns. An error from Send or from the Pending wraps
 	// retry.ErrNotSent when the request definitely did not reach the broker;
 	// any other error is ambiguous (the broker may have processed it).
-	Send(ctx context.Context, broker int32, affinity uint64, key, version int16, body []byte) (Pending, error)
+	Send(ctx context.Context, broker int32, affinity uint64, key, version int16, body Body) (Pending, error)
 }
+
+// Body is a request body for Send. Send has it append itself to the request
+// frame, so that a sub-request is encoded straight into the frame that is
+// written, not encoded and then copied.
+type Body interface {
+	// AppendBody appends the encoded body to dst.
+	AppendBody(dst []byte) []byte
+	// SizeHint is about how many bytes AppendBody appends.
+	SizeHint() int
+}
+
+// Raw is a Body already encoded.
+type Raw []byte
+
+func (b Raw) AppendBody(dst []byte) []byte { return append(dst, b...) }
+func (b Raw) SizeHint() int                { return len(b) }
 
 // Pending is a request written (or about to be written) to a broker.
 type Pending interface {

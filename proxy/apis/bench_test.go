@@ -9,14 +9,18 @@ import (
 
 // cannedSender answers every request to a broker with a fixed body,
 // without decoding: it measures the dispatcher, not the fake.
-type cannedSender struct{ answers map[int32]*canned }
+type cannedSender struct {
+	answers map[int32]*canned
+	frame   []byte // what a real Sender would write (Send encodes into it)
+}
 
 type canned struct{ body []byte }
 
 func (c *canned) Wait(context.Context) ([]byte, error) { return c.body, nil }
 func (c *canned) Release()                             {} // shared by every request
 
-func (s *cannedSender) Send(_ context.Context, broker int32, _ uint64, _, _ int16, _ []byte) (Pending, error) {
+func (s *cannedSender) Send(_ context.Context, broker int32, _ uint64, _, _ int16, body Body) (Pending, error) {
+	s.frame = body.AppendBody(s.frame[:0])
 	return s.answers[broker], nil
 }
 

@@ -145,9 +145,10 @@ type op interface {
 }
 
 // Begin decodes a request, routes it and sends its first attempts, in the
-// order the client connection calls it (see the package comment). It does
-// not keep body. conn is the client connection's identity, used as the
-// Sender affinity.
+// order the client connection calls it (see the package comment). The call
+// reads body until its Finish returns, so the caller keeps body unchanged
+// until then: request bodies are decoded where they were read, not copied.
+// conn is the client connection's identity, used as the Sender affinity.
 func (d *Dispatcher) Begin(ctx context.Context, conn uint64, h Header, body []byte) *Call {
 	c := &Call{}
 	if !d.Supported(h.Key, h.Version) {
@@ -246,14 +247,6 @@ func (d *Dispatcher) putBuf(b *[]byte) {
 	if b != nil {
 		d.bufs.Put(b)
 	}
-}
-
-// ownCopy copies a client's body into a pooled buffer the call owns until it
-// finishes: Begin may not keep body, but retries need the bytes.
-func (d *Dispatcher) ownCopy(body []byte) *[]byte {
-	b := d.getBuf(len(body))
-	*b = append(*b, body...)
-	return b
 }
 
 // closed reports whether a Changed channel has fired.

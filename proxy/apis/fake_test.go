@@ -68,10 +68,10 @@ func (f *fakeSender) on(broker int32, key kmsg.Key, s script) {
 	f.scripts[broker][int16(key)] = s
 }
 
-func (f *fakeSender) Send(_ context.Context, broker int32, _ uint64, key, version int16, body []byte) (Pending, error) {
+func (f *fakeSender) Send(_ context.Context, broker int32, _ uint64, key, version int16, body Body) (Pending, error) {
 	req := kmsg.RequestForKey(key)
 	req.SetVersion(version)
-	cp := append([]byte(nil), body...)
+	cp := body.AppendBody(nil)
 	if err := req.ReadFrom(cp); err != nil {
 		f.t.Errorf("broker %d got undecodable %s v%d: %v", broker, kmsg.NameForKey(key), version, err)
 	}
@@ -346,17 +346,19 @@ func newTestDispatcher(t testing.TB, mutate ...func(*Config)) (*Dispatcher, *fak
 }
 
 // call runs one request through Begin and Finish. It scribbles over the
-// request body after Begin returns, so that any use of it afterwards shows.
+// request body once Finish returns, as the connection reuses it then, so
+// that a reply still referencing it shows.
 func call(t testing.TB, d *Dispatcher, req kmsg.Request) (Reply, error) {
 	t.Helper()
 	body := req.AppendTo(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := d.Begin(ctx, 42, Header{Key: req.Key(), Version: req.GetVersion(), CorrelationID: 1}, body)
+	reply, err := c.Finish(ctx)
 	for i := range body {
 		body[i] = 0xAA
 	}
-	return c.Finish(ctx)
+	return reply, err
 }
 
 // roundTrip is call plus decoding the reply at the request's version and

@@ -21,7 +21,7 @@ type listGroupsOp struct {
 	d        *Dispatcher
 	h        Header
 	conn     uint64
-	own      *[]byte
+	own      []byte // the client's body
 	deadline time.Time
 	asks     []fanAsk
 }
@@ -39,7 +39,7 @@ func (d *Dispatcher) beginListGroups(ctx context.Context, conn uint64, h Header,
 	if err := req.ReadFrom(body); err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
-	o := &listGroupsOp{d: d, h: h, conn: conn, own: d.ownCopy(body), deadline: d.budget(0)}
+	o := &listGroupsOp{d: d, h: h, conn: conn, own: body, deadline: d.budget(0)}
 	brokers := d.routes.Brokers()
 	o.asks = make([]fanAsk, len(brokers))
 	for i, b := range brokers {
@@ -52,11 +52,10 @@ func (d *Dispatcher) beginListGroups(ctx context.Context, conn uint64, h Header,
 
 func (o *listGroupsOp) send(ctx context.Context, a *fanAsk) {
 	a.tries++
-	a.p, a.err = o.d.sender.Send(ctx, a.broker, o.conn, o.h.Key, o.h.Version, *o.own)
+	a.p, a.err = o.d.sender.Send(ctx, a.broker, o.conn, o.h.Key, o.h.Version, Raw(o.own))
 }
 
 func (o *listGroupsOp) finish(ctx context.Context) (Reply, error) {
-	defer o.d.putBuf(o.own)
 	merged := kmsg.NewPtrListGroupsResponse()
 	merged.Version = o.h.Version
 	if len(o.asks) == 0 {

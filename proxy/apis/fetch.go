@@ -59,6 +59,7 @@ type fetchOp struct {
 	hints    bool
 	byID     bool
 	bytes    int // record bytes in the answers so far
+	inline   int // of which in record sets small enough to stay inline (vecMinBytes)
 }
 
 func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body []byte) (op, error) {
@@ -68,9 +69,9 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 	}
 	o.s.init(d, o, h, conn)
 	o.s.concurrent = true
-	o.s.own = d.ownCopy(body)
+	o.s.own = body
 	o.req = kmsg.FetchRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
-	if err := o.req.UnsafeReadFrom(*o.s.own); err != nil {
+	if err := o.req.UnsafeReadFrom(o.s.own); err != nil {
 		o.release()
 		return nil, fmt.Errorf("decode: %w", err)
 	}
@@ -90,7 +91,7 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 	o.tstart = append(o.tstart, int32(len(o.s.items)))
 	var whole []byte
 	if h.Version < 7 || (o.req.SessionID == 0 && o.req.SessionEpoch == -1 && len(o.req.ForgottenTopics) == 0) {
-		whole = *o.s.own // already sessionless
+		whole = o.s.own // already sessionless
 	}
 	o.s.dispatch(ctx, whole)
 	return o, nil
@@ -105,11 +106,10 @@ func (o *fetchOp) finish(ctx context.Context) (Reply, error) {
 // release returns o to the pool once its answer is encoded.
 func (o *fetchOp) release() {
 	d := o.s.d
-	d.putBuf(o.s.own)
 	o.s.reset()
 	clear(o.slots)
 	clear(o.out.Topics[:cap(o.out.Topics)])
-	o.throttle, o.hints, o.byID, o.bytes = 0, false, false, 0
+	o.throttle, o.hints, o.byID, o.bytes, o.inline = 0, false, false, 0, 0
 	d.fetchPool.Put(o)
 }
 
@@ -182,6 +182,9 @@ func (o *fetchOp) absorb(body []byte, si int) (bool, error) {
 			}
 			o.slots[i] = *p
 			o.bytes += len(p.RecordBatches)
+			if len(p.RecordBatches) < vecMinBytes {
+				o.inline += len(p.RecordBatches)
+			}
 			o.s.answered(i, p.ErrorCode)
 		}
 	}
@@ -278,9 +281,11 @@ func (o *fetchOp) merge(dst []byte) []byte { return o.response().AppendTo(dst) }
 
 // mergeParts encodes the answer in pieces that leave large record sets in
 // the brokers' frames (see vecEncoder).
-func (o *fetchOp) mergeParts(dst []byte) (skel []byte, parts [][]byte, ok bool) {
+func (o *fetchOp) mergeParts() (skel *[]byte, parts [][]byte, ok bool) {
 	o.vec.secret = o.s.d.secret
-	return o.vec.encode(o.response(), dst)
+	skel = o.s.d.getBuf(o.inline + 64*len(o.slots) + 256)
+	*skel, parts, ok = o.vec.encode(o.response(), *skel)
+	return skel, parts, ok
 }
 
 func (o *fetchOp) allDone(lo, hi int32) bool {

@@ -22,8 +22,8 @@ type forwardOp struct {
 	h        Header
 	conn     uint64
 	req      kmsg.Request // decoded from own, for local error answers
-	own      *[]byte
-	target   string // group, or rendezvous key for any broker
+	own      []byte       // the client's body
+	target   string       // group, or rendezvous key for any broker
 	byGroup  bool
 	lostCode int16 // answer when no broker ever took the request
 	broker   int32
@@ -36,7 +36,7 @@ type forwardOp struct {
 
 // forward starts a forwardOp; when no broker can take the request the
 // proxy answers it at once with lostCode.
-func (d *Dispatcher) forward(ctx context.Context, conn uint64, h Header, req kmsg.Request, own *[]byte, target string, byGroup bool) (op, Reply, error) {
+func (d *Dispatcher) forward(ctx context.Context, conn uint64, h Header, req kmsg.Request, own []byte, target string, byGroup bool) (op, Reply, error) {
 	o := &forwardOp{
 		d: d, h: h, conn: conn, req: req, own: own, target: target, byGroup: byGroup,
 		deadline: d.budget(0), lostCode: kerr.RequestTimedOut.Code,
@@ -45,9 +45,7 @@ func (d *Dispatcher) forward(ctx context.Context, conn uint64, h Header, req kms
 		o.lostCode = kerr.CoordinatorNotAvailable.Code
 	}
 	if !o.send(ctx) {
-		r := o.local(o.lostCode)
-		d.putBuf(own)
-		return nil, r, nil
+		return nil, o.local(o.lostCode), nil
 	}
 	return o, Reply{}, nil
 }
@@ -66,7 +64,7 @@ func (o *forwardOp) send(ctx context.Context) bool {
 	}
 	o.broker = b
 	o.tries++
-	o.p, o.err = o.d.sender.Send(ctx, b, o.conn, o.h.Key, o.h.Version, *o.own)
+	o.p, o.err = o.d.sender.Send(ctx, b, o.conn, o.h.Key, o.h.Version, Raw(o.own))
 	return true
 }
 
@@ -75,10 +73,6 @@ func (o *forwardOp) local(code int16) Reply {
 }
 
 func (o *forwardOp) finish(ctx context.Context) (Reply, error) {
-	defer func() {
-		o.d.putBuf(o.own)
-		o.own = nil
-	}()
 	name := kmsg.NameForKey(o.h.Key)
 	var last []byte // the last refusal, returned if retries run out
 	for {

@@ -15,11 +15,9 @@ import (
 // ListGroups asks every live broker (fan.go).
 
 func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
-	own := d.ownCopy(body)
 	req := kmsg.RequestForKey(h.Key)
 	req.SetVersion(h.Version)
-	if err := req.(kmsg.UnsafeReadFrom).UnsafeReadFrom(*own); err != nil {
-		d.putBuf(own)
+	if err := req.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body); err != nil {
 		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
 	var gl interface {
@@ -62,7 +60,7 @@ func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, body
 			})
 	case *kmsg.OffsetFetchRequest:
 		if h.Version < 8 {
-			return d.forward(ctx, conn, h, req, own, r.Group, true)
+			return d.forward(ctx, conn, h, req, body, r.Group, true)
 		}
 		gl = newGroupList(r, &r.Groups, func(g *kmsg.OffsetFetchRequestGroup) string { return g.Group },
 			func(x kmsg.Response) *[]kmsg.OffsetFetchResponseGroup { return &x.(*kmsg.OffsetFetchResponse).Groups },
@@ -75,17 +73,16 @@ func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, body
 	default:
 		group, ok := groupOf(req)
 		if !ok {
-			d.putBuf(own)
 			return nil, Reply{}, fmt.Errorf("no group in %T", req)
 		}
-		return d.forward(ctx, conn, h, req, own, group, true)
+		return d.forward(ctx, conn, h, req, body, group, true)
 	}
 	s := gl.sp()
 	s.init(d, gl, h, conn)
-	s.own, s.byGroup, s.deadline = own, true, d.budget(0)
+	s.own, s.byGroup, s.deadline = body, true, d.budget(0)
 	s.lostCode, s.noRoute = kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorNotAvailable.Code
 	gl.addItems()
-	s.dispatch(ctx, *own)
+	s.dispatch(ctx, body)
 	return gl, Reply{}, nil
 }
 

@@ -46,10 +46,10 @@ type funcPending func(context.Context) ([]byte, error)
 func (f funcPending) Wait(ctx context.Context) ([]byte, error) { return f(ctx) }
 func (f funcPending) Release()                                 {}
 
-func (s *logSender) Send(_ context.Context, broker int32, _ uint64, key, version int16, body []byte) (Pending, error) {
+func (s *logSender) Send(_ context.Context, broker int32, _ uint64, key, version int16, body Body) (Pending, error) {
 	req := kmsg.RequestForKey(key)
 	req.SetVersion(version)
-	if err := req.ReadFrom(append([]byte(nil), body...)); err != nil {
+	if err := req.ReadFrom(body.AppendBody(nil)); err != nil {
 		return nil, fmt.Errorf("broker %d: decode %s v%d: %w", broker, kmsg.NameForKey(key), version, err)
 	}
 	switch r := req.(type) {

@@ -31,12 +31,11 @@ func (d *Dispatcher) beginOffsets(ctx context.Context, conn uint64, h Header, bo
 	}
 	s := o.sp()
 	s.init(d, o, h, conn)
-	s.own = d.ownCopy(body)
+	s.own = body
 	if err := o.decode(d); err != nil {
-		d.putBuf(s.own)
 		return nil, fmt.Errorf("decode: %w", err)
 	}
-	s.dispatch(ctx, *s.own)
+	s.dispatch(ctx, s.own)
 	return o, nil
 }
 
@@ -89,7 +88,7 @@ func (o *listOffsetsOp) sp() *splitter { return &o.s }
 
 func (o *listOffsetsOp) decode(d *Dispatcher) error {
 	o.req.Version = o.s.version
-	if err := o.req.UnsafeReadFrom(*o.s.own); err != nil {
+	if err := o.req.UnsafeReadFrom(o.s.own); err != nil {
 		return err
 	}
 	// TimeoutMillis exists from v10 on; before that the decoded struct holds
@@ -169,7 +168,7 @@ func (o *epochOp) sp() *splitter { return &o.s }
 
 func (o *epochOp) decode(d *Dispatcher) error {
 	o.req.Version = o.s.version
-	if err := o.req.UnsafeReadFrom(*o.s.own); err != nil {
+	if err := o.req.UnsafeReadFrom(o.s.own); err != nil {
 		return err
 	}
 	o.s.deadline = d.budget(0)
@@ -243,7 +242,7 @@ func (o *deleteRecordsOp) sp() *splitter { return &o.s }
 
 func (o *deleteRecordsOp) decode(d *Dispatcher) error {
 	o.req.Version = o.s.version
-	if err := o.req.UnsafeReadFrom(*o.s.own); err != nil {
+	if err := o.req.UnsafeReadFrom(o.s.own); err != nil {
 		return err
 	}
 	o.s.deadline = d.budget(o.req.TimeoutMillis)

@@ -41,9 +41,9 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		o = &produceOp{}
 	}
 	o.s.init(d, o, h, conn)
-	o.s.own = d.ownCopy(body)
+	o.s.own = body
 	o.req = kmsg.ProduceRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
-	if err := o.req.UnsafeReadFrom(*o.s.own); err != nil {
+	if err := o.req.UnsafeReadFrom(o.s.own); err != nil {
 		o.release()
 		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
@@ -54,7 +54,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		r, err := o.fireAndForget(ctx)
 		return nil, r, err
 	}
-	o.s.dispatch(ctx, *o.s.own)
+	o.s.dispatch(ctx, o.s.own)
 	return o, Reply{}, nil
 }
 
@@ -77,7 +77,7 @@ func (o *produceOp) addItems() {
 // so nothing can be retried. Like Kafka, a partition the proxy cannot
 // route closes the connection, which makes the client refresh metadata.
 func (o *produceOp) fireAndForget(ctx context.Context) (Reply, error) {
-	o.s.dispatch(ctx, *o.s.own)
+	o.s.dispatch(ctx, o.s.own)
 	defer o.release()
 	var errs []error
 	for i := range o.s.items {
@@ -102,7 +102,6 @@ func (o *produceOp) finish(ctx context.Context) (Reply, error) {
 // release returns o to the pool once its answer is encoded.
 func (o *produceOp) release() {
 	d := o.s.d
-	d.putBuf(o.s.own)
 	o.s.reset()
 	clear(o.slots)
 	o.throttle, o.hints, o.byID = 0, false, false

@@ -20,10 +20,9 @@ import (
 // order. Items are numbered in the client's order, and an adapter keeps
 // item i's answer in slot i, so merging is a walk over the slots.
 //
-// Memory: the request is decoded from the call's own copy of the client's
-// body (Begin may not keep body), so retries re-encode from the decoded
-// request; record batches are never copied apart from that one copy and
-// the Sender's frame.
+// Memory: the request is decoded from the client's body, which stays valid
+// until Finish returns, so retries re-encode from the decoded request;
+// record batches are copied only into the Sender's frame.
 
 // partOps adapts one API to the engine.
 type partOps interface {
@@ -114,7 +113,8 @@ type splitter struct {
 	items []item
 	subs  []sub
 	idx   []int32 // backing store of sub.idx
-	own   *[]byte // the call's copy of the client's body, if any
+	own   []byte  // the client's request body (valid until Finish returns), if kept
+	enc   subBody // the sub-request being sent (Send does not keep it)
 
 	deadline    time.Time // retries end here
 	start       time.Time // first attempt sent
@@ -232,24 +232,35 @@ func (s *splitter) send(ctx context.Context, broker int32, idx []int32, whole []
 	if parkable && s.adopt(broker, idx) {
 		return
 	}
-	body := whole
-	var buf *[]byte
-	if body == nil {
-		n := 4096
-		if s.own != nil { // a sub-request is at most the client's request
-			n = len(*s.own) + 256
-		}
-		buf = s.d.getBuf(n)
-		*buf = s.ops.encode(*buf, idx, nsubs)
-		body = *buf
+	var body Body = Raw(whole)
+	if whole == nil {
+		s.enc = subBody{s: s, idx: idx, nsubs: nsubs}
+		body = &s.enc
 	}
 	p, err := s.d.sender.Send(ctx, broker, s.conn, s.key, s.version, body)
-	s.d.putBuf(buf)
+	s.enc = subBody{}
 	if err != nil {
 		err = fmt.Errorf("send %s to broker %d: %w", kmsg.NameForKey(s.key), broker, err)
 	}
 	s.subs = append(s.subs, sub{broker: broker, idx: idx, p: p, err: err, first: parkable})
 	s.outstanding++
+}
+
+// subBody encodes sub-request idx into Send's frame.
+type subBody struct {
+	s     *splitter
+	idx   []int32
+	nsubs int
+}
+
+func (b *subBody) AppendBody(dst []byte) []byte { return b.s.ops.encode(dst, b.idx, b.nsubs) }
+
+// SizeHint: a sub-request is at most about the client's request.
+func (b *subBody) SizeHint() int {
+	if b.s.own != nil {
+		return len(b.s.own) + 256
+	}
+	return 4096
 }
 
 // adopt waits for the connection's parked long poll to broker instead of
@@ -283,9 +294,8 @@ func (s *splitter) finish(ctx context.Context) (Reply, error) {
 		return Reply{Body: s.raw, Release: s.subs[0].p.Release}, nil
 	}
 	if pm, ok := s.ops.(partsMerger); ok {
-		buf := s.d.getBuf(64*len(s.items) + 256)
-		skel, parts, ok := pm.mergeParts(*buf)
-		*buf = skel
+		buf, parts, ok := pm.mergeParts()
+		skel := *buf
 		if ok && parts != nil {
 			return Reply{Parts: parts, Release: s.releaseLater(buf)}, nil
 		}
@@ -305,10 +315,11 @@ func (s *splitter) finish(ctx context.Context) (Reply, error) {
 // partsMerger is a partOps whose answer can leave record sets in the
 // brokers' answers (fetch; see vecEncoder).
 type partsMerger interface {
-	// mergeParts appends the answer's skeleton to dst and returns it with
-	// the answer's pieces; parts is nil when skel holds the whole answer,
-	// and ok false when the answer must be merged whole.
-	mergeParts(dst []byte) (skel []byte, parts [][]byte, ok bool)
+	// mergeParts encodes the answer's skeleton into a buffer from the
+	// dispatcher's pool and returns it with the answer's pieces; parts is
+	// nil when the skeleton is the whole answer, and ok false when the
+	// answer must be merged whole.
+	mergeParts() (skel *[]byte, parts [][]byte, ok bool)
 }
 
 // releaseLater returns the Reply.Release of an answer in buf that may

@@ -160,7 +160,6 @@ func (s *splitter) cleanup(ctx context.Context) {
 		sb.lp = nil
 		s.waiting--
 	}
-	s.d.putBuf(s.own)
 	s.own = nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/proxy/apis"
 )
 
 // echoBroker answers every request at once with a 16-byte body, without
@@ -94,7 +96,7 @@ func BenchmarkSendWait(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		pend, err := p.Send(ctx, 1, 0, 3, 12, body)
+		pend, err := p.Send(ctx, 1, 0, 3, 12, apis.Raw(body))
 		if err != nil {
 			b.Fatal(err)
 		}

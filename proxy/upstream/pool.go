@@ -155,7 +155,7 @@ func NewPool(cfg Config) *Pool {
 	return p
 }
 
-// Send copies body into a request frame and queues it on the connection to
+// Send appends body to a request frame and queues it on the connection to
 // broker that affinity selects. It waits while that connection is full, and,
 // for a request the broker may hold long when the broker answers in order,
 // for the handshake and a free dedicated connection. Its errors wrap
@@ -167,7 +167,7 @@ func NewPool(cfg Config) *Pool {
 // (dial or handshake failure, connection lost before the write). If Wait's
 // context ends first, a request still queued is withdrawn (ErrNotSent); a
 // written one gets an ambiguous error and its late response is discarded.
-func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, version int16, body []byte) (apis.Pending, error) {
+func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, version int16, body apis.Body) (apis.Pending, error) {
 	if p.closed.Load() {
 		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, errPoolClosed)
 	}
@@ -182,13 +182,15 @@ func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, ver
 	if err != nil {
 		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, err)
 	}
-	cl := classify(key, version, body)
-	r := &request{flexResp: flexible && key != keyApiVersions, noResp: cl.noResp, done: make(chan struct{})}
-	r.patience = p.patience(ctx, cl.own)
-	r.frame = p.bufs.Get(4 + 10 + len(p.cfg.ClientID) + 1 + len(body))
+	r := &request{flexResp: flexible && key != keyApiVersions, done: make(chan struct{})}
+	r.frame = p.bufs.Get(4 + 10 + len(p.cfg.ClientID) + 1 + body.SizeHint())
 	*r.frame = appendRequestHeader(*r.frame, key, version, 0, p.cfg.ClientID, flexible)
-	*r.frame = append(*r.frame, body...)
+	hdr := len(*r.frame)
+	*r.frame = body.AppendBody(*r.frame)
 	putSize(*r.frame)
+	cl := classify(key, version, (*r.frame)[hdr:])
+	r.noResp = cl.noResp
+	r.patience = p.patience(ctx, cl.own)
 	for attempt := 1; ; attempt++ {
 		c, err := bp.connFor(ctx, affinity, cl.holds)
 		if err == nil {
