@@ -103,6 +103,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("start cluster (logs in %s): %w", dir, err)
 	}
 	defer h.cluster.Close()
+	h.report.Environment.EtcdData = "on disk (the work folder): every broker commit waits for etcd's fsync"
+	if h.cluster.EtcdOnTmpfs {
+		h.report.Environment.EtcdData = "on tmpfs (/dev/shm): broker commits do not wait for a disk's fsync, whose latency varies with whatever else the shared machine writes"
+	}
 	steps := []func(context.Context) error{
 		// Memory first: a proxy that has carried traffic keeps freed heap, and
 		// new connections would reuse it without growing RSS.

@@ -43,6 +43,7 @@ type Environment struct {
 	Cores         int    `json:"cores"`
 	Commit        string `json:"commit"`
 	Store         string `json:"store"`
+	EtcdData      string `json:"etcd_data,omitempty"`
 	OpenFileLimit uint64 `json:"open_file_limit"`
 	// LoadStart and LoadEnd are /proc/loadavg at the start and the end:
 	// the machine is shared, and a high load makes every figure noisier.
@@ -85,7 +86,7 @@ func newReport(cfg Config) *Report {
 		Environment: Environment{
 			GoVersion: runtime.Version(), CPU: cpuModel(), Cores: runtime.NumCPU(),
 			LoadStart: loadAverage(),
-			Store:     "memory (--store memory): every broker keeps its segments in its own process memory; brokers are restarted with empty stores before every round of a produce or fetch scenario",
+			Store:     "memory (--store memory): every broker keeps its segments in its own process memory; brokers are restarted with empty stores before every round of a produce or fetch scenario, then get 2 s (produce) or 3 s (fetch) of unmeasured saturating produce so that the round's first side does not pay alone for their heaps growing",
 		},
 		Settings: Settings{
 			Duration: cfg.Duration.String(), Warmup: cfg.Warmup.String(), Rounds: cfg.Rounds,

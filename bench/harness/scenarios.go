@@ -154,11 +154,33 @@ func roundTopic(topic string, r int) string { return fmt.Sprintf("%s-r%d", topic
 
 // freshPlan restarts the brokers and primes a new topic before every
 // round: saturating runs put gigabytes into the brokers' memory stores.
+// Then settleSeconds of unmeasured saturating produce grow the restarted
+// brokers' heaps, so that the round's first side does not pay alone for it
+// (a direct run that came first after a restart had a p99 ten times its
+// second run's).
 func (h *Harness) freshPlan(topic string, spec func(topic string) runSpec) roundPlan {
 	return roundPlan{
-		spec:   func(r int) runSpec { return spec(roundTopic(topic, r)) },
-		before: func(ctx context.Context, r int) error { return h.freshTopic(ctx, roundTopic(topic, r)) },
+		spec: func(r int) runSpec { return spec(roundTopic(topic, r)) },
+		before: func(ctx context.Context, r int) error {
+			t := roundTopic(topic, r)
+			if err := h.freshTopic(ctx, t); err != nil {
+				return err
+			}
+			return h.fill(ctx, t, settleSeconds)
+		},
 	}
+}
+
+const settleSeconds = 2
+
+// fill produces saturating 1 KiB records to topic for secs seconds straight
+// to the brokers, unmeasured.
+func (h *Harness) fill(ctx context.Context, topic string, secs int) error {
+	spec := h.produceSpec(produceArgs{topic: topic, recordSize: 1024, producers: 8, clients: 8})
+	spec.args = append(spec.args, "--warmup", "0s", "--duration", strconv.Itoa(secs)+"s")
+	spec.window = 0
+	_, err := h.runKbench(ctx, h.cluster.side(sideDirect), spec)
+	return err
 }
 
 // produceFor makes a produce spec for any topic from a template.
@@ -184,10 +206,7 @@ func (h *Harness) fillPlan(topic string) roundPlan {
 			if err := h.freshTopic(ctx, t); err != nil {
 				return err
 			}
-			spec := h.produceSpec(produceArgs{topic: t, recordSize: 1024, producers: 8, clients: 8})
-			spec.args = append(spec.args, "--warmup", "0s", "--duration", strconv.Itoa(fillSeconds)+"s")
-			spec.window = 0
-			if _, err := h.runKbench(ctx, h.cluster.side(sideDirect), spec); err != nil {
+			if err := h.fill(ctx, t, fillSeconds); err != nil {
 				return err
 			}
 			_, err := h.runKbench(ctx, h.cluster.side(sideDirect), consumeSpec(t, h.cfg.Duration))
