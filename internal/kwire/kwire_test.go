@@ -1,6 +1,9 @@
 package kwire
 
-import "testing"
+import (
+	"runtime"
+	"testing"
+)
 
 func TestFlexTable(t *testing.T) {
 	ft := NewFlexTable()
@@ -32,5 +35,33 @@ func TestBufPoolSizeClasses(t *testing.T) {
 		if again := p.Get(n); len(*again) != 0 {
 			t.Fatalf("Get(%d) after Put: len %d, want 0", n, len(*again))
 		}
+	}
+}
+
+// TestBufPoolLargeClassesKeepFramesBounded: frames of a MiB and more come
+// back from Get after Put (no garbage collection cycle empties the free
+// list), and no more than largeClassBytes of one class are kept.
+func TestBufPoolLargeClassesKeepFramesBounded(t *testing.T) {
+	var p BufPool
+	const size = 16 << 20
+	keep := largeClassBytes / size
+	put := map[*[]byte]bool{}
+	for range keep + 2 {
+		b := p.Get(size)
+		put[b] = true
+	}
+	for b := range put {
+		p.Put(b)
+	}
+	runtime.GC()
+	runtime.GC() // would empty a sync.Pool
+	reused := 0
+	for range keep + 2 {
+		if put[p.Get(size)] {
+			reused++
+		}
+	}
+	if reused != keep {
+		t.Fatalf("%d of %d frames reused after Put, want the free list's %d", reused, keep+2, keep)
 	}
 }

@@ -47,6 +47,7 @@ type fakeSender struct {
 	scripts map[int32]map[int16]script
 	counts  map[int32]map[int16]int
 	idleEnd chan error // errors with which idle waits ended
+	freed   chan int32 // brokers whose answers were released
 	waits   int        // Wait calls
 	// versions answers ApiVersions probes per broker (nil: all of kmsg).
 	versions map[int32]map[int16]vrange
@@ -55,7 +56,7 @@ type fakeSender struct {
 func newFake(t testing.TB) *fakeSender {
 	return &fakeSender{
 		t: t, scripts: map[int32]map[int16]script{}, counts: map[int32]map[int16]int{},
-		idleEnd: make(chan error, 64), versions: map[int32]map[int16]vrange{},
+		idleEnd: make(chan error, 64), freed: make(chan int32, 256), versions: map[int32]map[int16]vrange{},
 	}
 }
 
@@ -94,11 +95,12 @@ func (f *fakeSender) Send(_ context.Context, broker int32, _ uint64, key, versio
 	if r.resp == nil && r.err == nil && !r.idle {
 		r.resp = f.okResponse(broker, req)
 	}
-	return &fakePending{f: f, r: r}, nil
+	return &fakePending{f: f, r: r, broker: broker}, nil
 }
 
 type fakePending struct {
 	f        *fakeSender
+	broker   int32
 	r        fakeReply
 	body     []byte // what Wait returned
 	released bool
@@ -119,6 +121,10 @@ func (p *fakePending) Release() {
 	p.released = true
 	for i := range p.body {
 		p.body[i] = 0xEE
+	}
+	select {
+	case p.f.freed <- p.broker:
+	default:
 	}
 }
 

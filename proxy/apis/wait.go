@@ -205,6 +205,12 @@ func (lp *longPoll) wait(ctx context.Context, p Pending) {
 		lp.registry.m.CompareAndDelete(lp.key, lp)
 		lp.registry = nil
 	}
+	if lp.results == nil && err == nil {
+		// Nobody reads this answer: only a parked poll is adopted, and
+		// this one left the registry. Its frame can be reused.
+		lp.body = nil
+		p.Release()
+	}
 }
 
 // detach stops delivery; it reports whether the outcome was already sent

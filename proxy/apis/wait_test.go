@@ -75,3 +75,48 @@ func TestFetchAdoptsParkedLongPoll(t *testing.T) {
 		}
 	}
 }
+
+// TestUnadoptedLongPollReleasesItsAnswer: a parked long poll whose broker
+// answers before any fetch adopts it hands its answer's frame back, since
+// nobody will read it.
+func TestUnadoptedLongPollReleasesItsAnswer(t *testing.T) {
+	d, f, _ := newTestDispatcher(t)
+	gate := make(chan struct{})
+	for _, b := range []int32{2, 3} {
+		f.on(b, kmsg.Fetch, func(int, kmsg.Request) fakeReply { return fakeReply{gate: gate} })
+	}
+	req := partAPIs[1].build(11, spread).(*kmsg.FetchRequest)
+	req.MinBytes, req.MaxWaitMillis = 1, 60_000
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	reply, err := d.Begin(ctx, 1, Header{Key: req.Key(), Version: req.Version}, req.AppendTo(nil)).Finish(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := partAPIs[1].resp(decodeReply(t, req, replyBytes(reply)).(*kmsg.FetchResponse)); len(got) != 3 {
+		t.Fatalf("answered %v, want broker 1's three partitions only", got)
+	}
+	drain := func() {
+		for {
+			select {
+			case <-f.freed:
+			default:
+				return
+			}
+		}
+	}
+	drain() // broker 1's answer, merged
+	close(gate)
+	freed := map[int32]bool{}
+	for len(freed) < 2 {
+		select {
+		case b := <-f.freed:
+			freed[b] = true
+		case <-time.After(5 * time.Second):
+			t.Fatalf("answers released after the gate opened: %v, want brokers 2 and 3", freed)
+		}
+	}
+	if !freed[2] || !freed[3] {
+		t.Fatalf("released %v, want brokers 2 and 3", freed)
+	}
+}
