@@ -255,3 +255,24 @@ func TestCPUBudget(t *testing.T) {
 		})
 	}
 }
+
+func TestParseBenchOutput(t *testing.T) {
+	out := "goos: linux\npkg: github.com/kproxy/kproxy/routing\nBenchmarkRoute-2 \t 100 \t 29.6 ns/op \t 0 B/op \t 0 allocs/op\n" +
+		"BenchmarkTableMemory-2 1 5.0 ns/op 7340032 bytes/table\nPASS\npkg: github.com/kproxy/kproxy/proxy/apis\n" +
+		"BenchmarkFetchSplit16x3-2 29680 39916 ns/op 37866 B/op 17 allocs/op\nok\n"
+	got := parseBenchOutput(out)
+	want := []RoutingBench{
+		{Package: "routing", Name: "BenchmarkRoute", NsPerOp: 29.6, Metrics: "0 B/op 0 allocs/op"},
+		{Package: "routing", Name: "BenchmarkTableMemory", NsPerOp: 5, Metrics: "7340032 bytes/table"},
+		{Package: "proxy/apis", Name: "BenchmarkFetchSplit16x3", NsPerOp: 39916, Metrics: "37866 B/op 17 allocs/op"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("parsed %d lines, want %d: %+v", len(got), len(want), got)
+	}
+	for i := range want {
+		got[i].Line = ""
+		if got[i] != want[i] {
+			t.Errorf("line %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -245,36 +245,60 @@ func (h *Harness) checkRoute(ctx context.Context, hc *http.Client, topic string,
 	return fmt.Errorf("/v1/routes does not list %s/0", topic)
 }
 
-// RoutingBench is one line of `go test -bench` in routing/.
+// RoutingBench is one line of `go test -bench`: the routing table's
+// benchmarks and the split and merge paths' (proxy/apis).
 type RoutingBench struct {
+	Package string  `json:"package,omitempty"`
 	Name    string  `json:"name"`
 	NsPerOp float64 `json:"ns_per_op"`
-	Line    string  `json:"line"`
+	// Metrics is what the line reports after ns/op (B/op, allocs/op,
+	// MB/s, the table's bytes).
+	Metrics string `json:"metrics,omitempty"`
+	Line    string `json:"line"`
 }
 
-var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/op`)
+var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/op\s*(.*)$`)
 
-// routingBench runs the routing table's lookup benchmarks (100,000
-// partitions, 1,000 brokers; the routing package defines them).
+// goBenchPackages hold the Go benchmarks the report lists: the routing
+// table with 100,000 partitions and 1,000 brokers (lookups, one watch
+// event applied, memory) and the request split and merge paths.
+var goBenchPackages = []string{"./routing/", "./proxy/apis/"}
+
+// routingBench runs the packages' Go benchmarks with -benchmem.
 func (h *Harness) routingBench(ctx context.Context) error {
 	if !h.selected("routing-lookup") {
 		return nil
 	}
 	h.cfg.Logger.Info("scenario", "id", "routing-lookup")
-	const pattern = "^(BenchmarkOwner|BenchmarkRoute|BenchmarkRouteParallel)$"
-	args := []string{"test", "-run", "^$", "-bench", pattern, "-benchtime", "1s", "./routing/"}
-	h.report.RoutingCommand = fmt.Sprintf("go test -run '^$' -bench '%s' -benchtime 1s ./routing/", pattern)
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime", "1s"}, goBenchPackages...)
+	h.report.RoutingCommand = "go test -run '^$' " + strings.Join(args[3:], " ")
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = h.cfg.Repo
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("routing benchmarks: %w: %s", err, out)
+		return fmt.Errorf("go benchmarks: %w: %s", err, out)
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	h.report.Routing = parseBenchOutput(string(out))
+	if len(h.report.Routing) == 0 {
+		return fmt.Errorf("go benchmarks printed no results: %s", out)
+	}
+	return nil
+}
+
+// parseBenchOutput reads `go test -bench` output of one or more packages.
+func parseBenchOutput(out string) []RoutingBench {
+	var res []RoutingBench
+	pkg := ""
+	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		m := benchLine.FindStringSubmatch(sc.Text())
+		line := sc.Text()
+		if p, ok := strings.CutPrefix(line, "pkg: "); ok {
+			pkg = strings.TrimPrefix(strings.TrimSpace(p), "github.com/kproxy/kproxy/")
+			continue
+		}
+		m := benchLine.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
@@ -282,10 +306,8 @@ func (h *Harness) routingBench(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
-		h.report.Routing = append(h.report.Routing, RoutingBench{Name: m[1], NsPerOp: ns, Line: strings.Join(strings.Fields(sc.Text()), " ")})
+		res = append(res, RoutingBench{Package: pkg, Name: m[1], NsPerOp: ns,
+			Metrics: strings.Join(strings.Fields(m[4]), " "), Line: strings.Join(strings.Fields(line), " ")})
 	}
-	if len(h.report.Routing) == 0 {
-		return fmt.Errorf("routing benchmarks printed no results: %s", out)
-	}
-	return nil
+	return res
 }
