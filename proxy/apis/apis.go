@@ -51,7 +51,11 @@ type Sender interface {
 	// keep body after it returns. An error from Send or from the Pending wraps
 	// retry.ErrNotSent when the request definitely did not reach the broker;
 	// any other error is ambiguous (the broker may have processed it).
-	Send(ctx context.Context, broker int32, affinity uint64, key, version int16, body Body) (Pending, error)
+	//
+	// clientID goes into the request header, so that brokers see the
+	// client's own id (quotas, logs, ACLs by client id); nil sends the
+	// proxy's.
+	Send(ctx context.Context, broker int32, affinity uint64, key, version int16, clientID *string, body Body) (Pending, error)
 }
 
 // Body is a request body for Send. Send has it append itself to the request

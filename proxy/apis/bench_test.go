@@ -19,7 +19,7 @@ type canned struct{ body []byte }
 func (c *canned) Wait(context.Context) ([]byte, error) { return c.body, nil }
 func (c *canned) Release()                             {} // shared by every request
 
-func (s *cannedSender) Send(_ context.Context, broker int32, _ uint64, _, _ int16, body Body) (Pending, error) {
+func (s *cannedSender) Send(_ context.Context, broker int32, _ uint64, _, _ int16, _ *string, body Body) (Pending, error) {
 	s.frame = body.AppendBody(s.frame[:0])
 	return s.answers[broker], nil
 }

@@ -31,11 +31,12 @@ type script func(n int, req kmsg.Request) fakeReply
 
 // sent is one request the fake received.
 type sent struct {
-	broker int32
-	key    int16
-	ver    int16
-	body   []byte
-	req    kmsg.Request
+	broker   int32
+	clientID *string
+	key      int16
+	ver      int16
+	body     []byte
+	req      kmsg.Request
 }
 
 // fakeSender is a Sender whose brokers decode every request with kmsg (so
@@ -69,7 +70,7 @@ func (f *fakeSender) on(broker int32, key kmsg.Key, s script) {
 	f.scripts[broker][int16(key)] = s
 }
 
-func (f *fakeSender) Send(_ context.Context, broker int32, _ uint64, key, version int16, body Body) (Pending, error) {
+func (f *fakeSender) Send(_ context.Context, broker int32, _ uint64, key, version int16, clientID *string, body Body) (Pending, error) {
 	req := kmsg.RequestForKey(key)
 	req.SetVersion(version)
 	cp := body.AppendBody(nil)
@@ -77,7 +78,7 @@ func (f *fakeSender) Send(_ context.Context, broker int32, _ uint64, key, versio
 		f.t.Errorf("broker %d got undecodable %s v%d: %v", broker, kmsg.NameForKey(key), version, err)
 	}
 	f.mu.Lock()
-	f.sent = append(f.sent, sent{broker: broker, key: key, ver: version, body: cp, req: req})
+	f.sent = append(f.sent, sent{broker: broker, clientID: clientID, key: key, ver: version, body: cp, req: req})
 	if f.counts[broker] == nil {
 		f.counts[broker] = map[int16]int{}
 	}

@@ -46,7 +46,7 @@ type funcPending func(context.Context) ([]byte, error)
 func (f funcPending) Wait(ctx context.Context) ([]byte, error) { return f(ctx) }
 func (f funcPending) Release()                                 {}
 
-func (s *logSender) Send(_ context.Context, broker int32, _ uint64, key, version int16, body Body) (Pending, error) {
+func (s *logSender) Send(_ context.Context, broker int32, _ uint64, key, version int16, _ *string, body Body) (Pending, error) {
 	req := kmsg.RequestForKey(key)
 	req.SetVersion(version)
 	if err := req.ReadFrom(body.AppendBody(nil)); err != nil {

@@ -94,7 +94,7 @@ func (d *Dispatcher) createTopics(ctx context.Context, topics []string) (Pending
 		}
 		req.Topics = append(req.Topics, t)
 	}
-	return d.sender.Send(ctx, broker, 0, req.Key(), req.Version, Raw(req.AppendTo(nil)))
+	return d.sender.Send(ctx, broker, 0, req.Key(), req.Version, nil, Raw(req.AppendTo(nil)))
 }
 
 func (o *metadataOp) finish(ctx context.Context) (Reply, error) {

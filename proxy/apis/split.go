@@ -100,8 +100,9 @@ type splitter struct {
 	key      int16
 	version  int16
 	conn     uint64
-	byGroup  bool // items are groups: route by coordinator
-	readOnly bool // a maybe-processed attempt may be repeated
+	clientID *string // the client's, forwarded in sub-requests
+	byGroup  bool    // items are groups: route by coordinator
+	readOnly bool    // a maybe-processed attempt may be repeated
 	// concurrent waits for all brokers at once (goroutines), so that the
 	// adapter can answer early; otherwise answers are awaited in turn,
 	// which costs no goroutine (every attempt is in flight anyway).
@@ -138,7 +139,7 @@ func (s *splitter) reset() {
 }
 
 func (s *splitter) init(d *Dispatcher, ops partOps, h Header, conn uint64) {
-	s.d, s.ops, s.key, s.version, s.conn = d, ops, h.Key, h.Version, conn
+	s.d, s.ops, s.key, s.version, s.conn, s.clientID = d, ops, h.Key, h.Version, conn, h.ClientID
 	s.readOnly = readOnly(h.Key)
 	s.ambCode = kerr.RequestTimedOut.Code
 	s.lostCode = kerr.NotLeaderForPartition.Code
@@ -237,7 +238,7 @@ func (s *splitter) send(ctx context.Context, broker int32, idx []int32, whole []
 		s.enc = subBody{s: s, idx: idx, nsubs: nsubs}
 		body = &s.enc
 	}
-	p, err := s.d.sender.Send(ctx, broker, s.conn, s.key, s.version, body)
+	p, err := s.d.sender.Send(ctx, broker, s.conn, s.key, s.version, s.clientID, body)
 	s.enc = subBody{}
 	if err != nil {
 		err = fmt.Errorf("send %s to broker %d: %w", kmsg.NameForKey(s.key), broker, err)

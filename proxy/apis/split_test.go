@@ -1,9 +1,11 @@
 package apis
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -338,6 +340,44 @@ func TestSingleBrokerFastPath(t *testing.T) {
 				answer := f.okResponse(1, subs[0].req).AppendTo(nil)
 				if string(replyBytes(reply)) != string(answer) {
 					t.Fatalf("v%d: answer was re-encoded", v)
+				}
+			}
+		})
+	}
+}
+
+// TestClientIDForwarded: sub-requests and forwarded requests carry the
+// client's own id, so that brokers apply quotas and ACLs and log by it.
+func TestClientIDForwarded(t *testing.T) {
+	id := "billing-app"
+	for _, tc := range []struct {
+		name string
+		req  kmsg.Request
+		key  kmsg.Key
+	}{
+		{"split produce", partAPIs[0].build(9, spread), kmsg.Produce},
+		{"split fetch", partAPIs[1].build(11, spread), kmsg.Fetch},
+		{"forwarded heartbeat", func() kmsg.Request {
+			r := kmsg.NewPtrHeartbeatRequest()
+			r.Version, r.Group, r.MemberID = 4, "g1", "m"
+			return r
+		}(), kmsg.Heartbeat},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, f, _ := newTestDispatcher(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			h := Header{Key: tc.req.Key(), Version: tc.req.GetVersion(), CorrelationID: 1, ClientID: &id}
+			if _, err := d.Begin(ctx, 1, h, tc.req.AppendTo(nil)).Finish(ctx); err != nil {
+				t.Fatal(err)
+			}
+			reqs := f.requests(tc.key)
+			if len(reqs) == 0 {
+				t.Fatal("nothing sent")
+			}
+			for _, r := range reqs {
+				if r.clientID == nil || *r.clientID != id {
+					t.Fatalf("broker %d got client id %v, want %q", r.broker, r.clientID, id)
 				}
 			}
 		})

@@ -245,7 +245,7 @@ func (v *versions) probe(ctx context.Context, broker int32) (*[numKeys]vrange, e
 	req.Version = probeVersion
 	req.ClientSoftwareName = "kproxy"
 	req.ClientSoftwareVersion = "1"
-	p, err := v.d.sender.Send(ctx, broker, 0, int16(kmsg.ApiVersions), probeVersion, Raw(req.AppendTo(nil)))
+	p, err := v.d.sender.Send(ctx, broker, 0, int16(kmsg.ApiVersions), probeVersion, nil, Raw(req.AppendTo(nil)))
 	if err != nil {
 		return nil, fmt.Errorf("send ApiVersions to broker %d: %w", broker, err)
 	}

@@ -96,7 +96,7 @@ func BenchmarkSendWait(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		pend, err := p.Send(ctx, 1, 0, 3, 12, apis.Raw(body))
+		pend, err := p.Send(ctx, 1, 0, 3, 12, nil, apis.Raw(body))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -71,7 +71,7 @@ func recv(t *testing.T, fb *fakeBroker) *received {
 
 func send(t *testing.T, p *Pool, broker int32, aff uint64, version int16, topic string) apis.Pending {
 	t.Helper()
-	pend, err := p.Send(context.Background(), broker, aff, 3, version, apis.Raw(metadataReq(version, topic)))
+	pend, err := p.Send(context.Background(), broker, aff, 3, version, nil, apis.Raw(metadataReq(version, topic)))
 	if err != nil {
 		t.Fatalf("send %s: %v", topic, err)
 	}
@@ -93,7 +93,7 @@ func wait(t *testing.T, pend apis.Pending) ([]byte, error) {
 // dial that fails fast may fail the request before Send has queued it.
 func sendAndWait(t *testing.T, p *Pool, topic string) error {
 	t.Helper()
-	pend, err := p.Send(context.Background(), 1, 0, 3, 12, apis.Raw(metadataReq(12, topic)))
+	pend, err := p.Send(context.Background(), 1, 0, 3, 12, nil, apis.Raw(metadataReq(12, topic)))
 	if err != nil {
 		return err
 	}

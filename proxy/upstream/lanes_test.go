@@ -17,7 +17,7 @@ import (
 
 func sendReq(t *testing.T, p *Pool, aff uint64, req kmsg.Request) apis.Pending {
 	t.Helper()
-	pend, err := p.Send(context.Background(), 1, aff, req.Key(), req.GetVersion(), apis.Raw(req.AppendTo(nil)))
+	pend, err := p.Send(context.Background(), 1, aff, req.Key(), req.GetVersion(), nil, apis.Raw(req.AppendTo(nil)))
 	if err != nil {
 		t.Fatalf("send %T for affinity %d: %v", req, aff, err)
 	}
@@ -177,12 +177,12 @@ func TestDedicatedConnsBounded(t *testing.T) {
 	r2 := recvKey(t, fb, keyFetch)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := p.Send(ctx, 1, 3, keyFetch, 12, apis.Raw(longPoll(60000).AppendTo(nil))); !errors.Is(err, retry.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := p.Send(ctx, 1, 3, keyFetch, 12, nil, apis.Raw(longPoll(60000).AppendTo(nil))); !errors.Is(err, retry.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("held request beyond the bound: err = %v, want ErrNotSent after the deadline", err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.Send(context.Background(), 1, 3, keyFetch, 12, apis.Raw(longPoll(60000).AppendTo(nil)))
+		_, err := p.Send(context.Background(), 1, 3, keyFetch, 12, nil, apis.Raw(longPoll(60000).AppendTo(nil)))
 		done <- err
 	}()
 	r1.replyEmpty() // affinity 1's connection becomes idle: reclaimed for 3
@@ -287,7 +287,7 @@ func TestCloseWithDedicatedConnsLeaksNothing(t *testing.T) {
 			t.Fatalf("held request %d succeeded after Close", i)
 		}
 	}
-	if _, err := p.Send(context.Background(), 1, 1, keyFetch, 12, apis.Raw(longPoll(60000).AppendTo(nil))); !errors.Is(err, retry.ErrNotSent) {
+	if _, err := p.Send(context.Background(), 1, 1, keyFetch, 12, nil, apis.Raw(longPoll(60000).AppendTo(nil))); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("send after Close: err = %v, want ErrNotSent", err)
 	}
 	fb.close()

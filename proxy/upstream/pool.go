@@ -74,7 +74,8 @@ type Config struct {
 	// BlockingConnIdle closes a dedicated connection that has had no
 	// request in flight this long (default 30s).
 	BlockingConnIdle time.Duration
-	// ClientID is the client id in request headers (default "kproxy").
+	// ClientID is the client id of the handshake and of requests sent
+	// without the client's own (default "kproxy").
 	ClientID string
 	// MaxBrokers bounds the per-broker pools kept (default 1024); the least
 	// recently used one is closed when a new broker would exceed it.
@@ -167,7 +168,7 @@ func NewPool(cfg Config) *Pool {
 // (dial or handshake failure, connection lost before the write). If Wait's
 // context ends first, a request still queued is withdrawn (ErrNotSent); a
 // written one gets an ambiguous error and its late response is discarded.
-func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, version int16, body apis.Body) (apis.Pending, error) {
+func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, version int16, clientID *string, body apis.Body) (apis.Pending, error) {
 	if p.closed.Load() {
 		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, errPoolClosed)
 	}
@@ -183,8 +184,12 @@ func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, ver
 		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, err)
 	}
 	r := &request{flexResp: flexible && key != keyApiVersions, done: make(chan struct{})}
-	r.frame = p.bufs.Get(4 + 10 + len(p.cfg.ClientID) + 1 + body.SizeHint())
-	*r.frame = appendRequestHeader(*r.frame, key, version, 0, p.cfg.ClientID, flexible)
+	id := p.cfg.ClientID
+	if clientID != nil {
+		id = *clientID
+	}
+	r.frame = p.bufs.Get(4 + 10 + len(id) + 1 + body.SizeHint())
+	*r.frame = appendRequestHeader(*r.frame, key, version, 0, id, flexible)
 	hdr := len(*r.frame)
 	*r.frame = body.AppendBody(*r.frame)
 	putSize(*r.frame)

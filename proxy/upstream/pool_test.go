@@ -76,7 +76,7 @@ func TestSameAffinityKeepsOrder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perClient {
-				if _, err := p.Send(context.Background(), 1, uint64(c), 3, 12, apis.Raw(metadataReq(12, fmt.Sprintf("%d/%d", c, i)))); err != nil {
+				if _, err := p.Send(context.Background(), 1, uint64(c), 3, 12, nil, apis.Raw(metadataReq(12, fmt.Sprintf("%d/%d", c, i)))); err != nil {
 					errs <- err
 					return
 				}
@@ -169,7 +169,7 @@ func TestInFlightBound(t *testing.T) {
 	a, b := send(t, p, 1, 0, 12, "a"), send(t, p, 1, 0, 12, "b")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := p.Send(ctx, 1, 0, 3, 12, apis.Raw(metadataReq(12, "c"))); !errors.Is(err, retry.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := p.Send(ctx, 1, 0, 3, 12, nil, apis.Raw(metadataReq(12, "c"))); !errors.Is(err, retry.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("send beyond the bound: err = %v, want ErrNotSent after the deadline", err)
 	}
 	if v := testutil.ToFloat64(p.m.inflight.WithLabelValues("1")); v != 2 {
@@ -178,7 +178,7 @@ func TestInFlightBound(t *testing.T) {
 	// A blocked Send proceeds once a response frees a slot.
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.Send(context.Background(), 1, 0, 3, 12, apis.Raw(metadataReq(12, "d")))
+		_, err := p.Send(context.Background(), 1, 0, 3, 12, nil, apis.Raw(metadataReq(12, "d")))
 		done <- err
 	}()
 	ra := recv(t, fb)
@@ -216,7 +216,7 @@ func TestRedialWithBackoff(t *testing.T) {
 	if err := sendAndWait(t, p, "x"); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("dial failure: err = %v, want ErrNotSent", err)
 	}
-	if _, err := p.Send(context.Background(), 1, 0, 3, 12, apis.Raw(metadataReq(12, "y"))); !errors.Is(err, retry.ErrNotSent) {
+	if _, err := p.Send(context.Background(), 1, 0, 3, 12, nil, apis.Raw(metadataReq(12, "y"))); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("send during backoff: err = %v, want ErrNotSent", err)
 	}
 	if v := testutil.ToFloat64(p.m.errors.WithLabelValues("1", kindDial)); v != 1 {
@@ -249,7 +249,7 @@ func TestRedialAfterRefusal(t *testing.T) {
 
 	deadline := time.Now().Add(testWait)
 	for {
-		pend, err := p.Send(context.Background(), 1, 0, 3, 12, apis.Raw(metadataReq(12, "y")))
+		pend, err := p.Send(context.Background(), 1, 0, 3, 12, nil, apis.Raw(metadataReq(12, "y")))
 		if err == nil {
 			echo(recv(t, fb))
 			if _, err = wait(t, pend); err == nil {
@@ -289,7 +289,7 @@ func TestEvictionAndPruneCloseConnections(t *testing.T) {
 	res.del(2)
 	p.Prune()
 	expectClosed(t, fb2, "pruned broker 2")
-	if _, err := p.Send(context.Background(), 2, 0, 3, 12, apis.Raw(metadataReq(12, "x"))); !errors.Is(err, retry.ErrNotSent) {
+	if _, err := p.Send(context.Background(), 2, 0, 3, 12, nil, apis.Raw(metadataReq(12, "x"))); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("send to a gone broker: err = %v, want ErrNotSent", err)
 	}
 }
@@ -304,7 +304,7 @@ func TestAcksZeroProduce(t *testing.T) {
 		req.Version = version
 		req.Acks = 0
 		req.TransactionID = kmsg.StringPtr("txn")
-		pend, err := p.Send(context.Background(), 1, 0, 0, version, apis.Raw(req.AppendTo(nil)))
+		pend, err := p.Send(context.Background(), 1, 0, 0, version, nil, apis.Raw(req.AppendTo(nil)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,7 +403,7 @@ func TestCloseFailsInFlightAndLeaksNothing(t *testing.T) {
 			t.Fatalf("request %d succeeded after Close", i)
 		}
 	}
-	if _, err := p.Send(context.Background(), 1, 0, 3, 12, apis.Raw(metadataReq(12, "late"))); !errors.Is(err, retry.ErrNotSent) {
+	if _, err := p.Send(context.Background(), 1, 0, 3, 12, nil, apis.Raw(metadataReq(12, "late"))); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("send after Close: err = %v, want ErrNotSent", err)
 	}
 	p.Close() // idempotent
@@ -420,7 +420,7 @@ func TestLongPollOutlivesReadTimeout(t *testing.T) {
 	p, _ := newTestPool(t, Config{ConnsPerBroker: 1, ReadTimeout: 50 * time.Millisecond}, res)
 	req := kmsg.NewPtrFetchRequest()
 	req.Version, req.MaxWaitMillis = 12, 2000
-	pend, err := p.Send(context.Background(), 1, 0, 1, 12, apis.Raw(req.AppendTo(nil)))
+	pend, err := p.Send(context.Background(), 1, 0, 1, 12, nil, apis.Raw(req.AppendTo(nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,5 +460,35 @@ func TestReleaseIsSafe(t *testing.T) {
 	body, err = wait(t, again)
 	if err != nil || decodeTopic(t, 12, body) != "next" {
 		t.Fatalf("after Release: %q %v", body, err)
+	}
+}
+
+// TestClientIDInHeader: a request carries the client id it is sent with,
+// in both header versions; without one it carries the pool's.
+func TestClientIDInHeader(t *testing.T) {
+	fb := newFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+	app := "orders-service"
+	for _, tc := range []struct {
+		version int16
+		id      *string
+		want    string
+	}{
+		{4, &app, app}, {12, &app, app}, {12, nil, "kproxy"},
+	} {
+		pend, err := p.Send(context.Background(), 1, 0, 3, tc.version, tc.id, apis.Raw(metadataReq(tc.version, "t")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := recv(t, fb)
+		if got.clientID != tc.want {
+			t.Fatalf("v%d: broker got client id %q, want %q", tc.version, got.clientID, tc.want)
+		}
+		echo(got)
+		if _, err := wait(t, pend); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
