@@ -59,8 +59,12 @@ func TestReplayKafScaleRace(t *testing.T) {
 		AutoCreateTopics: true, StoreMemory: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if err := workload.EnsureTopic(ctx, c.ProxyAddrs()[0], topic, partitions); err != nil {
-		t.Fatal(err)
+	// Through each proxy: a proxy answers UNKNOWN_TOPIC_OR_PARTITION until
+	// its etcd watch has the topic, and this replay is about brokers racing.
+	for _, px := range c.ProxyAddrs() {
+		if err := workload.EnsureTopic(ctx, px, topic, partitions); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ids := c.BrokerIDs()
 	sources := []*direct{
