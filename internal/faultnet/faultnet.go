@@ -50,6 +50,7 @@ type Relay struct {
 
 	mu       sync.Mutex
 	state    faults
+	epoch    uint64        // counts fault changes
 	changed  chan struct{} // closed and replaced on every fault change
 	links    map[*link]struct{}
 	closed   bool
@@ -59,6 +60,7 @@ type Relay struct {
 // link is one relayed connection: client side and target side.
 type link struct {
 	client, server *net.TCPConn
+	seen           [2]uint64 // fault epoch each direction last acted on; under Relay.mu
 }
 
 // NewRelay listens on listen (for example "127.0.0.1:0") and starts relaying
@@ -170,6 +172,8 @@ func (r *Relay) Close() error {
 func (r *Relay) setFaults(change func(*faults)) {
 	r.mu.Lock()
 	change(&r.state)
+	r.epoch++
+	epoch := r.epoch
 	close(r.changed)
 	r.changed = make(chan struct{})
 	state := r.state
@@ -185,12 +189,45 @@ func (r *Relay) setFaults(change func(*faults)) {
 		_ = l.client.SetReadDeadline(now)
 		_ = l.server.SetReadDeadline(now)
 	}
+	r.awaitSeen(links, epoch)
 }
 
-// faults returns the current fault state and a channel closed when it changes.
-func (r *Relay) faults() (faults, <-chan struct{}) {
+// ackWait bounds how long a fault change waits for the copies to act on it.
+const ackWait = time.Second
+
+// awaitSeen waits, up to ackWait, until every direction of links has read
+// the fault state of epoch (or ended). Without it a copy that had just
+// passed its deadline check could still forward bytes written after Pause
+// returned; a copy blocked writing to a peer that does not read cannot
+// answer, hence the bound.
+func (r *Relay) awaitSeen(links []*link, epoch uint64) {
+	deadline := time.Now().Add(ackWait)
+	for {
+		r.mu.Lock()
+		pending := false
+		for _, l := range links {
+			_, open := r.links[l]
+			if open && (l.seen[0] < epoch || l.seen[1] < epoch) {
+				pending = true
+				break
+			}
+		}
+		r.mu.Unlock()
+		if !pending || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// faults returns the current fault state and a channel closed when it
+// changes, and records that direction dir of l acts on it (l may be nil).
+func (r *Relay) faults(l *link, dir int) (faults, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if l != nil {
+		l.seen[dir] = r.epoch
+	}
 	return r.state, r.changed
 }
 
@@ -267,16 +304,16 @@ func (r *Relay) serve(client *net.TCPConn) {
 	go func() {
 		defer r.wg.Done()
 		defer close(upDone)
-		r.direction(l, l.server, l.client, "client to target")
+		r.direction(l, 0, l.server, l.client, "client to target")
 	}()
-	r.direction(l, l.client, l.server, "target to client")
+	r.direction(l, 1, l.client, l.server, "target to client")
 	<-upDone
 }
 
 // direction copies one way until EOF or failure. A failure resets the whole
 // link so that the other direction ends too.
-func (r *Relay) direction(l *link, dst, src *net.TCPConn, name string) {
-	if err := r.pump(dst, src); err != nil {
+func (r *Relay) direction(l *link, dir int, dst, src *net.TCPConn, name string) {
+	if err := r.pump(l, dir, dst, src); err != nil {
 		if !errors.Is(err, errCut) {
 			r.log.Debug("relay direction failed; resetting link", "dir", name, "err", err)
 		}

@@ -17,9 +17,10 @@ const (
 	delayQueue = 64
 )
 
-// pump copies src to dst under the current faults until src reaches EOF
-// (then it half-closes dst and returns nil) or something fails.
-func (r *Relay) pump(dst, src *net.TCPConn) error {
+// pump copies src to dst (direction dir of l) under the current faults
+// until src reaches EOF (then it half-closes dst and returns nil) or
+// something fails.
+func (r *Relay) pump(l *link, dir int, dst, src *net.TCPConn) error {
 	for {
 		// Clear the deadline before reading the fault state: setFaults changes
 		// the state before it sets deadlines, so either this read sees the new
@@ -27,7 +28,7 @@ func (r *Relay) pump(dst, src *net.TCPConn) error {
 		if err := src.SetReadDeadline(time.Time{}); err != nil {
 			return fmt.Errorf("clear read deadline: %w", err)
 		}
-		f, changed := r.faults()
+		f, changed := r.faults(l, dir)
 		var err error
 		switch {
 		case f.cut:
@@ -124,7 +125,7 @@ func (r *Relay) writeChunk(dst *net.TCPConn, c chunk, timer *time.Timer) error {
 		}
 	}
 	for {
-		f, changed := r.faults()
+		f, changed := r.faults(nil, 0)
 		if f.cut {
 			return errCut
 		}
