@@ -34,11 +34,11 @@ type vecEncoder struct {
 }
 
 // encode appends resp's skeleton to dst and returns it with the pieces of
-// the answer, which start after dst's bytes (nil when no record set is large enough to leave out: skel is
-// then the whole body). resp's large record sets are swapped for markers
-// while kmsg encodes, then put back. ok is false if a marker is not where the encoding must put it,
-// which a test rules out for every version; the caller then encodes resp
-// whole.
+// the answer, which start after dst's bytes (nil when no record set is
+// large enough to leave out: skel is then the whole body). resp's large
+// record sets are swapped for markers while kmsg encodes, then put back.
+// ok is false if a marker is not where the encoding must put it, which a
+// test rules out for every version; the caller then encodes resp whole.
 func (e *vecEncoder) encode(resp *kmsg.FetchResponse, dst []byte) (skel []byte, parts [][]byte, ok bool) {
 	clear(e.records) // drop references to earlier answers
 	e.markers, e.records = e.markers[:0], e.records[:0]
@@ -50,7 +50,8 @@ func (e *vecEncoder) encode(resp *kmsg.FetchResponse, dst []byte) (skel []byte, 
 	}
 	parts = make([][]byte, 0, 3*len(e.records)+1)
 	prefixes := make([]byte, 0, 5*len(e.records)) // never regrown: parts alias it
-	flexible := resp.Version >= 12
+	flexible := resp.IsFlexible()
+	markerPrefix := appendRecordsLen(nil, flexible, markerLen)
 	pos := len(dst)
 	for i, recs := range e.records {
 		m := e.markers[i*markerLen : (i+1)*markerLen]
@@ -59,8 +60,8 @@ func (e *vecEncoder) encode(resp *kmsg.FetchResponse, dst []byte) (skel []byte, 
 			return skel, nil, false
 		}
 		at += pos
-		start := at - prefixLen(flexible, markerLen)
-		if start < pos || !bytes.Equal(skel[start:at], appendRecordsLen(nil, flexible, markerLen)) {
+		start := at - len(markerPrefix)
+		if start < pos || !bytes.Equal(skel[start:at], markerPrefix) {
 			return skel, nil, false
 		}
 		n := len(prefixes)
@@ -106,12 +107,4 @@ func appendRecordsLen(dst []byte, flexible bool, n int) []byte {
 		return binary.AppendUvarint(dst, uint64(n)+1)
 	}
 	return binary.BigEndian.AppendUint32(dst, uint32(n))
-}
-
-func prefixLen(flexible bool, n int) int {
-	if flexible {
-		var b [binary.MaxVarintLen64]byte
-		return binary.PutUvarint(b[:], uint64(n)+1)
-	}
-	return 4
 }
