@@ -35,8 +35,8 @@ type Reply struct {
 	Parts [][]byte
 	// NoResponse is set when Kafka sends nothing back (Produce with acks=0).
 	NoResponse bool
-	// Release, if not nil, lets Body's memory be reused: call it once Body
-	// is written (or will never be). Not calling it is safe.
+	// Release, if not nil, lets the memory of Body or Parts be reused: call
+	// it once they are written (or will never be). Not calling it is safe.
 	Release func()
 }
 
@@ -47,10 +47,11 @@ type Sender interface {
 	// the order Send was called; against a broker that answers in order, the
 	// requests it may hold (long-poll fetches, JoinGroup, SyncGroup) keep that
 	// order among themselves on a connection of their own, so that they never
-	// hold up other requests. Produce requests always share one ordered path. Send does not
-	// keep body after it returns. An error from Send or from the Pending wraps
-	// retry.ErrNotSent when the request definitely did not reach the broker;
-	// any other error is ambiguous (the broker may have processed it).
+	// hold up other requests. Produce requests always share one ordered
+	// path. Send does not keep body after it returns. An error from Send or
+	// from the Pending wraps retry.ErrNotSent when the request definitely did
+	// not reach the broker; any other error is ambiguous (the broker may have
+	// processed it).
 	//
 	// clientID goes into the request header, so that brokers see the
 	// client's own id (quotas, logs, ACLs by client id); nil sends the
