@@ -21,6 +21,11 @@ type fetchPart struct {
 	// endChecked: an offset past the view's end was confirmed in etcd to be
 	// within the committed log (this broker's view lags).
 	endChecked bool
+	// committed is the partition's committed end read from etcd when this
+	// broker does not own it (-1 until read; see readPartition).
+	committed int64
+	confirmed bool // committed was read, or the partition is owned here
+	synced    bool // the metadata view was synced with etcd for this fetch
 }
 
 // handleFetch serves committed data of any partition, owned here or not,
@@ -127,7 +132,13 @@ func (b *Broker) readPartition(ctx context.Context, p *fetchPart, budget int, fi
 	sp := p.resp
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 	if !b.meta.partitionExists(p.tp) {
-		return kerr.UnknownTopicOrPartition.Code
+		if p.synced {
+			return kerr.UnknownTopicOrPartition.Code
+		}
+		p.synced = true // once per fetch: a long poll re-reads on every wake
+		if err := b.syncTopic(ctx, p.tp.Topic); err != nil || !b.meta.partitionExists(p.tp) {
+			return kerr.UnknownTopicOrPartition.Code
+		}
 	}
 	if code := b.checkLeaderEpoch(p.tp, p.req.CurrentLeaderEpoch); code != 0 {
 		return code
@@ -137,14 +148,35 @@ func (b *Broker) readPartition(ctx context.Context, p *fetchPart, budget int, fi
 		snap = &partlog.Snapshot{}
 	}
 	st := snap.State
-	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = st.End, st.End, st.LogStart
+	if !p.confirmed {
+		p.committed = -1
+		if _, owned := b.sess.Owns(partitionResource(b.cfg.Layout, p.tp)); !owned {
+			// The view is fed by a watch and may lag commits that the
+			// owner already reported to clients: a high watermark from it
+			// could go down for a client whose fetches move between
+			// brokers. The committed end read now is at least what any
+			// broker reported before this fetch. (An owner's view holds its
+			// own commits as they are made.)
+			end, err := b.committedEnd(ctx, p.tp)
+			if err != nil {
+				return kerr.KafkaStorageError.Code
+			}
+			p.committed = end
+		}
+		p.confirmed = true
+	}
+	hwm := max(st.End, p.committed)
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hwm, hwm, st.LogStart
 	off := p.req.FetchOffset
 	if off > st.End && !p.endChecked {
 		// The view may lag the owner's commits: only etcd may say the
 		// offset is really past the end.
-		end, err := b.committedEnd(ctx, p.tp)
-		if err != nil {
-			return kerr.KafkaStorageError.Code
+		end := p.committed
+		if off > end {
+			var err error
+			if end, err = b.committedEnd(ctx, p.tp); err != nil {
+				return kerr.KafkaStorageError.Code
+			}
 		}
 		if off > end {
 			return kerr.OffsetOutOfRange.Code

@@ -2,6 +2,11 @@ package broker
 
 import (
 	"context"
+	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/faultnet"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
+	"strings"
 	"testing"
 	"time"
 
@@ -114,5 +119,94 @@ func waitEpoch(ctx context.Context, t *testing.T, b *testBroker, topic string, e
 			t.Fatalf("epoch of %s/0 never reached %d", topic, epoch)
 		case <-time.After(10 * time.Millisecond):
 		}
+	}
+}
+
+// TestNonOwnerHighWatermarkNeverBehindCommits: a broker that does not own a
+// partition serves it from a view its etcd watch feeds, which may lag; its
+// high watermark must still cover every commit made before the fetch (the
+// owner already reported them), or a client whose fetches move between
+// brokers sees the high watermark go down. Broker 2 reaches etcd through a
+// relay that delays its traffic, so its watch is late on purpose.
+func TestNonOwnerHighWatermarkNeverBehindCommits(t *testing.T) {
+	c := newCluster(t)
+	b1 := c.start(1, nil)
+	b2, relay := c.startBehindRelay(2)
+	cl := c.clientFor([]string{b1.Addr(), b2.Addr()})
+	c.createTopic(cl, "lag", 1)
+	ctx := testCtx(t, 60*time.Second)
+	if rp := produceUntilLeader(ctx, t, direct(cl, b1), "lag", 0, oneRecord("first")); rp.ErrorCode != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(rp.ErrorCode))
+	}
+	if got := fetchRaw(ctx, t, direct(cl, b2), "lag", 0, 0); got.HighWatermark != 1 {
+		t.Fatalf("broker 2's high watermark %d before the delay, want 1", got.HighWatermark)
+	}
+
+	relay.Delay(time.Second) // broker 2's watch now learns of commits a second late
+	rp := produceUntilLeader(ctx, t, direct(cl, b1), "lag", 0, oneRecord("second"))
+	if rp.ErrorCode != 0 {
+		t.Fatalf("produce: %v", kerr.ErrorForCode(rp.ErrorCode))
+	}
+	owner := fetchRaw(ctx, t, direct(cl, b1), "lag", 0, 0)
+	other := fetchRaw(ctx, t, direct(cl, b2), "lag", 0, 0)
+	if owner.HighWatermark != 2 || other.HighWatermark < owner.HighWatermark {
+		t.Fatalf("high watermark: owner %d, then non-owner %d; want 2 and no less", owner.HighWatermark, other.HighWatermark)
+	}
+}
+
+// startBehindRelay starts broker id with its etcd traffic through a relay
+// the test can delay: a late watch on purpose.
+func (c *cluster) startBehindRelay(id int32) (*testBroker, *faultnet.Relay) {
+	c.t.Helper()
+	relay, err := faultnet.NewRelay("127.0.0.1:0", strings.TrimPrefix(c.endpoint, "http://"), nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(func() { relay.Close() })
+	b := c.start(id, func(cfg *Config) { cfg.Etcd = etcdlocal.NewClientForTest(c.t, "http://"+relay.Addr()) })
+	return b, relay
+}
+
+// TestJustCreatedTopicKnownEverywhere: a broker whose metadata view has not
+// yet seen a topic created through another broker confirms with etcd before
+// answering UNKNOWN_TOPIC_OR_PARTITION, so a produce right after
+// the creation succeeds. Broker 2's etcd traffic is delayed, so its watch
+// is late on purpose.
+func TestJustCreatedTopicKnownEverywhere(t *testing.T) {
+	c := newCluster(t)
+	b1 := c.start(1, nil)
+	b2, relay := c.startBehindRelay(2)
+	// Produce v9 names topics (v13 uses ids, which only the view maps).
+	cl := c.clientFor([]string{b1.Addr(), b2.Addr()}, kgo.MaxVersions(kversion.V2_8_0()))
+	ctx := testCtx(t, 60*time.Second)
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, direct(cl, b2)); err != nil {
+		t.Fatal(err) // connected before the delay
+	}
+	relay.Delay(500 * time.Millisecond)
+
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "fresh", 1, -1
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, direct(cl, b1))
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create through broker 1: %v %v", err, resp)
+	}
+	// Straight to broker 2 by name, with no metadata request first (a
+	// metadata request there would itself wait for the topic).
+	preq := kmsg.NewPtrProduceRequest()
+	preq.Acks, preq.TimeoutMillis = -1, 10000
+	prt := kmsg.NewProduceRequestTopic()
+	prt.Topic = "fresh"
+	prp := kmsg.NewProduceRequestTopicPartition()
+	prp.Records = oneRecord("x")
+	prt.Partitions = append(prt.Partitions, prp)
+	preq.Topics = append(preq.Topics, prt)
+	presp, err := preq.RequestWith(ctx, direct(cl, b2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := presp.Topics[0].Partitions[0].ErrorCode; code == kerr.UnknownTopicOrPartition.Code {
+		t.Fatal("broker 2 answered UNKNOWN_TOPIC_OR_PARTITION for a topic etcd already had")
 	}
 }

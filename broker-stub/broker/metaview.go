@@ -2,11 +2,14 @@ package broker
 
 import (
 	"cmp"
+	"context"
 	"encoding/hex"
+	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
@@ -250,4 +253,38 @@ func (m *metaView) rendezvousLocked(key string, self int32) int32 {
 		}
 	}
 	return best
+}
+
+// metaSyncWait bounds how long a request waits for the metadata view to
+// catch up with etcd before it answers that a topic does not exist.
+const metaSyncWait = 2 * time.Second
+
+// syncTopic makes the metadata view at least as new as etcd's topic key
+// for name, waiting up to metaSyncWait. The view is fed by a watch: a topic
+// it does not know (or knows with fewer partitions) may just have been
+// created through another broker or a proxy whose view is ahead, and only
+// etcd may say that it does not exist. One linearizable read; no wait when
+// the topic really is absent.
+func (b *Broker) syncTopic(ctx context.Context, name string) error {
+	ctx, cancel := context.WithTimeout(ctx, metaSyncWait)
+	defer cancel()
+	resp, err := b.cfg.Etcd.Get(ctx, b.cfg.Layout.TopicKey(name))
+	if err != nil {
+		return fmt.Errorf("read topic %s: %w", name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil
+	}
+	want := resp.Kvs[0].ModRevision
+	for {
+		changed, _ := b.meta.atLeast(0) // fires on every watch response
+		if t, ok := b.meta.topic(name); ok && t.rev >= want {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("metadata view of topic %s at revision %d: %w", name, want, ctx.Err())
+		}
+	}
 }

@@ -21,8 +21,13 @@ type queuedAppend struct {
 // beginProduce validates a produce request and queues every valid partition
 // to its appender before returning, which is what keeps one connection's
 // produces in order. The returned func waits for the outcomes.
-func (b *Broker) beginProduce(_ context.Context, req *kmsg.ProduceRequest) func(context.Context) kmsg.Response {
+func (b *Broker) beginProduce(ctx context.Context, req *kmsg.ProduceRequest) func(context.Context) kmsg.Response {
 	b.metrics.produceRequest()
+	for _, name := range b.unknownProduceTopics(req) {
+		if err := b.syncTopic(ctx, name); err != nil {
+			b.log.Warn("produce names a topic or partition this broker does not know", "err", err)
+		}
+	}
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
 	var queued []queuedAppend
@@ -68,6 +73,25 @@ func (b *Broker) beginProduce(_ context.Context, req *kmsg.ProduceRequest) func(
 		}
 		return resp
 	}
+}
+
+// unknownProduceTopics lists the topics (named, not by id) of req that the
+// metadata view does not know, or knows with too few partitions.
+func (b *Broker) unknownProduceTopics(req *kmsg.ProduceRequest) []string {
+	if req.Version >= 13 {
+		return nil // by id: only the view maps ids to names
+	}
+	var out []string
+	for _, rt := range req.Topics {
+		t, ok := b.meta.topic(rt.Topic)
+		for _, rp := range rt.Partitions {
+			if !ok || rp.Partition >= t.info.Partitions {
+				out = append(out, strings.Clone(rt.Topic))
+				break
+			}
+		}
+	}
+	return out
 }
 
 // produceTopic resolves the topic name (by id from v13) and says whether
