@@ -124,6 +124,15 @@ func TestAmbiguousCommit(t *testing.T) {
 			if _, err := s.FencedCommit(tctx(t, 5*time.Second), o, []byte("next")); !errors.Is(err, lease.ErrNeedsReread) {
 				t.Fatalf("commit before re-read = %v; want ErrNeedsReread", err)
 			}
+			// A commit held by a stalled connection may still reach etcd after
+			// the resume, and then after a re-read (that is why a later commit
+			// compares the state revision). Give it time to land first, so that
+			// the re-read below is the final state.
+			for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if val, _, _, _ := get(t, direct, r.StateKey); val == "maybe" {
+					break
+				}
+			}
 			// Acquire on the held ownership re-reads it.
 			if got, err := s.Acquire(tctx(t, 10*time.Second), r); err != nil || got != o {
 				t.Fatalf("acquire to re-read = %v, %v; want the same ownership", got, err)
