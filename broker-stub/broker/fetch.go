@@ -156,7 +156,8 @@ func (b *Broker) readPartition(ctx context.Context, p *fetchPart, budget int, fi
 			// could go down for a client whose fetches move between
 			// brokers. The committed end read now is at least what any
 			// broker reported before this fetch. (An owner's view holds its
-			// own commits as they are made.)
+			// own commits as they are made, and what it read when it
+			// acquired the partition is its floor.)
 			end, err := b.committedEnd(ctx, p.tp)
 			if err != nil {
 				return kerr.KafkaStorageError.Code
@@ -165,13 +166,14 @@ func (b *Broker) readPartition(ctx context.Context, p *fetchPart, budget int, fi
 		}
 		p.confirmed = true
 	}
-	hwm := max(st.End, p.committed)
+	floor := b.view.Floor(p.tp) // what this broker read when it acquired the partition
+	hwm := max(st.End, p.committed, floor)
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hwm, hwm, st.LogStart
 	off := p.req.FetchOffset
 	if off > st.End && !p.endChecked {
 		// The view may lag the owner's commits: only etcd may say the
 		// offset is really past the end.
-		end := p.committed
+		end := max(p.committed, floor)
 		if off > end {
 			var err error
 			if end, err = b.committedEnd(ctx, p.tp); err != nil {

@@ -207,6 +207,7 @@ func (a *appender) ensureOwned() (res Result, dead bool) {
 			a.cfg.Obs.Acquired(a.tp)
 		}
 		a.own, a.state, a.stateRev = o, st, o.StateRev
+		a.cfg.View.RaiseFloor(a.tp, st.End, o.StateRev)
 		a.owned.Store(o)
 	}
 	return Result{}, false

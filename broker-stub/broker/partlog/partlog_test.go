@@ -264,3 +264,37 @@ func TestViewReset(t *testing.T) {
 		t.Fatalf("after segment delete: %+v", s.Segments)
 	}
 }
+
+// TestViewFloor: the committed end an acquisition read is reported until
+// the view holds that state, and forgotten once it does or the partition is
+// deleted; a floor older than the view is ignored.
+func TestViewFloor(t *testing.T) {
+	l := layout.New("/v")
+	v := NewView(l, nil)
+	tp := TP{"t", 0}
+	v.Reset(nil, 1)
+	v.Synced(1)
+	v.Put(kv(l.PartitionStateKey("t", 0), layout.PartitionState{End: 5}, 10))
+
+	v.RaiseFloor(tp, 4, 8) // older than the view: nothing to add
+	if f := v.Floor(tp); f != 0 {
+		t.Fatalf("floor %d from an acquisition older than the view", f)
+	}
+	v.RaiseFloor(tp, 7, 12) // the view lags the predecessor's last commit
+	if f := v.Floor(tp); f != 7 {
+		t.Fatalf("floor %d, want 7", f)
+	}
+	v.Put(kv(l.PartitionStateKey("t", 0), layout.PartitionState{End: 6}, 11)) // still behind
+	if f := v.Floor(tp); f != 7 {
+		t.Fatalf("floor %d after an older state, want 7", f)
+	}
+	v.Put(kv(l.PartitionStateKey("t", 0), layout.PartitionState{End: 7}, 12)) // caught up
+	if f := v.Floor(tp); f != 0 {
+		t.Fatalf("floor %d after the view caught up, want none", f)
+	}
+	v.RaiseFloor(tp, 9, 20)
+	v.Delete(&mvccpb.KeyValue{Key: []byte(l.PartitionStateKey("t", 0)), ModRevision: 30})
+	if f := v.Floor(tp); f != 0 {
+		t.Fatalf("floor %d survived the partition's deletion", f)
+	}
+}

@@ -47,6 +47,9 @@ func (s *Snapshot) Find(offset int64) int {
 type entry struct {
 	snap    *Snapshot // nil until some state or segment is known
 	waiters map[chan struct{}]struct{}
+	// floor is a committed end this broker learned at acquisition, at the
+	// state revision floorRev, before the watch brought it to snap.
+	floor, floorRev int64
 }
 
 // View is every partition's committed state and segment list, fed by a
@@ -73,6 +76,32 @@ func NewView(l layout.Layout, log *slog.Logger) *View {
 
 // Ready is closed once the view holds a complete listing.
 func (v *View) Ready() <-chan struct{} { return v.synced }
+
+// RaiseFloor records that the partition's committed end was end at state
+// revision rev, as an acquisition read it: until the watch brings that
+// state, Floor reports it, so that a new owner whose view lags its
+// predecessor's last commits does not report an older high watermark than
+// the predecessor did.
+func (v *View) RaiseFloor(tp TP, end, rev int64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e := v.entryLocked(tp)
+	if (e.snap != nil && e.snap.Rev >= rev) || rev <= e.floorRev {
+		return
+	}
+	e.floor, e.floorRev = end, rev
+}
+
+// Floor is the committed end RaiseFloor recorded and the snapshot does not
+// hold yet (0 if none).
+func (v *View) Floor(tp TP) int64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if e := v.parts[tp]; e != nil {
+		return e.floor
+	}
+	return 0
+}
 
 // Get returns the partition's snapshot.
 func (v *View) Get(tp TP) (*Snapshot, bool) {
@@ -103,7 +132,7 @@ func (v *View) Wait(tps []TP, ch chan struct{}) (cancel func()) {
 		for _, tp := range tps {
 			if e := v.parts[tp]; e != nil {
 				delete(e.waiters, ch)
-				if e.snap == nil && len(e.waiters) == 0 {
+				if e.snap == nil && len(e.waiters) == 0 && e.floorRev == 0 {
 					delete(v.parts, tp)
 				}
 			}
@@ -123,6 +152,9 @@ func (v *View) entryLocked(tp TP) *entry {
 // publishLocked installs s and wakes the partition's waiters.
 func (v *View) publishLocked(e *entry, s *Snapshot) {
 	e.snap = s
+	if s == nil || s.Rev >= e.floorRev { // caught up, or the topic is gone
+		e.floor, e.floorRev = 0, 0
+	}
 	for ch := range e.waiters {
 		select {
 		case ch <- struct{}{}:
