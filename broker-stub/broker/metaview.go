@@ -156,6 +156,13 @@ func (m *metaView) Synced(rev int64) {
 	}
 }
 
+// changes returns a channel closed at the next watch response.
+func (m *metaView) changes() <-chan struct{} {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.changed
+}
+
 // atLeast returns a channel closed once the view is complete up to rev, and
 // whether that is already so.
 func (m *metaView) atLeast(rev int64) (<-chan struct{}, bool) {
@@ -277,7 +284,7 @@ func (b *Broker) syncTopic(ctx context.Context, name string) error {
 	}
 	want := resp.Kvs[0].ModRevision
 	for {
-		changed, _ := b.meta.atLeast(0) // fires on every watch response
+		changed := b.meta.changes()
 		if t, ok := b.meta.topic(name); ok && t.rev >= want {
 			return nil
 		}

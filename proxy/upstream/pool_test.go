@@ -437,7 +437,7 @@ func TestLongPollOutlivesReadTimeout(t *testing.T) {
 }
 
 // TestReleaseIsSafe: Release before the response arrives leaves the
-// response intact, and a second Release does nothing.
+// response intact, and a second Release does not put the frame back twice.
 func TestReleaseIsSafe(t *testing.T) {
 	fb := newFakeBroker(t)
 	res := &resolver{}
@@ -453,8 +453,14 @@ func TestReleaseIsSafe(t *testing.T) {
 	if topic := decodeTopic(t, 12, body); topic != "early" {
 		t.Fatalf("topic %q after an early Release", topic)
 	}
+	size := cap(*pend.(*request).resp)
 	pend.Release()
 	pend.Release()
+	// Put twice, the frame would come out of the pool twice and two
+	// responses would share it.
+	if a, b := p.bufs.Get(size), p.bufs.Get(size); a == b {
+		t.Fatal("a frame released twice came out of the pool twice")
+	}
 	again := send(t, p, 1, 0, 12, "next")
 	echo(recv(t, fb))
 	body, err = wait(t, again)
