@@ -1,5 +1,7 @@
 package routing
 
+import "github.com/kproxy/kproxy/layout"
+
 // Avoid is the set of brokers a retry should not go back to: every broker
 // that refused during one request, so that retries move on to brokers not
 // yet tried instead of alternating between two refusers. It remembers the
@@ -71,7 +73,7 @@ func (t *Table) RouteAvoiding(topic string, p int32, avoid Avoid) (int32, bool) 
 	if o >= 0 && !avoid.Has(o) && st.brokers.live(o) {
 		return o, true
 	}
-	return st.brokers.rendezvousAvoiding(partitionKey(topic, p), avoid)
+	return st.brokers.rendezvousAvoiding(layout.PartitionKey(topic, p), avoid)
 }
 
 // RouteGroupAvoiding is RouteGroup with a set to avoid, like RouteAvoiding.
@@ -81,12 +83,12 @@ func (t *Table) RouteGroupAvoiding(group string, avoid Avoid) (int32, bool) {
 	if b >= 0 && !avoid.Has(b) && st.brokers.live(b) {
 		return b, true
 	}
-	return st.brokers.rendezvousAvoiding(groupKey(group), avoid)
+	return st.brokers.rendezvousAvoiding(layout.GroupKey(group), avoid)
 }
 
 // AnyBrokerAvoiding is AnyBroker with a set to avoid, like RouteAvoiding.
 func (t *Table) AnyBrokerAvoiding(key string, avoid Avoid) (int32, bool) {
-	return t.st.Load().brokers.rendezvousAvoiding(anyKey(key), avoid)
+	return t.st.Load().brokers.rendezvousAvoiding(layout.AnyKey(key), avoid)
 }
 
 func (s *brokerSet) rendezvousAvoiding(key uint64, avoid Avoid) (int32, bool) {

@@ -3,22 +3,19 @@ package routing
 import (
 	"cmp"
 	"slices"
+
+	"github.com/kproxy/kproxy/layout"
 )
 
 // brokerSet is an immutable set of live brokers, rebuilt on each membership
 // change (brokers join and leave rarely, and there are at most thousands).
 type brokerSet struct {
-	sorted []Broker     // by id
-	hashes []brokerHash // in id order
+	sorted []Broker        // by id
+	seeds  []layout.Seeded // rendezvous seeds, in id order
 	// dense answers live() for ids in [0, len(dense)) without a map lookup;
 	// sparse says whether some live id lies outside that range.
 	dense  []bool
 	sparse bool
-}
-
-type brokerHash struct {
-	id int32
-	h  uint64
 }
 
 // maxDenseID bounds the dense liveness index (64 KiB).
@@ -45,12 +42,12 @@ func fromSorted(sorted []Broker) *brokerSet {
 		}
 	}
 	s.dense = make([]bool, maxID+1)
-	s.hashes = make([]brokerHash, len(sorted))
+	s.seeds = make([]layout.Seeded, len(sorted))
 	for i, b := range sorted {
 		if b.ID >= 0 && b.ID < maxDenseID {
 			s.dense[b.ID] = true
 		}
-		s.hashes[i] = brokerHash{id: b.ID, h: brokerSeed(b.ID)}
+		s.seeds[i] = layout.Seed(b.ID)
 	}
 	return s
 }
@@ -102,61 +99,9 @@ func (s *brokerSet) without(id int32) *brokerSet {
 	return fromSorted(sorted)
 }
 
-// rendezvous returns the live broker other than avoid with the highest score
-// for key (highest random weight hashing). Scores depend only on the key and
-// the broker, so removing a broker moves only the keys it had, and every
-// proxy with the same live set picks the same broker.
+// rendezvous returns the live broker other than those avoided with the
+// highest score for key (layout.Rendezvous: every proxy and every broker with
+// the same live set picks the same broker).
 func (s *brokerSet) rendezvous(key uint64, avoid Avoid) (int32, bool) {
-	best, bestScore, found := int32(-1), uint64(0), false
-	for _, b := range s.hashes {
-		if avoid.Has(b.id) {
-			continue
-		}
-		sc := mix64(key ^ b.h)
-		if !found || sc > bestScore {
-			best, bestScore, found = b.id, sc, true
-		}
-	}
-	return best, found
+	return layout.Rendezvous(key, s.seeds, avoid.ids[:avoid.n])
 }
-
-// Hashing is fixed (not seeded per process) so that every proxy replica
-// computes the same rendezvous choice.
-const (
-	fnvOffset = 14695981039346656037
-	fnvPrime  = 1099511628211
-
-	domainPartition = 0x9e3779b97f4a7c15
-	domainGroup     = 0xc2b2ae3d27d4eb4f
-	domainAny       = 0x165667b19e3779f9
-	domainBroker    = 0x27d4eb2f165667c5
-)
-
-func fnv64(s string) uint64 {
-	h := uint64(fnvOffset)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= fnvPrime
-	}
-	return h
-}
-
-// mix64 is the splitmix64 finalizer: a bijection with good avalanche.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
-
-func partitionKey(topic string, p int32) uint64 {
-	return mix64(fnv64(topic)^domainPartition) ^ uint64(uint32(p))*domainGroup
-}
-
-func groupKey(group string) uint64 { return mix64(fnv64(group) ^ domainGroup) }
-
-func anyKey(key string) uint64 { return mix64(fnv64(key) ^ domainAny) }
-
-func brokerSeed(id int32) uint64 { return mix64(uint64(uint32(id)) ^ domainBroker) }

@@ -15,12 +15,15 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"github.com/kproxy/kproxy/layout"
 )
 
-// MaxPartitions bounds the partition slots a topic gets, so that a corrupt
-// partition count cannot exhaust memory. Owner and epoch events for higher
-// partitions are kept, but not routable.
-const MaxPartitions = 1 << 20
+// MaxPartitions bounds the partition cells a topic gets, so that a corrupt
+// partition count cannot exhaust memory (it is the contract's bound,
+// layout.MaxPartitions). Owner and epoch events for higher partitions are
+// kept, but not routable.
+const MaxPartitions = layout.MaxPartitions
 
 // Broker is a live broker.
 type Broker struct {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+
+	"github.com/kproxy/kproxy/layout"
 )
 
 func topic(name string, n int32) Topic {
@@ -66,7 +68,7 @@ func TestOwnerRouteSemantics(t *testing.T) {
 			}
 			wantRoute := tc.want.route
 			if wantRoute == -2 {
-				wantRoute, _ = tb.st.Load().brokers.rendezvous(partitionKey("a", tc.p), Avoid{})
+				wantRoute, _ = tb.st.Load().brokers.rendezvous(layout.PartitionKey("a", tc.p), Avoid{})
 			}
 			if r, ok := tb.Route("a", tc.p, -1); !ok || r != wantRoute {
 				t.Fatalf("Route = (%d, %v), want (%d, true)", r, ok, wantRoute)
