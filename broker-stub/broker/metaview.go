@@ -3,9 +3,7 @@ package broker
 import (
 	"cmp"
 	"context"
-	"encoding/hex"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"slices"
 	"sync"
@@ -33,6 +31,7 @@ type metaView struct {
 
 	mu           sync.RWMutex
 	brokers      map[int32]layout.BrokerInfo
+	seeds        []layout.Seeded // of brokers, for the rendezvous choice
 	topics       map[string]*topicMeta
 	topicIDs     map[[16]byte]string
 	owners       map[partlog.TP]int32
@@ -51,6 +50,7 @@ func newMetaView(l layout.Layout, log *slog.Logger) *metaView {
 
 func (m *metaView) clearLocked() {
 	m.brokers = make(map[int32]layout.BrokerInfo)
+	m.seeds = nil
 	m.topics = make(map[string]*topicMeta)
 	m.topicIDs = make(map[[16]byte]string)
 	m.owners = make(map[partlog.TP]int32)
@@ -74,49 +74,39 @@ func (m *metaView) Put(kv *mvccpb.KeyValue) {
 }
 
 func (m *metaView) putLocked(kv *mvccpb.KeyValue) {
-	k := m.layout.Parse(string(kv.Key))
+	meta, err := m.layout.Decode(kv.Key, kv.Value, kv.Version)
+	if err != nil {
+		m.log.Warn("bad value under meta prefix", "key", string(kv.Key), "err", err)
+		return
+	}
+	k := meta.Key
 	tp := partlog.TP{Topic: k.Topic, Partition: k.Partition}
 	switch k.Kind {
 	case layout.KindBroker:
-		var bi layout.BrokerInfo
-		if m.decode(kv, &bi) {
-			m.brokers[k.Broker] = bi
-		}
+		m.brokers[k.Broker] = meta.BrokerInfo
+		m.seedBrokersLocked()
 	case layout.KindTopic:
-		var ti layout.TopicInfo
-		if !m.decode(kv, &ti) {
-			return
-		}
-		t := &topicMeta{info: ti, rev: kv.ModRevision}
-		if id, err := hex.DecodeString(ti.ID); err == nil && len(id) == 16 {
-			copy(t.id[:], id)
-		}
+		t := &topicMeta{info: meta.TopicInfo, id: meta.TopicID, rev: kv.ModRevision}
 		if old := m.topics[k.Topic]; old != nil {
 			delete(m.topicIDs, old.id)
 		}
 		m.topics[k.Topic] = t
 		m.topicIDs[t.id] = k.Topic
-	case layout.KindOwner, layout.KindCoordinator:
-		var o layout.Owner
-		if !m.decode(kv, &o) {
-			return
-		}
-		if k.Kind == layout.KindOwner {
-			m.owners[tp] = o.Broker
-		} else {
-			m.coordinators[k.Group] = o.Broker
-		}
+	case layout.KindOwner:
+		m.owners[tp] = meta.Owner
+	case layout.KindCoordinator:
+		m.coordinators[k.Group] = meta.Owner
 	case layout.KindEpoch:
-		m.epochs[tp] = int32(kv.Version)
+		m.epochs[tp] = meta.Epoch
 	}
 }
 
-func (m *metaView) decode(kv *mvccpb.KeyValue, v any) bool {
-	if err := layout.Unmarshal(kv.Value, v); err != nil {
-		m.log.Warn("bad value under meta prefix", "key", string(kv.Key), "err", err)
-		return false
+// seedBrokersLocked rebuilds the rendezvous seeds after a membership change.
+func (m *metaView) seedBrokersLocked() {
+	m.seeds = m.seeds[:0]
+	for id := range m.brokers {
+		m.seeds = append(m.seeds, layout.Seed(id))
 	}
-	return true
 }
 
 func (m *metaView) Delete(kv *mvccpb.KeyValue) {
@@ -127,6 +117,7 @@ func (m *metaView) Delete(kv *mvccpb.KeyValue) {
 	switch k.Kind {
 	case layout.KindBroker:
 		delete(m.brokers, k.Broker)
+		m.seedBrokersLocked()
 	case layout.KindTopic:
 		if t := m.topics[k.Topic]; t != nil {
 			delete(m.topicIDs, t.id)
@@ -221,7 +212,8 @@ func (m *metaView) liveBrokers() []layout.BrokerInfo {
 }
 
 // leader is the partition's owner, or for an unowned partition the live
-// broker rendezvous hashing picks (so every broker answers alike), or self.
+// broker layout.Rendezvous picks (as every broker and every proxy does), or
+// self when no broker is live.
 func (m *metaView) leader(tp partlog.TP, self int32) (leader int32, epoch int32, owned bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
@@ -229,7 +221,7 @@ func (m *metaView) leader(tp partlog.TP, self int32) (leader int32, epoch int32,
 	if o, ok := m.owners[tp]; ok {
 		return o, epoch, true
 	}
-	return m.rendezvousLocked(tp.Topic+"/"+itoa(tp.Partition), self), epoch, false
+	return m.rendezvousLocked(layout.PartitionKey(tp.Topic, tp.Partition), self), epoch, false
 }
 
 // coordinator is the group's coordinating broker, or the one that should be.
@@ -239,7 +231,7 @@ func (m *metaView) coordinator(group string, self int32) int32 {
 	if o, ok := m.coordinators[group]; ok {
 		return o
 	}
-	return m.rendezvousLocked("group:"+group, self)
+	return m.rendezvousLocked(layout.GroupKey(group), self)
 }
 
 func (m *metaView) epoch(tp partlog.TP) int32 {
@@ -248,18 +240,11 @@ func (m *metaView) epoch(tp partlog.TP) int32 {
 	return m.epochs[tp]
 }
 
-func (m *metaView) rendezvousLocked(key string, self int32) int32 {
-	best, bestScore := self, uint64(0)
-	found := false
-	for id := range m.brokers {
-		h := fnv.New64a()
-		h.Write([]byte(key))
-		h.Write([]byte{byte(id >> 24), byte(id >> 16), byte(id >> 8), byte(id)})
-		if s := h.Sum64(); !found || s > bestScore || (s == bestScore && id < best) {
-			best, bestScore, found = id, s, true
-		}
+func (m *metaView) rendezvousLocked(key uint64, self int32) int32 {
+	if b, ok := layout.Rendezvous(key, m.seeds, nil); ok {
+		return b
 	}
-	return best
+	return self
 }
 
 // metaSyncWait bounds how long a request waits for the metadata view to
