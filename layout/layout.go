@@ -1,11 +1,16 @@
-// Package layout is the etcd key and value contract between brokers and
-// proxies (docs/etcd-layout.md explains it in prose). Brokers write every key;
-// proxies only read and watch the keys under MetaPrefix.
+// Package layout is the etcd contract between Kafka-protocol brokers and the
+// proxies that route to them (docs/etcd-layout.md explains it in prose): the
+// meta keys (brokers, topics, partition owners and epochs, group
+// coordinators and their epochs), their values, their decoding (Decode), and
+// the rendezvous choice of a broker for a partition or group nobody owns
+// (Rendezvous). Brokers write every meta key; proxies only read and watch
+// MetaPrefix. Proxies, the lease kit and brokers all import this package, and
+// it imports nothing of theirs.
 //
-// Keys under MetaPrefix change only when ownership or membership changes, so
-// proxies can watch them cheaply. Keys that change on every commit (partition
-// state, segments, group state) live outside MetaPrefix so that no proxy
-// receives a watch event per produce.
+// Its limit: it says nothing about a broker's own storage. Keys that change
+// on every commit (a log's state, segments, group offsets) are each broker's
+// business; they must live outside MetaPrefix so that no proxy receives a
+// watch event per produce (the stub broker's are in broker-stub/broker/schema).
 package layout
 
 import (
@@ -38,12 +43,6 @@ func (l Layout) Prefix() string { return l.prefix }
 // MetaPrefix covers every key a proxy needs for routing.
 func (l Layout) MetaPrefix() string { return l.prefix + "/meta/" }
 
-// LogPrefix covers partition state and segment keys.
-func (l Layout) LogPrefix() string { return l.prefix + "/log/" }
-
-// GroupPrefix covers group state keys.
-func (l Layout) GroupPrefix() string { return l.prefix + "/groups/" }
-
 // BrokerKey holds a BrokerInfo under the broker's session lease.
 func (l Layout) BrokerKey(id int32) string {
 	return l.MetaPrefix() + "brokers/" + strconv.FormatInt(int64(id), 10)
@@ -75,29 +74,6 @@ func (l Layout) CoordinatorEpochKey(group string) string {
 	return l.MetaPrefix() + "coordinator-epochs/" + group
 }
 
-// PartitionStateKey holds a PartitionState, changed only by fenced commits.
-func (l Layout) PartitionStateKey(topic string, partition int32) string {
-	return l.PartitionLogPrefix(topic, partition) + "state"
-}
-
-// PartitionLogPrefix covers a partition's state key and segment keys.
-func (l Layout) PartitionLogPrefix(topic string, partition int32) string {
-	return l.LogPrefix() + topic + "/" + itoa(partition) + "/"
-}
-
-// SegmentKey holds a Segment. It is written in the same fenced commit that
-// advances the partition state, so a segment is reachable only once committed.
-// The base offset is zero-padded so that keys sort by offset.
-func (l Layout) SegmentKey(topic string, partition int32, base int64) string {
-	return fmt.Sprintf("%sseg/%020d", l.PartitionLogPrefix(topic, partition), base)
-}
-
-// GroupStateKey holds a GroupState, changed only by fenced commits.
-func (l Layout) GroupStateKey(group string) string { return l.GroupPrefix() + group }
-
-// ProducerIDKey holds the next free producer id block (a decimal int64).
-func (l Layout) ProducerIDKey() string { return l.prefix + "/producer-ids" }
-
 // Kind names what a parsed key is.
 type Kind int
 
@@ -109,8 +85,6 @@ const (
 	KindEpoch
 	KindCoordinator
 	KindCoordinatorEpoch
-	KindPartitionState
-	KindSegment
 )
 
 // Key is a parsed key. Only the fields that the kind uses are set.
@@ -120,16 +94,12 @@ type Key struct {
 	Topic     string
 	Partition int32
 	Group     string
-	Base      int64 // segment base offset
 }
 
-// Parse reads a key written under this layout. Unknown keys give KindUnknown.
+// Parse reads a key under MetaPrefix. Other keys give KindUnknown.
 func (l Layout) Parse(key string) Key {
 	if rest, ok := strings.CutPrefix(key, l.MetaPrefix()); ok {
 		return parseMeta(rest)
-	}
-	if rest, ok := strings.CutPrefix(key, l.LogPrefix()); ok {
-		return parseLog(rest)
 	}
 	return Key{}
 }
@@ -164,32 +134,6 @@ func parseMeta(rest string) Key {
 		return Key{Kind: KindCoordinatorEpoch, Group: name}
 	}
 	return Key{}
-}
-
-func parseLog(rest string) Key {
-	// rest is "<topic>/<partition>/state" or "<topic>/<partition>/seg/<base>".
-	parts := strings.Split(rest, "/")
-	if len(parts) < 3 {
-		return Key{}
-	}
-	p, err := strconv.ParseInt(parts[1], 10, 32)
-	if err != nil {
-		return Key{}
-	}
-	k := Key{Topic: parts[0], Partition: int32(p)}
-	switch {
-	case len(parts) == 3 && parts[2] == "state":
-		k.Kind = KindPartitionState
-	case len(parts) == 4 && parts[2] == "seg":
-		base, err := strconv.ParseInt(parts[3], 10, 64)
-		if err != nil {
-			return Key{}
-		}
-		k.Kind, k.Base = KindSegment, base
-	default:
-		return Key{}
-	}
-	return k
 }
 
 // topicPartition splits "<topic>/<partition>". Topic names cannot contain '/'.
@@ -228,66 +172,11 @@ type Owner struct {
 	Broker int32 `json:"broker"`
 }
 
-// Segment is the value of SegmentKey: one immutable object holding record
-// batches for offsets [Base, Last], stored exactly as producers sent them
-// except for their base offsets.
-type Segment struct {
-	Object       string `json:"object"` // object store key
-	Base         int64  `json:"base"`
-	Last         int64  `json:"last"`
-	Bytes        int64  `json:"bytes"`
-	Epoch        int32  `json:"epoch"`
-	MaxTimestamp int64  `json:"max_ts"`
-}
-
-// EpochStart records the first offset written under a leader epoch.
-type EpochStart struct {
-	Epoch int32 `json:"epoch"`
-	Start int64 `json:"start"`
-}
-
-// ProducerBatch is one of the last batches an idempotent producer wrote.
-type ProducerBatch struct {
-	FirstSeq   int32 `json:"first_seq"`
-	LastSeq    int32 `json:"last_seq"`
-	BaseOffset int64 `json:"base_offset"`
-	Timestamp  int64 `json:"ts"` // log append time in ms
-}
-
-// ProducerState is an idempotent producer's state within one partition.
-type ProducerState struct {
-	Epoch   int16           `json:"epoch"`
-	Batches []ProducerBatch `json:"batches"` // oldest first, at most 5
-}
-
-// PartitionState is the value of PartitionStateKey. End is the next offset to
-// assign and the high watermark: only committed offsets are below it.
-type PartitionState struct {
-	LogStart  int64                   `json:"log_start"`
-	End       int64                   `json:"end"`
-	Epochs    []EpochStart            `json:"epochs,omitempty"`
-	Producers map[int64]ProducerState `json:"producers,omitempty"`
-}
-
-// GroupOffset is one committed offset of a consumer group.
-type GroupOffset struct {
-	Offset      int64  `json:"offset"`
-	LeaderEpoch int32  `json:"leader_epoch"`
-	Metadata    string `json:"metadata,omitempty"`
-	CommitTime  int64  `json:"commit_ms"`
-}
-
-// GroupState is the value of GroupStateKey: committed offsets by topic and
-// partition.
-type GroupState struct {
-	Offsets map[string]map[int32]GroupOffset `json:"offsets,omitempty"`
-}
-
 // Marshal encodes a value for etcd.
 func Marshal(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
-		// Every value type above is plain data; failure here is a programming error.
+		// Values are plain data; failure here is a programming error.
 		panic(fmt.Sprintf("layout: marshal %T: %v", v, err))
 	}
 	return string(b)

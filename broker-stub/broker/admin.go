@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/layout"
 )
 
@@ -200,7 +201,7 @@ func (b *Broker) deleteTopic(ctx context.Context, t topicMeta) error {
 		Then(clientv3.OpDelete(key),
 			clientv3.OpDelete(l.MetaPrefix()+"owners/"+name+"/", clientv3.WithPrefix()),
 			clientv3.OpDelete(l.MetaPrefix()+"epochs/"+name+"/", clientv3.WithPrefix()),
-			clientv3.OpDelete(l.LogPrefix()+name+"/", clientv3.WithPrefix())).
+			clientv3.OpDelete(schema.New(l).LogPrefix()+name+"/", clientv3.WithPrefix())).
 		Commit()
 	if err != nil {
 		return fmt.Errorf("delete topic %s: %w", name, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 )
 
 func createTopicsRaw(ctx context.Context, t *testing.T, cl kmsg.Requestor, validateOnly bool, topics ...kmsg.CreateTopicsRequestTopic) []kmsg.CreateTopicsResponseTopic {
@@ -120,7 +121,7 @@ func TestTopicLifecycle(t *testing.T) {
 	if err != nil || len(objs) != 0 {
 		t.Fatalf("objects of deleted topic: %v %v", objs, err)
 	}
-	keys, err := c.admin.Get(ctx, c.layout.LogPrefix()+"life/", clientv3WithPrefix())
+	keys, err := c.admin.Get(ctx, schema.New(c.layout).LogPrefix()+"life/", clientv3WithPrefix())
 	if err != nil || len(keys.Kvs) != 0 {
 		t.Fatalf("log keys of deleted topic: %d %v", len(keys.Kvs), err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/kproxy/kproxy/broker-stub/broker/group"
 	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/broker-stub/store"
 	"github.com/kproxy/kproxy/layout"
@@ -253,7 +254,7 @@ func (b *Broker) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 		leasewatch.Sync(ctx, leasewatch.SyncConfig{Client: b.cfg.Etcd, Prefix: b.cfg.Layout.MetaPrefix(), Handler: b.meta, Logger: b.log})
 	})
 	run(func() {
-		leasewatch.Sync(ctx, leasewatch.SyncConfig{Client: b.cfg.Etcd, Prefix: b.cfg.Layout.LogPrefix(), Handler: b.view, Logger: b.log})
+		leasewatch.Sync(ctx, leasewatch.SyncConfig{Client: b.cfg.Etcd, Prefix: schema.New(b.cfg.Layout).LogPrefix(), Handler: b.view, Logger: b.log})
 	})
 	run(func() { b.handleLosses(ctx) })
 	run(func() { b.collectGarbage(ctx) })

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/layout"
 )
 
@@ -211,14 +212,14 @@ func (b *Broker) readPartition(ctx context.Context, p *fetchPart, budget int, fi
 func (b *Broker) committedEnd(ctx context.Context, tp partlog.TP) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	resp, err := b.cfg.Etcd.Get(ctx, b.cfg.Layout.PartitionStateKey(tp.Topic, tp.Partition))
+	resp, err := b.cfg.Etcd.Get(ctx, schema.New(b.cfg.Layout).PartitionStateKey(tp.Topic, tp.Partition))
 	if err != nil {
 		return 0, err
 	}
 	if len(resp.Kvs) == 0 {
 		return 0, nil
 	}
-	var st layout.PartitionState
+	var st schema.PartitionState
 	if err := layout.Unmarshal(resp.Kvs[0].Value, &st); err != nil {
 		return 0, err
 	}

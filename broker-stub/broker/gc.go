@@ -8,6 +8,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/broker-stub/store"
 	"github.com/kproxy/kproxy/layout"
@@ -70,16 +71,16 @@ func (b *Broker) collectPartition(ctx context.Context, tp partlog.TP) (int, erro
 // segmentRefs reads the objects the partition's committed segment keys
 // reference.
 func (b *Broker) segmentRefs(ctx context.Context, tp partlog.TP) (map[string]bool, error) {
-	l := b.cfg.Layout
-	from := l.SegmentKey(tp.Topic, tp.Partition, 0)
-	prefix := l.PartitionLogPrefix(tp.Topic, tp.Partition) + "seg/"
+	s := schema.New(b.cfg.Layout)
+	from := s.SegmentKey(tp.Topic, tp.Partition, 0)
+	prefix := s.PartitionLogPrefix(tp.Topic, tp.Partition) + "seg/"
 	resp, err := b.cfg.Etcd.Get(ctx, from, clientv3.WithRange(clientv3.GetPrefixRangeEnd(prefix)))
 	if err != nil {
 		return nil, err
 	}
 	refs := make(map[string]bool, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		var seg layout.Segment
+		var seg schema.Segment
 		if err := layout.Unmarshal(kv.Value, &seg); err != nil {
 			return nil, err
 		}
@@ -101,5 +102,5 @@ func (b *Broker) deleteTopicObjects(topic string) {
 }
 
 func partitionResource(l layout.Layout, tp partlog.TP) lease.Resource {
-	return lease.PartitionResource(l, tp.Topic, tp.Partition)
+	return lease.PartitionResource(l, tp.Topic, tp.Partition, schema.New(l).PartitionStateKey(tp.Topic, tp.Partition))
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
-	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 )
 
 // Special ListOffsets timestamps.
@@ -27,7 +27,7 @@ func (b *Broker) snapshot(tp partlog.TP) *partlog.Snapshot {
 }
 
 // epochAt is the leader epoch that wrote offset (-1 if unknown).
-func epochAt(st layout.PartitionState, offset int64) int32 {
+func epochAt(st schema.PartitionState, offset int64) int32 {
 	e := int32(-1)
 	for _, es := range st.Epochs {
 		if es.Start > offset {
@@ -134,7 +134,7 @@ func (b *Broker) handleOffsetForLeaderEpoch(_ context.Context, _ *conn, _ header
 // epoch <= requested and the first offset of the next larger epoch, or the
 // log end when requested is the latest (or the current, still unwritten)
 // epoch.
-func epochEnd(st layout.PartitionState, requested, current int32) (int32, int64) {
+func epochEnd(st schema.PartitionState, requested, current int32) (int32, int64) {
 	n := len(st.Epochs)
 	switch {
 	case requested < 0:

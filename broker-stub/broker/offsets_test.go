@@ -3,11 +3,11 @@ package broker
 import (
 	"testing"
 
-	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 )
 
 func TestEpochEnd(t *testing.T) {
-	st := layout.PartitionState{End: 50, Epochs: []layout.EpochStart{{Epoch: 1, Start: 0}, {Epoch: 3, Start: 10}, {Epoch: 4, Start: 30}}}
+	st := schema.PartitionState{End: 50, Epochs: []schema.EpochStart{{Epoch: 1, Start: 0}, {Epoch: 3, Start: 10}, {Epoch: 4, Start: 30}}}
 	cases := []struct {
 		name           string
 		requested, cur int32
@@ -29,7 +29,7 @@ func TestEpochEnd(t *testing.T) {
 			t.Errorf("%s: (%d, %d), want (%d, %d)", tc.name, e, end, tc.wantEpoch, tc.wantEnd)
 		}
 	}
-	if e, end := epochEnd(layout.PartitionState{}, 1, 1); e != 1 || end != 0 {
+	if e, end := epochEnd(schema.PartitionState{}, 1, 1); e != 1 || end != 0 {
 		t.Errorf("empty log, current epoch: (%d, %d), want (1, 0)", e, end)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/layout"
 )
 
@@ -28,7 +29,7 @@ type pidAllocator struct {
 }
 
 func newPIDAllocator(cli *clientv3.Client, l layout.Layout) *pidAllocator {
-	return &pidAllocator{cli: cli, key: l.ProducerIDKey()}
+	return &pidAllocator{cli: cli, key: schema.New(l).ProducerIDKey()}
 }
 
 func (a *pidAllocator) allocate(ctx context.Context) (int64, error) {

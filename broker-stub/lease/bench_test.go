@@ -18,7 +18,7 @@ func benchSession(b *testing.B) (*lease.Session, lease.Resource, *lease.Ownershi
 		b.Fatal(err)
 	}
 	b.Cleanup(s.Close)
-	r := s.Partition("bench", 0)
+	r := s.Partition("bench", 0, testStateKey("bench/0"))
 	o, err := s.Acquire(ctx, r)
 	if err != nil {
 		b.Fatal(err)

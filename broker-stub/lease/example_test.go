@@ -13,8 +13,10 @@ import (
 	"github.com/kproxy/kproxy/layout"
 )
 
-// A broker acquires a partition, commits new state through the fence, and
-// hands the partition over; a stale commit afterwards is refused.
+// A broker that embeds the lease kit (docs/embedding.md): it registers
+// itself, acquires a partition whose state it keeps under its own key,
+// checks Owns before serving, commits through the fence, and hands the
+// partition over; a stale commit afterwards is refused.
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -31,15 +33,31 @@ func Example() {
 	}
 	defer cli.Close()
 
-	l := layout.New("")
+	l := layout.New("") // the contract's keys, which proxies watch
 	sess, err := lease.NewSession(ctx, lease.Config{Client: cli, Layout: l, BrokerID: 1, TTL: 5 * time.Second})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer sess.Close()
+	// Losses reports every ownership the session drops (expiry, a fenced
+	// commit): the broker stops serving that partition and forgets its
+	// cached state. Close closes the channel, which ends the loop.
+	lossesDone := make(chan struct{})
+	go func() {
+		defer close(lossesDone)
+		for loss := range sess.Losses() {
+			fmt.Println("lost", loss.Resource.Name, loss.Reason)
+		}
+	}()
+	defer func() { sess.Close(); <-lossesDone }()
+	// Proxies route only to registered brokers.
+	if err := sess.RegisterBroker(ctx, layout.BrokerInfo{ID: 1, Addr: "127.0.0.1:9092"}); err != nil {
+		fmt.Println(err)
+		return
+	}
 
-	r := lease.PartitionResource(l, "demo", 3)
+	// The state key is the broker's own (outside layout's meta prefix).
+	r := lease.PartitionResource(l, "demo", 3, "/mybroker/state/demo/3")
 	o, err := sess.Acquire(ctx, r)
 	if err != nil {
 		fmt.Println(err)
@@ -47,8 +65,12 @@ func Example() {
 	}
 	fmt.Printf("acquired %s epoch %d, state %q\n", o.Resource.Name, o.Epoch, o.State)
 
-	state := layout.Marshal(layout.PartitionState{End: 5})
-	if _, err := sess.FencedCommit(ctx, o, []byte(state)); err != nil {
+	// On the hot path: a memory check, no etcd round trip.
+	if _, ok := sess.Owns(r); !ok {
+		fmt.Println("not owner: answer NOT_LEADER_OR_FOLLOWER")
+		return
+	}
+	if _, err := sess.FencedCommit(ctx, o, []byte(`{"end":5}`)); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -58,10 +80,10 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	_, err = sess.FencedCommit(ctx, o, []byte(state))
+	_, err = sess.FencedCommit(ctx, o, []byte(`{"end":6}`))
 	fmt.Println("commit after release refused:", errors.Is(err, lease.ErrNotOwner))
 	// Output:
 	// acquired demo/3 epoch 1, state ""
-	// committed {"log_start":0,"end":5}
+	// committed {"end":5}
 	// commit after release refused: true
 }

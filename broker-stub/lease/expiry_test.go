@@ -20,7 +20,7 @@ func TestLocalExpiryBeforeServer(t *testing.T) {
 	rl := newRelay(t, srv.Endpoint[len("http://"):])
 	s := newSession(t, etcdlocal.NewClientForTest(t, rl.Endpoint()), 1)
 	t.Cleanup(s.Close) // before the relay client closes
-	r := lease.PartitionResource(testLayout, "demo", 0)
+	r := testPartition("demo", 0)
 	o := mustAcquire(t, s, r)
 	brokerKey := testLayout.BrokerKey(1)
 	if err := s.Register(tctx(t, 5*time.Second), brokerKey, "b1"); err != nil {
@@ -107,7 +107,7 @@ func TestAmbiguousCommit(t *testing.T) {
 			rl := newRelay(t, srv.Endpoint[len("http://"):])
 			s := newSession(t, etcdlocal.NewClientForTest(t, rl.Endpoint()), 1)
 			t.Cleanup(s.Close)
-			r := lease.PartitionResource(testLayout, "demo", 0)
+			r := testPartition("demo", 0)
 			o := mustAcquire(t, s, r)
 
 			_, err := s.FencedCommit(tc.commitCtx(t, rl), o, []byte("maybe"))

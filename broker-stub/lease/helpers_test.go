@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -23,6 +24,19 @@ const (
 )
 
 var testLayout = layout.New("/test")
+
+// The lease kit takes each resource's state key from its caller; these
+// tests keep state under their own prefix, as a broker embedding the kit
+// keeps it in its own schema.
+func testStateKey(name string) string { return "/test/state/" + name }
+
+func testPartition(topic string, p int32) lease.Resource {
+	return lease.PartitionResource(testLayout, topic, p, testStateKey(fmt.Sprintf("%s/%d", topic, p)))
+}
+
+func testGroup(group string) lease.Resource {
+	return lease.GroupResource(testLayout, group, testStateKey("group/"+group))
+}
 
 func testLogger() *slog.Logger {
 	if os.Getenv("LEASE_TEST_LOG") != "" {

@@ -30,31 +30,36 @@ import (
 	"github.com/kproxy/kproxy/layout"
 )
 
-// Resource names the etcd keys that guard one partition or group.
+// Resource names the etcd keys that guard one partition or group. The owner
+// and epoch keys are the contract's (package layout: proxies watch them); the
+// state key is the broker's own, wherever it keeps the state a fenced commit
+// advances (it must be outside layout's MetaPrefix).
 type Resource struct {
 	Name     string // for logs and metrics, e.g. "demo/3" or "group:g1"
 	OwnerKey string // created under the session lease; create revision = fencing token
 	EpochKey string // put in the acquiring transaction; version = epoch
-	StateKey string // changed only by FencedCommit
+	StateKey string // the caller's; changed only by FencedCommit
 }
 
-// PartitionResource is the Resource of one partition.
-func PartitionResource(l layout.Layout, topic string, partition int32) Resource {
+// PartitionResource is the Resource of one partition, whose state the caller
+// keeps at stateKey.
+func PartitionResource(l layout.Layout, topic string, partition int32, stateKey string) Resource {
 	return Resource{
 		Name:     fmt.Sprintf("%s/%d", topic, partition),
 		OwnerKey: l.OwnerKey(topic, partition),
 		EpochKey: l.EpochKey(topic, partition),
-		StateKey: l.PartitionStateKey(topic, partition),
+		StateKey: stateKey,
 	}
 }
 
-// GroupResource is the Resource of one consumer group's coordinator.
-func GroupResource(l layout.Layout, group string) Resource {
+// GroupResource is the Resource of one consumer group's coordinator, whose
+// state (committed offsets) the caller keeps at stateKey.
+func GroupResource(l layout.Layout, group, stateKey string) Resource {
 	return Resource{
 		Name:     "group:" + group,
 		OwnerKey: l.CoordinatorKey(group),
 		EpochKey: l.CoordinatorEpochKey(group),
-		StateKey: l.GroupStateKey(group),
+		StateKey: stateKey,
 	}
 }
 

@@ -17,12 +17,12 @@ func TestResources(t *testing.T) {
 	tests := []struct {
 		got, want lease.Resource
 	}{
-		{lease.PartitionResource(l, "demo", 3), lease.Resource{
+		{lease.PartitionResource(l, "demo", 3, "/mine/demo/3"), lease.Resource{
 			Name: "demo/3", OwnerKey: l.OwnerKey("demo", 3), EpochKey: l.EpochKey("demo", 3),
-			StateKey: l.PartitionStateKey("demo", 3)}},
-		{lease.GroupResource(l, "g1"), lease.Resource{
+			StateKey: "/mine/demo/3"}},
+		{lease.GroupResource(l, "g1", "/mine/g1"), lease.Resource{
 			Name: "group:g1", OwnerKey: l.CoordinatorKey("g1"), EpochKey: l.CoordinatorEpochKey("g1"),
-			StateKey: l.GroupStateKey("g1")}},
+			StateKey: "/mine/g1"}},
 	}
 	for _, tc := range tests {
 		if tc.got != tc.want {
@@ -34,7 +34,7 @@ func TestResources(t *testing.T) {
 func TestAcquireFreeAndHandOver(t *testing.T) {
 	_, cli := startEtcd(t)
 	s1, s2 := newSession(t, cli, 1), newSession(t, cli, 2)
-	r := lease.PartitionResource(testLayout, "demo", 0)
+	r := testPartition("demo", 0)
 
 	o1 := mustAcquire(t, s1, r)
 	val, _, createRev, found := get(t, cli, r.OwnerKey)
@@ -82,9 +82,9 @@ func TestGroupAcquireAndReleaseAll(t *testing.T) {
 	_, cli := startEtcd(t)
 	s1, s2 := newSession(t, cli, 1), newSession(t, cli, 2)
 	rs := []lease.Resource{
-		lease.GroupResource(testLayout, "g1"),
-		lease.PartitionResource(testLayout, "demo", 1),
-		lease.PartitionResource(testLayout, "demo", 2),
+		testGroup("g1"),
+		testPartition("demo", 1),
+		testPartition("demo", 2),
 	}
 	for _, r := range rs {
 		mustAcquire(t, s1, r)
@@ -134,8 +134,8 @@ func TestFencedCommit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, cli := startEtcd(t)
 			s1, s2 := newSession(t, cli, 1), newSession(t, cli, 2)
-			r := lease.PartitionResource(testLayout, "demo", 0)
-			extraKey := testLayout.SegmentKey("demo", 0, 100)
+			r := testPartition("demo", 0)
+			extraKey := testStateKey("demo/0/extra")
 			o := mustAcquire(t, s1, r)
 
 			rev, err := s1.FencedCommit(tctx(t, 5*time.Second), o, []byte("state-1"))
@@ -174,7 +174,7 @@ func TestFencedCommit(t *testing.T) {
 func TestConcurrentAcquire(t *testing.T) {
 	_, cli := startEtcd(t)
 	sessions := []*lease.Session{newSession(t, cli, 1), newSession(t, cli, 2), newSession(t, cli, 3)}
-	r := lease.PartitionResource(testLayout, "race", 0)
+	r := testPartition("race", 0)
 	const perSession = 4
 	type result struct {
 		broker int
@@ -214,7 +214,7 @@ func TestConcurrentAcquire(t *testing.T) {
 func TestCloseRevokes(t *testing.T) {
 	_, cli := startEtcd(t)
 	s1 := newSession(t, cli, 1)
-	r := lease.PartitionResource(testLayout, "demo", 0)
+	r := testPartition("demo", 0)
 	mustAcquire(t, s1, r)
 	brokerKey := testLayout.BrokerKey(1)
 	if err := s1.Register(tctx(t, 5*time.Second), brokerKey, "b1"); err != nil {
@@ -239,7 +239,7 @@ func TestCloseRevokes(t *testing.T) {
 func TestAbandonLeavesKeysToExpire(t *testing.T) {
 	_, cli := startEtcd(t)
 	s1, s2 := newSession(t, cli, 1), newSession(t, cli, 2)
-	r := lease.PartitionResource(testLayout, "demo", 0)
+	r := testPartition("demo", 0)
 	first := mustAcquire(t, s1, r)
 	s1.Abandon()
 	if _, _, _, found := get(t, cli, r.OwnerKey); !found {
@@ -267,7 +267,7 @@ func TestAbandonLeavesKeysToExpire(t *testing.T) {
 func TestAdoptAfterLostAcquireAnswer(t *testing.T) {
 	_, cli := startEtcd(t)
 	s := newSession(t, cli, 1)
-	r := lease.PartitionResource(testLayout, "demo", 0)
+	r := testPartition("demo", 0)
 	// As if an Acquire transaction committed but its answer was lost.
 	resp, err := cli.Txn(tctx(t, 5*time.Second)).Then(
 		clientv3.OpPut(r.EpochKey, ""),
@@ -296,7 +296,7 @@ func TestLossesNeverBlock(t *testing.T) {
 	t.Cleanup(s.Close)
 	const n = 3
 	for p := range int32(n) {
-		r := lease.PartitionResource(testLayout, "demo", p)
+		r := testPartition("demo", p)
 		o := mustAcquire(t, s, r)
 		if _, err := cli.Put(tctx(t, 5*time.Second), r.StateKey, "intruder"); err != nil {
 			t.Fatal(err)
@@ -353,7 +353,7 @@ func TestRegisterBroker(t *testing.T) {
 	if err := layout.Unmarshal(resp.Kvs[0].Value, &got); err != nil || got != info {
 		t.Fatalf("broker info = %+v, %v; want %+v", got, err, info)
 	}
-	if s.Partition("t", 1) != lease.PartitionResource(testLayout, "t", 1) || s.Group("g") != lease.GroupResource(testLayout, "g") {
+	if s.Partition("t", 1, testStateKey("t/1")) != testPartition("t", 1) || s.Group("g", testStateKey("group/g")) != testGroup("g") {
 		t.Fatal("session resource helpers disagree with the package functions")
 	}
 }

@@ -135,12 +135,14 @@ func (s *Session) RegisterBroker(ctx context.Context, info layout.BrokerInfo) er
 }
 
 // Partition is PartitionResource under the session's layout.
-func (s *Session) Partition(topic string, partition int32) Resource {
-	return PartitionResource(s.cfg.Layout, topic, partition)
+func (s *Session) Partition(topic string, partition int32, stateKey string) Resource {
+	return PartitionResource(s.cfg.Layout, topic, partition, stateKey)
 }
 
 // Group is GroupResource under the session's layout.
-func (s *Session) Group(group string) Resource { return GroupResource(s.cfg.Layout, group) }
+func (s *Session) Group(group, stateKey string) Resource {
+	return GroupResource(s.cfg.Layout, group, stateKey)
+}
 
 // BrokerID is the broker the session acquires for.
 func (s *Session) BrokerID() int32 { return s.cfg.BrokerID }

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/layout"
 )
@@ -129,7 +130,7 @@ func (c *Coordinator) get(ctx context.Context, id string) (*group, int16) {
 	if id == "" {
 		return nil, kerr.InvalidGroupID.Code
 	}
-	res := lease.GroupResource(c.cfg.Layout, id)
+	res := lease.GroupResource(c.cfg.Layout, id, schema.New(c.cfg.Layout).GroupStateKey(id))
 	for attempt := 0; attempt < 3; attempt++ {
 		c.mu.Lock()
 		if c.closed {
@@ -189,7 +190,7 @@ func (c *Coordinator) acquire(ctx context.Context, id string, res lease.Resource
 		c.log.Info("cannot coordinate group", "group", id, "err", err)
 		return nil, kerr.CoordinatorNotAvailable.Code
 	}
-	g := newGroup(c, id, o, layout.GroupState{})
+	g := newGroup(c, id, o, schema.GroupState{})
 	if err := g.load(o.State); err != nil {
 		c.log.Warn("group state unreadable", "group", id, "err", err)
 		return nil, kerr.CoordinatorNotAvailable.Code

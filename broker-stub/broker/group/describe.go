@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 )
 
 // offsetFetch serves v0-v7 (one group) and v8+ (batched groups).
@@ -227,7 +227,7 @@ func (g *group) deleteSelf() int16 {
 	case len(g.offsets) == 0:
 		return kerr.GroupIDNotFound.Code
 	}
-	if code := g.persistWith(func(next map[string]map[int32]layout.GroupOffset) { clear(next) }); code != 0 {
+	if code := g.persistWith(func(next map[string]map[int32]schema.GroupOffset) { clear(next) }); code != 0 {
 		return code
 	}
 	g.state = Dead

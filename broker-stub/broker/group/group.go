@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
-	"github.com/kproxy/kproxy/layout"
 )
 
 // State is a classic group's state, named as Kafka names it.
@@ -65,10 +65,10 @@ type group struct {
 	members      map[string]*member
 	pending      map[string]time.Time // member ids handed out, awaiting rejoin (v4+)
 	rebalanceEnd time.Time
-	offsets      map[string]map[int32]layout.GroupOffset
+	offsets      map[string]map[int32]schema.GroupOffset
 }
 
-func newGroup(c *Coordinator, id string, own *lease.Ownership, st layout.GroupState) *group {
+func newGroup(c *Coordinator, id string, own *lease.Ownership, st schema.GroupState) *group {
 	g := &group{
 		c: c, id: id, own: own,
 		ops: make(chan func()), quit: make(chan struct{}), stop: make(chan struct{}),
@@ -78,7 +78,7 @@ func newGroup(c *Coordinator, id string, own *lease.Ownership, st layout.GroupSt
 		offsets: st.Offsets,
 	}
 	if g.offsets == nil {
-		g.offsets = make(map[string]map[int32]layout.GroupOffset)
+		g.offsets = make(map[string]map[int32]schema.GroupOffset)
 	}
 	g.sum <- summary{state: Empty}
 	return g

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/layout"
 )
@@ -20,7 +21,7 @@ const maxMetadataBytes = 4096
 func (g *group) commitOffsets(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	code := g.commitAllowed(req)
-	changes := make(map[string]map[int32]layout.GroupOffset)
+	changes := make(map[string]map[int32]schema.GroupOffset)
 	codes := make([][]int16, len(req.Topics))
 	now := g.c.cfg.Now().UnixMilli()
 	for ti, rt := range req.Topics {
@@ -39,9 +40,9 @@ func (g *group) commitOffsets(req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitR
 				codes[ti][pi] = kerr.OffsetMetadataTooLarge.Code
 			default:
 				if changes[name] == nil {
-					changes[name] = make(map[int32]layout.GroupOffset)
+					changes[name] = make(map[int32]schema.GroupOffset)
 				}
-				o := layout.GroupOffset{Offset: rp.Offset, LeaderEpoch: -1, CommitTime: now}
+				o := schema.GroupOffset{Offset: rp.Offset, LeaderEpoch: -1, CommitTime: now}
 				if req.Version >= 6 {
 					o.LeaderEpoch = rp.LeaderEpoch
 				}
@@ -94,12 +95,12 @@ func (g *group) commitAllowed(req *kmsg.OffsetCommitRequest) int16 {
 
 // persist commits the offset table with changes applied; 0 or the error
 // code for every change. A lost coordinator stops the group.
-func (g *group) persist(changes map[string]map[int32]layout.GroupOffset) int16 {
-	return g.persistWith(func(next map[string]map[int32]layout.GroupOffset) {
+func (g *group) persist(changes map[string]map[int32]schema.GroupOffset) int16 {
+	return g.persistWith(func(next map[string]map[int32]schema.GroupOffset) {
 		for topic, ps := range changes {
 			merged := maps.Clone(next[topic])
 			if merged == nil {
-				merged = make(map[int32]layout.GroupOffset)
+				merged = make(map[int32]schema.GroupOffset)
 			}
 			maps.Copy(merged, ps)
 			next[topic] = merged
@@ -109,7 +110,7 @@ func (g *group) persist(changes map[string]map[int32]layout.GroupOffset) int16 {
 
 // persistWith commits the offset table as edit leaves a copy of it (edit
 // must copy any inner map it changes).
-func (g *group) persistWith(edit func(next map[string]map[int32]layout.GroupOffset)) int16 {
+func (g *group) persistWith(edit func(next map[string]map[int32]schema.GroupOffset)) int16 {
 	ctx, cancel := context.WithTimeout(g.c.ctx, g.c.cfg.OpTimeout)
 	defer cancel()
 	s := g.c.cfg.Session
@@ -124,10 +125,10 @@ func (g *group) persistWith(edit func(next map[string]map[int32]layout.GroupOffs
 	}
 	next := maps.Clone(g.offsets)
 	if next == nil {
-		next = make(map[string]map[int32]layout.GroupOffset)
+		next = make(map[string]map[int32]schema.GroupOffset)
 	}
 	edit(next)
-	val := layout.Marshal(layout.GroupState{Offsets: next})
+	val := layout.Marshal(schema.GroupState{Offsets: next})
 	if _, err := s.FencedCommit(ctx, g.own, []byte(val)); err != nil {
 		return g.commitError(err)
 	}
@@ -167,7 +168,7 @@ func (g *group) deleteOffsets(req *kmsg.OffsetDeleteRequest) *kmsg.OffsetDeleteR
 	if len(drop) == 0 {
 		return resp
 	}
-	code := g.persistWith(func(next map[string]map[int32]layout.GroupOffset) {
+	code := g.persistWith(func(next map[string]map[int32]schema.GroupOffset) {
 		for topic, ps := range drop {
 			kept := maps.Clone(next[topic])
 			for _, p := range ps {
@@ -222,7 +223,7 @@ func (g *group) commitError(err error) int16 {
 }
 
 func (g *group) load(state []byte) error {
-	var st layout.GroupState
+	var st schema.GroupState
 	if len(state) > 0 {
 		if err := layout.Unmarshal(state, &st); err != nil {
 			return err
@@ -230,7 +231,7 @@ func (g *group) load(state []byte) error {
 	}
 	g.offsets = st.Offsets
 	if g.offsets == nil {
-		g.offsets = make(map[string]map[int32]layout.GroupOffset)
+		g.offsets = make(map[string]map[int32]schema.GroupOffset)
 	}
 	return nil
 }
@@ -244,7 +245,7 @@ type fetchedTopic struct {
 
 type fetchedPartition struct {
 	partition int32
-	offset    layout.GroupOffset
+	offset    schema.GroupOffset
 	known     bool
 	code      int16
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/layout"
 )
@@ -44,7 +45,7 @@ type appender struct {
 
 	// Touched only by the run goroutine.
 	own      *lease.Ownership
-	state    layout.PartitionState // as of stateRev
+	state    schema.PartitionState // as of stateRev
 	stateRev int64
 }
 
@@ -53,7 +54,7 @@ func newAppender(l *Logs, tp TP) *appender {
 		logs: l,
 		cfg:  &l.cfg,
 		tp:   tp,
-		res:  lease.PartitionResource(l.cfg.Layout, tp.Topic, tp.Partition),
+		res:  lease.PartitionResource(l.cfg.Layout, tp.Topic, tp.Partition, schema.New(l.cfg.Layout).PartitionStateKey(tp.Topic, tp.Partition)),
 		wake: make(chan struct{}, 1),
 	}
 }
@@ -197,7 +198,7 @@ func (a *appender) ensureOwned() (res Result, dead bool) {
 		return acquireFailure(err), true
 	}
 	if o != a.own || o.StateRev != a.stateRev {
-		var st layout.PartitionState
+		var st schema.PartitionState
 		if len(o.State) > 0 {
 			if err := layout.Unmarshal(o.State, &st); err != nil {
 				return Result{Code: kerr.KafkaStorageError.Code, Msg: fmt.Sprintf("partition state: %v", err)}, true

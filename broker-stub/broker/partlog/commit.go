@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/layout"
 )
@@ -31,7 +32,7 @@ type pending struct {
 // built is a group commit ready to write: the state after it, the segment
 // bytes and every request's answer if the commit succeeds.
 type built struct {
-	state   layout.PartitionState
+	state   schema.PartitionState
 	base    int64
 	buf     []byte
 	maxTS   int64
@@ -86,12 +87,12 @@ func (a *appender) append(group []*request) bool {
 		return false
 	}
 	if n := len(st.Epochs); n == 0 || st.Epochs[n-1].Epoch != a.own.Epoch {
-		st.Epochs = append(st.Epochs, layout.EpochStart{Epoch: a.own.Epoch, Start: g.base})
+		st.Epochs = append(st.Epochs, schema.EpochStart{Epoch: a.own.Epoch, Start: g.base})
 		if len(st.Epochs) > maxEpochs {
 			st.Epochs = st.Epochs[len(st.Epochs)-maxEpochs:]
 		}
 	}
-	seg := layout.Segment{
+	seg := schema.Segment{
 		Object: a.objectName(g.base), Base: g.base, Last: st.End - 1,
 		Bytes: int64(len(g.buf)), Epoch: a.own.Epoch, MaxTimestamp: g.maxTS,
 	}
@@ -99,7 +100,7 @@ func (a *appender) append(group []*request) bool {
 		a.answer(g.pending, &Result{Code: kerr.KafkaStorageError.Code, Msg: err.Error()}, st.LogStart)
 		return false
 	}
-	ops := []clientv3.Op{clientv3.OpPut(a.cfg.Layout.SegmentKey(a.tp.Topic, a.tp.Partition, g.base), layout.Marshal(seg))}
+	ops := []clientv3.Op{clientv3.OpPut(schema.New(a.cfg.Layout).SegmentKey(a.tp.Topic, a.tp.Partition, g.base), layout.Marshal(seg))}
 	fail, dead := a.commit(st, ops, &seg)
 	a.answer(g.pending, fail, st.LogStart)
 	return dead
@@ -151,8 +152,8 @@ func (a *appender) trim(r *request) bool {
 			if i >= 0 {
 				keep = snap.Segments[i].Base
 			}
-			from := a.cfg.Layout.SegmentKey(a.tp.Topic, a.tp.Partition, 0)
-			end := a.cfg.Layout.SegmentKey(a.tp.Topic, a.tp.Partition, keep)
+			from := schema.New(a.cfg.Layout).SegmentKey(a.tp.Topic, a.tp.Partition, 0)
+			end := schema.New(a.cfg.Layout).SegmentKey(a.tp.Topic, a.tp.Partition, keep)
 			ops = append(ops, clientv3.OpDelete(from, clientv3.WithRange(end)))
 		}
 	}
@@ -168,7 +169,7 @@ func (a *appender) trim(r *request) bool {
 // commit writes st (plus ops) through the fence and publishes it to the
 // view. It returns the failure to answer (nil on success) and whether the
 // appender must exit.
-func (a *appender) commit(st layout.PartitionState, ops []clientv3.Op, seg *layout.Segment) (*Result, bool) {
+func (a *appender) commit(st schema.PartitionState, ops []clientv3.Op, seg *schema.Segment) (*Result, bool) {
 	if h := a.cfg.Hooks.BeforeCommit; h != nil {
 		h(a.tp.Topic, a.tp.Partition)
 	}

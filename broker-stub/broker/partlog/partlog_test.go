@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/layout"
 )
 
@@ -66,20 +67,20 @@ func TestParseProduce(t *testing.T) {
 }
 
 func TestCheckSequence(t *testing.T) {
-	known := layout.ProducerState{Epoch: 3, Batches: []layout.ProducerBatch{
+	known := schema.ProducerState{Epoch: 3, Batches: []schema.ProducerBatch{
 		{FirstSeq: 0, LastSeq: 4, BaseOffset: 10}, {FirstSeq: 5, LastSeq: 9, BaseOffset: 20},
 	}}
-	wrap := layout.ProducerState{Epoch: 0, Batches: []layout.ProducerBatch{{FirstSeq: 1<<31 - 2, LastSeq: 1<<31 - 1}}}
+	wrap := schema.ProducerState{Epoch: 0, Batches: []schema.ProducerBatch{{FirstSeq: 1<<31 - 2, LastSeq: 1<<31 - 1}}}
 	cases := []struct {
 		name        string
-		ps          layout.ProducerState
+		ps          schema.ProducerState
 		known       bool
 		epoch       int16
 		first, last int32
 		dup         int64
 		code        int16
 	}{
-		{"unknown producer, any sequence", layout.ProducerState{}, false, 0, 77, 80, -1, 0},
+		{"unknown producer, any sequence", schema.ProducerState{}, false, 0, 77, 80, -1, 0},
 		{"next", known, true, 3, 10, 12, -1, 0},
 		{"duplicate of last", known, true, 3, 5, 9, 20, 0},
 		{"duplicate of older", known, true, 3, 0, 4, 10, 0},
@@ -120,33 +121,34 @@ func kv(key string, value any, modRev int64) *mvccpb.KeyValue {
 
 func TestViewIsMonotone(t *testing.T) {
 	l := layout.New("/v")
+	k := schema.New(l)
 	v := NewView(l, nil)
 	tp := TP{"t", 0}
-	seg := func(base, last int64) layout.Segment { return layout.Segment{Object: "o", Base: base, Last: last} }
+	seg := func(base, last int64) schema.Segment { return schema.Segment{Object: "o", Base: base, Last: last} }
 	v.Reset(nil, 1)
 	v.Synced(1)
-	v.Apply(tp, layout.PartitionState{End: 10}, 20, &layout.Segment{Object: "o", Base: 5, Last: 9})
+	v.Apply(tp, schema.PartitionState{End: 10}, 20, &schema.Segment{Object: "o", Base: 5, Last: 9})
 	// A late watch event of an older state must not move the end back.
-	v.Put(kv(l.PartitionStateKey("t", 0), layout.PartitionState{End: 5}, 15))
+	v.Put(kv(k.PartitionStateKey("t", 0), schema.PartitionState{End: 5}, 15))
 	// The predecessor's segment, learned late, is still added.
-	v.Put(kv(l.SegmentKey("t", 0, 0), seg(0, 4), 12))
+	v.Put(kv(k.SegmentKey("t", 0, 0), seg(0, 4), 12))
 	s, _ := v.Get(tp)
 	if s.State.End != 10 || s.Rev != 20 || len(s.Segments) != 2 || s.Find(3) != 0 || s.Find(7) != 1 {
 		t.Fatalf("snapshot %+v", s)
 	}
 	// Trimming drops segments below the start; a stale put cannot restore one.
-	v.Apply(tp, layout.PartitionState{LogStart: 5, End: 10}, 30, nil)
-	v.Put(kv(l.SegmentKey("t", 0, 0), seg(0, 4), 12))
+	v.Apply(tp, schema.PartitionState{LogStart: 5, End: 10}, 30, nil)
+	v.Put(kv(k.SegmentKey("t", 0, 0), seg(0, 4), 12))
 	if s, _ = v.Get(tp); len(s.Segments) != 1 || s.Find(3) != -1 {
 		t.Fatalf("after trim: %+v", s)
 	}
 	// A re-list at an older revision keeps the newer state.
-	v.Reset([]*mvccpb.KeyValue{kv(l.PartitionStateKey("t", 0), layout.PartitionState{End: 10}, 20)}, 25)
+	v.Reset([]*mvccpb.KeyValue{kv(k.PartitionStateKey("t", 0), schema.PartitionState{End: 10}, 20)}, 25)
 	if s, _ = v.Get(tp); s.Rev != 30 || s.State.LogStart != 5 {
 		t.Fatalf("after older reset: %+v", s)
 	}
 	// Deleting the state (topic deleted) removes the partition.
-	v.Delete(&mvccpb.KeyValue{Key: []byte(l.PartitionStateKey("t", 0)), ModRevision: 40})
+	v.Delete(&mvccpb.KeyValue{Key: []byte(k.PartitionStateKey("t", 0)), ModRevision: 40})
 	if _, ok := v.Get(tp); ok {
 		t.Fatal("partition still visible after its state was deleted")
 	}
@@ -158,7 +160,7 @@ func TestViewWakesWaiters(t *testing.T) {
 	ch := make(chan struct{}, 1)
 	cancel := v.Wait([]TP{tp}, ch)
 	defer cancel()
-	v.Apply(tp, layout.PartitionState{End: 1}, 5, nil)
+	v.Apply(tp, schema.PartitionState{End: 1}, 5, nil)
 	select {
 	case <-ch:
 	default:
@@ -173,7 +175,7 @@ func (m memObjects) Get(_ context.Context, k string) ([]byte, error)         { r
 
 func TestReadLimits(t *testing.T) {
 	objs := memObjects{}
-	var segs []layout.Segment
+	var segs []schema.Segment
 	var data []byte
 	for i := range 3 { // segment 0: offsets 0-3 (two batches), segment 1: 4-5
 		b := testBatch(-1, -1, -1, int64(100*i), "x", "y")
@@ -183,9 +185,9 @@ func TestReadLimits(t *testing.T) {
 	objs["s0"] = data[:len(data)/3*2]
 	objs["s1"] = data[len(data)/3*2:]
 	one := len(data) / 3
-	segs = append(segs, layout.Segment{Object: "s0", Base: 0, Last: 3, MaxTimestamp: 101},
-		layout.Segment{Object: "s1", Base: 4, Last: 5, MaxTimestamp: 201})
-	snap := &Snapshot{State: layout.PartitionState{End: 6}, Segments: segs}
+	segs = append(segs, schema.Segment{Object: "s0", Base: 0, Last: 3, MaxTimestamp: 101},
+		schema.Segment{Object: "s1", Base: 4, Last: 5, MaxTimestamp: 201})
+	snap := &Snapshot{State: schema.PartitionState{End: 6}, Segments: segs}
 	ctx := context.Background()
 	cases := []struct {
 		name       string
@@ -219,19 +221,20 @@ func TestReadLimits(t *testing.T) {
 
 func TestViewReset(t *testing.T) {
 	l := layout.New("/v")
+	k := schema.New(l)
 	v := NewView(l, nil)
 	a, b := TP{"a", 0}, TP{"b", 1}
-	seg := func(base, last int64) layout.Segment { return layout.Segment{Object: "o", Base: base, Last: last} }
-	v.Apply(b, layout.PartitionState{End: 3}, 50, &layout.Segment{Object: "o", Base: 0, Last: 2})
+	seg := func(base, last int64) schema.Segment { return schema.Segment{Object: "o", Base: base, Last: last} }
+	v.Apply(b, schema.PartitionState{End: 3}, 50, &schema.Segment{Object: "o", Base: 0, Last: 2})
 	gone := TP{"gone", 0}
-	v.Apply(gone, layout.PartitionState{End: 1}, 5, nil)
+	v.Apply(gone, schema.PartitionState{End: 1}, 5, nil)
 	v.Reset([]*mvccpb.KeyValue{
-		kv(l.PartitionStateKey("a", 0), layout.PartitionState{LogStart: 2, End: 6}, 10),
-		kv(l.SegmentKey("a", 0, 0), seg(0, 1), 8),
-		kv(l.SegmentKey("a", 0, 2), seg(2, 3), 9),
-		kv(l.SegmentKey("a", 0, 4), seg(4, 5), 10),
-		kv(l.PartitionStateKey("b", 1), layout.PartitionState{End: 2}, 40),
-		kv(l.SegmentKey("b", 1, 3), seg(3, 4), 45),
+		kv(k.PartitionStateKey("a", 0), schema.PartitionState{LogStart: 2, End: 6}, 10),
+		kv(k.SegmentKey("a", 0, 0), seg(0, 1), 8),
+		kv(k.SegmentKey("a", 0, 2), seg(2, 3), 9),
+		kv(k.SegmentKey("a", 0, 4), seg(4, 5), 10),
+		kv(k.PartitionStateKey("b", 1), schema.PartitionState{End: 2}, 40),
+		kv(k.SegmentKey("b", 1, 3), seg(3, 4), 45),
 	}, 45)
 	v.Synced(45)
 	select {
@@ -251,15 +254,15 @@ func TestViewReset(t *testing.T) {
 		t.Fatal("a partition absent from a newer listing is still visible")
 	}
 	// Segments arriving out of order are kept sorted.
-	v.Put(kv(l.SegmentKey("b", 1, 8), seg(8, 9), 60))
-	v.Put(kv(l.SegmentKey("b", 1, 5), seg(5, 7), 61))
+	v.Put(kv(k.SegmentKey("b", 1, 8), seg(8, 9), 60))
+	v.Put(kv(k.SegmentKey("b", 1, 5), seg(5, 7), 61))
 	s, _ = v.Get(b)
 	for i := 1; i < len(s.Segments); i++ {
 		if s.Segments[i-1].Base >= s.Segments[i].Base {
 			t.Fatalf("segments out of order: %+v", s.Segments)
 		}
 	}
-	v.Delete(&mvccpb.KeyValue{Key: []byte(l.SegmentKey("b", 1, 5)), ModRevision: 62})
+	v.Delete(&mvccpb.KeyValue{Key: []byte(k.SegmentKey("b", 1, 5)), ModRevision: 62})
 	if s, _ = v.Get(b); s.Find(6) != -1 || len(s.Segments) != 3 {
 		t.Fatalf("after segment delete: %+v", s.Segments)
 	}
@@ -270,11 +273,12 @@ func TestViewReset(t *testing.T) {
 // deleted; a floor older than the view is ignored.
 func TestViewFloor(t *testing.T) {
 	l := layout.New("/v")
+	k := schema.New(l)
 	v := NewView(l, nil)
 	tp := TP{"t", 0}
 	v.Reset(nil, 1)
 	v.Synced(1)
-	v.Put(kv(l.PartitionStateKey("t", 0), layout.PartitionState{End: 5}, 10))
+	v.Put(kv(k.PartitionStateKey("t", 0), schema.PartitionState{End: 5}, 10))
 
 	v.RaiseFloor(tp, 4, 8) // older than the view: nothing to add
 	if f := v.Floor(tp); f != 0 {
@@ -284,16 +288,16 @@ func TestViewFloor(t *testing.T) {
 	if f := v.Floor(tp); f != 7 {
 		t.Fatalf("floor %d, want 7", f)
 	}
-	v.Put(kv(l.PartitionStateKey("t", 0), layout.PartitionState{End: 6}, 11)) // still behind
+	v.Put(kv(k.PartitionStateKey("t", 0), schema.PartitionState{End: 6}, 11)) // still behind
 	if f := v.Floor(tp); f != 7 {
 		t.Fatalf("floor %d after an older state, want 7", f)
 	}
-	v.Put(kv(l.PartitionStateKey("t", 0), layout.PartitionState{End: 7}, 12)) // caught up
+	v.Put(kv(k.PartitionStateKey("t", 0), schema.PartitionState{End: 7}, 12)) // caught up
 	if f := v.Floor(tp); f != 0 {
 		t.Fatalf("floor %d after the view caught up, want none", f)
 	}
 	v.RaiseFloor(tp, 9, 20)
-	v.Delete(&mvccpb.KeyValue{Key: []byte(l.PartitionStateKey("t", 0)), ModRevision: 30})
+	v.Delete(&mvccpb.KeyValue{Key: []byte(k.PartitionStateKey("t", 0)), ModRevision: 30})
 	if f := v.Floor(tp); f != 0 {
 		t.Fatalf("floor %d survived the partition's deletion", f)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 )
 
 const (
@@ -27,12 +27,12 @@ const (
 // producerTable is the idempotent-producer state of a group commit being
 // built: the committed table, copied on the first change.
 type producerTable struct {
-	src    map[int64]layout.ProducerState
-	cur    map[int64]layout.ProducerState
+	src    map[int64]schema.ProducerState
+	cur    map[int64]schema.ProducerState
 	copied bool
 }
 
-func (t *producerTable) get(id int64) (layout.ProducerState, bool) {
+func (t *producerTable) get(id int64) (schema.ProducerState, bool) {
 	m := t.src
 	if t.copied {
 		m = t.cur
@@ -41,11 +41,11 @@ func (t *producerTable) get(id int64) (layout.ProducerState, bool) {
 	return ps, ok
 }
 
-func (t *producerTable) set(id int64, ps layout.ProducerState) {
+func (t *producerTable) set(id int64, ps schema.ProducerState) {
 	if !t.copied {
 		t.cur = maps.Clone(t.src)
 		if t.cur == nil {
-			t.cur = make(map[int64]layout.ProducerState)
+			t.cur = make(map[int64]schema.ProducerState)
 		}
 		t.copied = true
 	}
@@ -56,7 +56,7 @@ func (t *producerTable) set(id int64, ps layout.ProducerState) {
 // they were written one after another. write false with Code 0 means a
 // duplicate: BaseOffset is the original offset.
 func (t *producerTable) check(batches []Batch) (Result, bool) {
-	var after map[int64]layout.ProducerState // the request's own earlier batches
+	var after map[int64]schema.ProducerState // the request's own earlier batches
 	for i := range batches {
 		b := &batches[i]
 		if !b.Idempotent() {
@@ -77,7 +77,7 @@ func (t *producerTable) check(batches []Batch) (Result, bool) {
 				Msg: "duplicate batch inside a multi-batch produce"}, false
 		}
 		if after == nil {
-			after = make(map[int64]layout.ProducerState)
+			after = make(map[int64]schema.ProducerState)
 		}
 		after[b.ProducerID] = appendBatch(ps, known, b, math.MaxInt64, 0) // offset not known yet
 	}
@@ -86,7 +86,7 @@ func (t *producerTable) check(batches []Batch) (Result, bool) {
 
 // checkSequence applies Kafka's sequence rules to one batch: dup >= 0 is the
 // base offset of an identical earlier batch.
-func checkSequence(ps layout.ProducerState, known bool, b *Batch) (dup int64, code int16, msg string) {
+func checkSequence(ps schema.ProducerState, known bool, b *Batch) (dup int64, code int16, msg string) {
 	if !known {
 		return -1, 0, "" // no state (new, expired or trimmed producer): any sequence starts it
 	}
@@ -135,12 +135,12 @@ func (t *producerTable) record(b *Batch, offset, nowMs int64) {
 
 // appendBatch returns ps with b as its newest batch (a new epoch starts
 // afresh) and at most keptBatches kept.
-func appendBatch(ps layout.ProducerState, known bool, b *Batch, offset, nowMs int64) layout.ProducerState {
+func appendBatch(ps schema.ProducerState, known bool, b *Batch, offset, nowMs int64) schema.ProducerState {
 	if !known || ps.Epoch != b.ProducerEpoch {
-		ps = layout.ProducerState{Epoch: b.ProducerEpoch}
+		ps = schema.ProducerState{Epoch: b.ProducerEpoch}
 	}
 	batches := slices.Clone(ps.Batches)
-	batches = append(batches, layout.ProducerBatch{
+	batches = append(batches, schema.ProducerBatch{
 		FirstSeq: b.BaseSequence, LastSeq: b.LastSequence(), BaseOffset: offset, Timestamp: nowMs,
 	})
 	if len(batches) > keptBatches {
@@ -152,7 +152,7 @@ func appendBatch(ps layout.ProducerState, known bool, b *Batch, offset, nowMs in
 
 // result is the table to commit: idle producers expired and the table
 // bounded (oldest last write dropped first).
-func (t *producerTable) result(now time.Time) map[int64]layout.ProducerState {
+func (t *producerTable) result(now time.Time) map[int64]schema.ProducerState {
 	if !t.copied {
 		return t.src
 	}
@@ -175,7 +175,7 @@ func (t *producerTable) result(now time.Time) map[int64]layout.ProducerState {
 	return t.cur
 }
 
-func lastWrite(ps layout.ProducerState) int64 {
+func lastWrite(ps schema.ProducerState) int64 {
 	if n := len(ps.Batches); n > 0 {
 		return ps.Batches[n-1].Timestamp
 	}

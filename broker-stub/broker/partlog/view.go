@@ -7,6 +7,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/layout"
 )
 
@@ -19,17 +20,17 @@ type TP struct {
 // Snapshot is the committed state of one partition as far as this broker
 // knows it. It is immutable: a change publishes a new Snapshot.
 type Snapshot struct {
-	State layout.PartitionState
+	State schema.PartitionState
 	// Rev is the state key's mod revision (0: no state committed yet).
 	Rev int64
 	// Segments sorted by base offset; shared with later snapshots, never
 	// modified in place below its length.
-	Segments []layout.Segment
+	Segments []schema.Segment
 }
 
 // Find returns the index of the segment that holds offset, or -1.
 func (s *Snapshot) Find(offset int64) int {
-	i, _ := slices.BinarySearchFunc(s.Segments, offset, func(seg layout.Segment, off int64) int {
+	i, _ := slices.BinarySearchFunc(s.Segments, offset, func(seg schema.Segment, off int64) int {
 		switch {
 		case seg.Last < off:
 			return -1
@@ -53,11 +54,11 @@ type entry struct {
 }
 
 // View is every partition's committed state and segment list, fed by a
-// leasewatch.Sync of the log prefix (it is a leasewatch.Handler) and by the
+// mirror.Sync of the log prefix (it is a mirror.Handler) and by the
 // owner's own commits (Apply), whichever is newer by revision. Readers get
 // immutable snapshots; waiters are woken by any change of a partition.
 type View struct {
-	layout layout.Layout
+	schema schema.Schema
 	log    *slog.Logger
 
 	mu     sync.RWMutex
@@ -71,7 +72,7 @@ func NewView(l layout.Layout, log *slog.Logger) *View {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &View{layout: l, log: log, parts: make(map[TP]*entry), synced: make(chan struct{})}
+	return &View{schema: schema.New(l), log: log, parts: make(map[TP]*entry), synced: make(chan struct{})}
 }
 
 // Ready is closed once the view holds a complete listing.
@@ -166,7 +167,7 @@ func (v *View) publishLocked(e *entry, s *Snapshot) {
 // Apply installs the result of a commit this broker made at rev, unless the
 // view already holds a newer state. seg (optional) is the segment the commit
 // added; drop lists segment bases the commit deleted.
-func (v *View) Apply(tp TP, st layout.PartitionState, rev int64, seg *layout.Segment) {
+func (v *View) Apply(tp TP, st schema.PartitionState, rev int64, seg *schema.Segment) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	e := v.entryLocked(tp)
@@ -187,7 +188,7 @@ func (v *View) Apply(tp TP, st layout.PartitionState, rev int64, seg *layout.Seg
 	v.publishLocked(e, n)
 }
 
-func (v *View) addSegmentLocked(e *entry, seg layout.Segment) {
+func (v *View) addSegmentLocked(e *entry, seg schema.Segment) {
 	s := e.snap
 	if s == nil {
 		s = &Snapshot{}
@@ -206,11 +207,11 @@ func (v *View) addSegmentLocked(e *entry, seg layout.Segment) {
 // insertSegment returns segs with seg added in base order. Appending at the
 // end shares the backing array (older snapshots never look past their
 // length); anything else copies.
-func insertSegment(segs []layout.Segment, seg layout.Segment) []layout.Segment {
+func insertSegment(segs []schema.Segment, seg schema.Segment) []schema.Segment {
 	if len(segs) == 0 || segs[len(segs)-1].Base < seg.Base {
 		return append(segs, seg)
 	}
-	i, found := slices.BinarySearchFunc(segs, seg.Base, func(s layout.Segment, b int64) int {
+	i, found := slices.BinarySearchFunc(segs, seg.Base, func(s schema.Segment, b int64) int {
 		switch {
 		case s.Base < b:
 			return -1
@@ -219,7 +220,7 @@ func insertSegment(segs []layout.Segment, seg layout.Segment) []layout.Segment {
 		}
 		return 0
 	})
-	out := make([]layout.Segment, 0, len(segs)+1)
+	out := make([]schema.Segment, 0, len(segs)+1)
 	out = append(out, segs[:i]...)
 	if found {
 		out = append(out, seg)
@@ -230,7 +231,7 @@ func insertSegment(segs []layout.Segment, seg layout.Segment) []layout.Segment {
 }
 
 // trim drops segments wholly below logStart.
-func trim(segs []layout.Segment, logStart int64) []layout.Segment {
+func trim(segs []schema.Segment, logStart int64) []schema.Segment {
 	i := 0
 	for i < len(segs) && segs[i].Last < logStart {
 		i++
@@ -238,11 +239,11 @@ func trim(segs []layout.Segment, logStart int64) []layout.Segment {
 	return segs[i:]
 }
 
-// Reset implements leasewatch.Handler.
+// Reset implements mirror.Handler.
 func (v *View) Reset(kvs []*mvccpb.KeyValue, rev int64) {
 	fresh := make(map[TP]*Snapshot)
 	for _, kv := range kvs {
-		k := v.layout.Parse(string(kv.Key))
+		k := v.schema.Parse(string(kv.Key))
 		tp := TP{k.Topic, k.Partition}
 		s := fresh[tp]
 		if s == nil {
@@ -250,14 +251,14 @@ func (v *View) Reset(kvs []*mvccpb.KeyValue, rev int64) {
 			fresh[tp] = s
 		}
 		switch k.Kind {
-		case layout.KindPartitionState:
+		case schema.KindPartitionState:
 			if err := layout.Unmarshal(kv.Value, &s.State); err != nil {
 				v.log.Warn("bad partition state in etcd", "key", string(kv.Key), "err", err)
 				continue
 			}
 			s.Rev = kv.ModRevision
-		case layout.KindSegment:
-			var seg layout.Segment
+		case schema.KindSegment:
+			var seg schema.Segment
 			if err := layout.Unmarshal(kv.Value, &seg); err != nil {
 				v.log.Warn("bad segment in etcd", "key", string(kv.Key), "err", err)
 				continue
@@ -290,18 +291,18 @@ func (v *View) Reset(kvs []*mvccpb.KeyValue, rev int64) {
 
 // Put implements leasewatch.Handler.
 func (v *View) Put(kv *mvccpb.KeyValue) {
-	k := v.layout.Parse(string(kv.Key))
+	k := v.schema.Parse(string(kv.Key))
 	tp := TP{k.Topic, k.Partition}
 	switch k.Kind {
-	case layout.KindPartitionState:
-		var st layout.PartitionState
+	case schema.KindPartitionState:
+		var st schema.PartitionState
 		if err := layout.Unmarshal(kv.Value, &st); err != nil {
 			v.log.Warn("bad partition state in etcd", "key", string(kv.Key), "err", err)
 			return
 		}
 		v.Apply(tp, st, kv.ModRevision, nil)
-	case layout.KindSegment:
-		var seg layout.Segment
+	case schema.KindSegment:
+		var seg schema.Segment
 		if err := layout.Unmarshal(kv.Value, &seg); err != nil {
 			v.log.Warn("bad segment in etcd", "key", string(kv.Key), "err", err)
 			return
@@ -314,7 +315,7 @@ func (v *View) Put(kv *mvccpb.KeyValue) {
 
 // Delete implements leasewatch.Handler.
 func (v *View) Delete(kv *mvccpb.KeyValue) {
-	k := v.layout.Parse(string(kv.Key))
+	k := v.schema.Parse(string(kv.Key))
 	tp := TP{k.Topic, k.Partition}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -323,14 +324,14 @@ func (v *View) Delete(kv *mvccpb.KeyValue) {
 		return
 	}
 	switch k.Kind {
-	case layout.KindPartitionState:
+	case schema.KindPartitionState:
 		if kv.ModRevision > e.snap.Rev {
 			v.publishLocked(e, nil) // the topic was deleted
 			if len(e.waiters) == 0 {
 				delete(v.parts, tp)
 			}
 		}
-	case layout.KindSegment:
+	case schema.KindSegment:
 		if i := e.snap.Find(k.Base); i >= 0 && e.snap.Segments[i].Base == k.Base {
 			n := *e.snap
 			n.Segments = slices.Delete(slices.Clone(e.snap.Segments), i, i+1)
