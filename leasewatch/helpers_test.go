@@ -18,8 +18,33 @@ import (
 	"github.com/kproxy/kproxy/internal/etcdlocal"
 	"github.com/kproxy/kproxy/internal/faultnet"
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/leasewatch/mirror"
 	"github.com/kproxy/kproxy/routing"
 )
+
+// waitTimeout bounds every wait for the watch to catch up. Reconnects after
+// a cut wait for gRPC's own reconnect backoff, hence the generous bound.
+const waitTimeout = 30 * time.Second
+
+// runSync starts mirror.Sync and stops it (checking that it returns) when
+// the test ends.
+func runSync(t *testing.T, cfg mirror.SyncConfig) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mirror.Sync(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Sync returned %v, want context.Canceled", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("Sync did not return within 10s of cancel")
+		}
+	})
+}
 
 // fakeClock is the watcher's clock in tests that check ages.
 type fakeClock struct {

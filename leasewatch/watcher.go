@@ -1,3 +1,11 @@
+// Package leasewatch feeds the proxy's routing table from etcd: a Watcher
+// mirrors layout's meta prefix (with package mirror: list, then watch from
+// the next revision, re-list on compaction), decodes each key with
+// layout.Decode and applies it to a routing.Table. While etcd is unreachable
+// the table keeps its last contents and Status says how old they are.
+//
+// Its limit: it is best effort, a watch round trip behind etcd; brokers'
+// fenced commits, not this view, keep writes safe.
 package leasewatch
 
 import (
@@ -14,6 +22,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/leasewatch/mirror"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -25,7 +34,7 @@ type Config struct {
 	Logger     *slog.Logger          // nil: discard
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Now        func() time.Time      // nil: time.Now
-	// Optional tuning, passed to Sync (zero: Sync's defaults).
+	// Optional tuning, passed to mirror.Sync (zero: its defaults).
 	ProgressInterval       time.Duration
 	MinBackoff, MaxBackoff time.Duration
 }
@@ -113,7 +122,7 @@ func (w *Watcher) registerMetrics() error {
 
 // Run keeps the table current until ctx ends; it returns ctx.Err().
 func (w *Watcher) Run(ctx context.Context) error {
-	return Sync(ctx, SyncConfig{
+	return mirror.Sync(ctx, mirror.SyncConfig{
 		Client:           w.cfg.Client,
 		Prefix:           w.cfg.Layout.MetaPrefix(),
 		Handler:          &tableHandler{w: w, dec: decoder{layout: w.cfg.Layout, log: w.cfg.Logger, bad: w.bad}},
@@ -142,7 +151,7 @@ func (w *Watcher) Status() Status {
 	return s
 }
 
-// tableHandler applies Sync's calls to the table.
+// tableHandler applies mirror.Sync's calls to the table.
 type tableHandler struct {
 	w   *Watcher
 	dec decoder

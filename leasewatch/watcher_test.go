@@ -17,6 +17,7 @@ import (
 	"github.com/kproxy/kproxy/internal/etcdlocal"
 	"github.com/kproxy/kproxy/internal/faultnet"
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/leasewatch/mirror"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -94,7 +95,7 @@ func TestWatcherInitialSyncAndEvents(t *testing.T) {
 // blockingReset delays the first Reset (after the listing, before the watch
 // starts) until release is closed.
 type blockingReset struct {
-	Handler
+	mirror.Handler
 	once    sync.Once
 	listed  chan struct{}
 	release chan struct{}
@@ -166,7 +167,7 @@ func TestWatcherNoGapUnderConcurrentWrites(t *testing.T) {
 		}
 	}()
 	<-started
-	runSync(t, SyncConfig{Client: cli, Prefix: l.MetaPrefix(), Handler: h, ProgressInterval: 50 * time.Millisecond})
+	runSync(t, mirror.SyncConfig{Client: cli, Prefix: l.MetaPrefix(), Handler: h, ProgressInterval: 50 * time.Millisecond})
 	wg.Wait()
 	f.waitConverged(t, cli)
 }
@@ -216,7 +217,7 @@ func TestWatcherRecoversFromFaults(t *testing.T) {
 			}
 			relay.Heal()
 			f.waitConverged(t, direct)
-			relists := testutil.ToFloat64(f.w.resyncs.WithLabelValues(ReasonCompacted))
+			relists := testutil.ToFloat64(f.w.resyncs.WithLabelValues(mirror.ReasonCompacted))
 			if tc.compact && relists < 1 {
 				t.Fatalf("compacted resyncs = %v, want >= 1", relists)
 			}

@@ -26,7 +26,7 @@ import (
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/broker-stub/store"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/leasewatch"
+	"github.com/kproxy/kproxy/leasewatch/mirror"
 )
 
 // Failpoints are test hooks; nil funcs do nothing. They run on the
@@ -251,10 +251,10 @@ func (b *Broker) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 		}()
 	}
 	run(func() {
-		leasewatch.Sync(ctx, leasewatch.SyncConfig{Client: b.cfg.Etcd, Prefix: b.cfg.Layout.MetaPrefix(), Handler: b.meta, Logger: b.log})
+		mirror.Sync(ctx, mirror.SyncConfig{Client: b.cfg.Etcd, Prefix: b.cfg.Layout.MetaPrefix(), Handler: b.meta, Logger: b.log})
 	})
 	run(func() {
-		leasewatch.Sync(ctx, leasewatch.SyncConfig{Client: b.cfg.Etcd, Prefix: schema.New(b.cfg.Layout).LogPrefix(), Handler: b.view, Logger: b.log})
+		mirror.Sync(ctx, mirror.SyncConfig{Client: b.cfg.Etcd, Prefix: schema.New(b.cfg.Layout).LogPrefix(), Handler: b.view, Logger: b.log})
 	})
 	run(func() { b.handleLosses(ctx) })
 	run(func() { b.collectGarbage(ctx) })

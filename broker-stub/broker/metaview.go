@@ -24,7 +24,7 @@ type topicMeta struct {
 
 // metaView mirrors the meta prefix (brokers, topics, owners, epochs,
 // coordinators) for Metadata, FindCoordinator and validation. It is a
-// leasewatch.Handler.
+// mirror.Handler.
 type metaView struct {
 	layout layout.Layout
 	log    *slog.Logger

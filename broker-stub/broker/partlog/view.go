@@ -289,7 +289,7 @@ func (v *View) Reset(kvs []*mvccpb.KeyValue, rev int64) {
 	}
 }
 
-// Put implements leasewatch.Handler.
+// Put implements mirror.Handler.
 func (v *View) Put(kv *mvccpb.KeyValue) {
 	k := v.schema.Parse(string(kv.Key))
 	tp := TP{k.Topic, k.Partition}
@@ -313,7 +313,7 @@ func (v *View) Put(kv *mvccpb.KeyValue) {
 	}
 }
 
-// Delete implements leasewatch.Handler.
+// Delete implements mirror.Handler.
 func (v *View) Delete(kv *mvccpb.KeyValue) {
 	k := v.schema.Parse(string(kv.Key))
 	tp := TP{k.Topic, k.Partition}
@@ -340,7 +340,7 @@ func (v *View) Delete(kv *mvccpb.KeyValue) {
 	}
 }
 
-// Synced implements leasewatch.Handler.
+// Synced implements mirror.Handler.
 func (v *View) Synced(rev int64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()

@@ -1,4 +1,4 @@
-package leasewatch
+package mirror
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 // a cut wait for gRPC's own reconnect backoff, hence the generous bound.
 const waitTimeout = 30 * time.Second
 
-// mirror is a Handler that keeps a plain map, for testing Sync.
-type mirror struct {
+// recorder is a Handler that keeps a plain map, for testing Sync.
+type recorder struct {
 	mu     sync.Mutex
 	kv     map[string]string
 	rev    int64
@@ -32,11 +32,11 @@ type mirror struct {
 	notify  chan struct{} // signaled (not closed) on every Synced
 }
 
-func newMirror() *mirror {
-	return &mirror{kv: map[string]string{}, notify: make(chan struct{}, 1)}
+func newRecorder() *recorder {
+	return &recorder{kv: map[string]string{}, notify: make(chan struct{}, 1)}
 }
 
-func (m *mirror) Reset(kvs []*mvccpb.KeyValue, rev int64) {
+func (m *recorder) Reset(kvs []*mvccpb.KeyValue, rev int64) {
 	m.mu.Lock()
 	m.kv = map[string]string{}
 	for _, kv := range kvs {
@@ -50,13 +50,13 @@ func (m *mirror) Reset(kvs []*mvccpb.KeyValue, rev int64) {
 	}
 }
 
-func (m *mirror) Put(kv *mvccpb.KeyValue) {
+func (m *recorder) Put(kv *mvccpb.KeyValue) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.kv[string(kv.Key)] = string(kv.Value)
 }
 
-func (m *mirror) Delete(kv *mvccpb.KeyValue) {
+func (m *recorder) Delete(kv *mvccpb.KeyValue) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(kv.Value) != 0 {
@@ -65,7 +65,7 @@ func (m *mirror) Delete(kv *mvccpb.KeyValue) {
 	delete(m.kv, string(kv.Key))
 }
 
-func (m *mirror) Synced(rev int64) {
+func (m *recorder) Synced(rev int64) {
 	m.mu.Lock()
 	if rev < m.rev {
 		panic(fmt.Sprintf("Synced went backwards: %d after %d", rev, m.rev))
@@ -79,14 +79,14 @@ func (m *mirror) Synced(rev int64) {
 	}
 }
 
-func (m *mirror) state() (map[string]string, int64, int, int) {
+func (m *recorder) state() (map[string]string, int64, int, int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return maps.Clone(m.kv), m.rev, m.resets, m.synced
 }
 
 // waitFor waits until cond holds for the mirror, checking on every Synced.
-func (m *mirror) waitFor(t *testing.T, what string, cond func(kv map[string]string, rev int64, resets, synced int) bool) {
+func (m *recorder) waitFor(t *testing.T, what string, cond func(kv map[string]string, rev int64, resets, synced int) bool) {
 	t.Helper()
 	deadline := time.NewTimer(waitTimeout)
 	defer deadline.Stop()
@@ -105,7 +105,7 @@ func (m *mirror) waitFor(t *testing.T, what string, cond func(kv map[string]stri
 
 // waitConverged waits until the mirror has seen etcd's current revision and
 // checks it equals etcd's listing of prefix.
-func (m *mirror) waitConverged(t *testing.T, cli *clientv3.Client, prefix string) {
+func (m *recorder) waitConverged(t *testing.T, cli *clientv3.Client, prefix string) {
 	t.Helper()
 	want, rev := list(t, cli, prefix)
 	m.waitFor(t, fmt.Sprintf("revision %d", rev), func(_ map[string]string, r int64, _, _ int) bool { return r >= rev })
@@ -171,7 +171,7 @@ func del(t *testing.T, cli *clientv3.Client, k string) {
 }
 
 func TestSyncRejectsIncompleteConfig(t *testing.T) {
-	for _, cfg := range []SyncConfig{{}, {Prefix: "/p/", Handler: newMirror()}} {
+	for _, cfg := range []SyncConfig{{}, {Prefix: "/p/", Handler: newRecorder()}} {
 		if err := Sync(context.Background(), cfg); err == nil {
 			t.Fatalf("Sync(%+v) = nil, want an error", cfg)
 		}
@@ -185,7 +185,7 @@ func TestSyncInitialListingAndEvents(t *testing.T) {
 		put(t, cli, fmt.Sprintf("%sk%02d", prefix, i), fmt.Sprint(i))
 	}
 	put(t, cli, "/other/x", "not mirrored")
-	m := newMirror()
+	m := newRecorder()
 	// PageSize 4: the listing takes several pages at one revision.
 	runSync(t, SyncConfig{Client: cli, Prefix: prefix, Handler: m, PageSize: 4, ProgressInterval: 100 * time.Millisecond})
 	m.waitConverged(t, cli, prefix)
@@ -215,7 +215,7 @@ func TestSyncNoGapBetweenListAndWatch(t *testing.T) {
 	for i := range 40 {
 		put(t, cli, fmt.Sprintf("%spre%02d", prefix, i), "v")
 	}
-	m := newMirror()
+	m := newRecorder()
 	m.onReset = func(n int) {
 		if n != 1 {
 			return
@@ -268,7 +268,7 @@ func TestSyncNoGapBetweenListAndWatch(t *testing.T) {
 // its view is current at that revision.
 func TestSyncProgressAdvancesWithoutEvents(t *testing.T) {
 	_, cli := etcdlocal.StartForTest(t)
-	m := newMirror()
+	m := newRecorder()
 	runSync(t, SyncConfig{Client: cli, Prefix: "/quiet/", Handler: m, ProgressInterval: 50 * time.Millisecond})
 	m.waitFor(t, "first sync", func(_ map[string]string, rev int64, _, _ int) bool { return rev > 0 })
 	rev := put(t, cli, "/elsewhere", "x")
@@ -285,7 +285,7 @@ func TestSyncProgressAdvancesWithoutEvents(t *testing.T) {
 // start revision); the watch must still count as current, not stalled.
 func TestSyncIdleClusterIsNotStalled(t *testing.T) {
 	_, cli := etcdlocal.StartForTest(t)
-	m := newMirror()
+	m := newRecorder()
 	var resyncs atomic.Int32
 	runSync(t, SyncConfig{Client: cli, Prefix: "/idle/", Handler: m, ProgressInterval: 20 * time.Millisecond,
 		OnResync: func(string) { resyncs.Add(1) }})
@@ -300,7 +300,7 @@ func TestSyncIdleClusterIsNotStalled(t *testing.T) {
 func TestSyncStopsOnCancel(t *testing.T) {
 	_, cli := etcdlocal.StartForTest(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	m := newMirror()
+	m := newRecorder()
 	done := make(chan error, 1)
 	go func() { done <- Sync(ctx, SyncConfig{Client: cli, Prefix: "/c/", Handler: m}) }()
 	m.waitFor(t, "first sync", func(_ map[string]string, rev int64, _, _ int) bool { return rev > 0 })

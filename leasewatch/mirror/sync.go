@@ -1,12 +1,13 @@
-// Package leasewatch keeps a local view of an etcd prefix current: it lists
-// the prefix, then watches it from the listing's revision + 1, so no event
+// Package mirror keeps a local view of an etcd prefix current: it lists the
+// prefix, then watches it from the listing's revision + 1, so no event
 // between the two is lost. When the watch falls behind a compaction it
 // re-lists and resumes; when etcd is unreachable it keeps the last view,
 // reports the outage and reconnects with backoff.
 //
-// Sync is the generic loop (proxies use it for the meta prefix, brokers for
-// their log prefix); Watcher feeds a routing.Table from the meta prefix.
-package leasewatch
+// Its limit: it knows nothing of what the keys mean; a Handler does (the
+// proxy's routing feeder, leasewatch, for the meta prefix; the stub broker
+// for its meta and log prefixes). It depends only on etcd's client.
+package mirror
 
 import (
 	"context"
@@ -84,7 +85,7 @@ var errStalled = errors.New("watch stalled: no response to progress requests")
 // ctx.Err(). It returns early only for an invalid config.
 func Sync(ctx context.Context, cfg SyncConfig) error {
 	if cfg.Client == nil || cfg.Handler == nil || cfg.Prefix == "" {
-		return errors.New("leasewatch: Sync needs Client, Prefix and Handler")
+		return errors.New("mirror: Sync needs Client, Prefix and Handler")
 	}
 	s := &syncer{cfg: withDefaults(cfg)}
 	return s.run(ctx)
