@@ -69,7 +69,7 @@ func (a Avoid) Last() int32 {
 // produce would cause. The caller's backoff spaces the retries.
 func (t *Table) RouteAvoiding(topic string, p int32, avoid Avoid) (int32, bool) {
 	st := t.st.Load()
-	o, _ := unpack(st.slot(topic, p))
+	o, _ := unpack(st.ownership(topic, p))
 	if o >= 0 && !avoid.Has(o) && st.brokers.live(o) {
 		return o, true
 	}

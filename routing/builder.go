@@ -12,9 +12,9 @@ type Builder struct {
 }
 
 type topicBuild struct {
-	info  Topic
-	known bool
-	slots map[int32]uint64
+	info       Topic
+	known      bool
+	ownerships map[int32]uint64 // by partition
 }
 
 // NewBuilder returns an empty builder.
@@ -33,12 +33,12 @@ func (b *Builder) SetTopic(tp Topic) {
 
 // SetOwner records a partition's owner key.
 func (b *Builder) SetOwner(topic string, p, broker int32) {
-	b.updateSlot(topic, p, func(v uint64) uint64 { return withOwner(v, max(broker, -1)) })
+	b.updatePartition(topic, p, func(v uint64) uint64 { return withOwner(v, max(broker, -1)) })
 }
 
 // SetEpoch records a partition's leader epoch.
 func (b *Builder) SetEpoch(topic string, p, epoch int32) {
-	b.updateSlot(topic, p, func(v uint64) uint64 { return withEpoch(v, max(epoch, -1)) })
+	b.updatePartition(topic, p, func(v uint64) uint64 { return withEpoch(v, max(epoch, -1)) })
 }
 
 // SetCoordinator records a group's coordinator key.
@@ -62,21 +62,21 @@ func (b *Builder) updateGroup(group string, v uint64) {
 func (b *Builder) topic(name string) *topicBuild {
 	tb := b.topics[name]
 	if tb == nil {
-		tb = &topicBuild{info: Topic{Name: name}, slots: map[int32]uint64{}}
+		tb = &topicBuild{info: Topic{Name: name}, ownerships: map[int32]uint64{}}
 		b.topics[name] = tb
 	}
 	return tb
 }
 
-func (b *Builder) updateSlot(topic string, p int32, f func(uint64) uint64) {
+func (b *Builder) updatePartition(topic string, p int32, f func(uint64) uint64) {
 	if p < 0 {
 		return
 	}
 	tb := b.topic(topic)
-	if v := f(tb.slots[p]); v != 0 {
-		tb.slots[p] = v
+	if v := f(tb.ownerships[p]); v != 0 {
+		tb.ownerships[p] = v
 	} else {
-		delete(tb.slots, p)
+		delete(tb.ownerships, p)
 	}
 }
 
@@ -100,17 +100,17 @@ func (b *Builder) build() (*state, int64) {
 	}
 	var owners int64
 	for name, tb := range b.topics {
-		if !tb.known && len(tb.slots) == 0 {
+		if !tb.known && len(tb.ownerships) == 0 {
 			continue
 		}
-		ref := &topicRef{used: len(tb.slots)}
+		ref := &topicRef{used: len(tb.ownerships)}
 		e := &topicEntry{info: tb.info, known: tb.known}
 		if tb.known {
-			e.slots = make([]atomic.Uint64, clampPartitions(tb.info.Partitions))
+			e.cells = make([]atomic.Uint64, clampPartitions(tb.info.Partitions))
 		}
-		for p, v := range tb.slots {
-			if int64(p) < int64(len(e.slots)) {
-				e.slots[p].Store(v)
+		for p, v := range tb.ownerships {
+			if int64(p) < int64(len(e.cells)) {
+				e.cells[p].Store(v)
 			} else {
 				ref.setOverflow(p, v)
 			}
@@ -121,13 +121,13 @@ func (b *Builder) build() (*state, int64) {
 		ref.cur.Store(e)
 		st.topics[name] = ref
 	}
-	shards := make([]map[string]*groupSlot, groupShards)
+	shards := make([]map[string]*groupCell, groupShards)
 	for g, v := range b.groups {
 		i := st.groups.shardIndex(g)
 		if shards[i] == nil {
-			shards[i] = map[string]*groupSlot{}
+			shards[i] = map[string]*groupCell{}
 		}
-		s := &groupSlot{}
+		s := &groupCell{}
 		s.v.Store(v)
 		shards[i][g] = s
 	}

@@ -13,18 +13,18 @@ import (
 // on every lookup (an allocation on the hot path) and needs type assertions.
 type groupMap struct {
 	seed   maphash.Seed
-	shards [groupShards]atomic.Pointer[map[string]*groupSlot]
+	shards [groupShards]atomic.Pointer[map[string]*groupCell]
 }
 
 const groupShards = 256
 
-// groupSlot packs coordinator and epoch like a partition slot.
-type groupSlot struct{ v atomic.Uint64 }
+// groupCell holds a group's ownership value (coordinator and epoch).
+type groupCell struct{ v atomic.Uint64 }
 
 func newGroupMap() *groupMap {
 	g := &groupMap{seed: maphash.MakeSeed()}
 	for i := range g.shards {
-		m := map[string]*groupSlot{}
+		m := map[string]*groupCell{}
 		g.shards[i].Store(&m)
 	}
 	return g
@@ -34,7 +34,7 @@ func (g *groupMap) shardIndex(group string) int {
 	return int(maphash.String(g.seed, group) % groupShards)
 }
 
-func (g *groupMap) shard(group string) *atomic.Pointer[map[string]*groupSlot] {
+func (g *groupMap) shard(group string) *atomic.Pointer[map[string]*groupCell] {
 	return &g.shards[g.shardIndex(group)]
 }
 
@@ -45,8 +45,8 @@ func (g *groupMap) get(group string) uint64 {
 	return 0
 }
 
-// update applies f to the group's slot, adding or removing the group as
-// needed. It returns the old and new values. Writers only.
+// update applies f to the group's ownership value, adding or removing the
+// group as needed. It returns the old and new values. Writers only.
 func (g *groupMap) update(group string, f func(uint64) uint64) (old, cur uint64) {
 	sh := g.shard(group)
 	m := *sh.Load()
@@ -59,7 +59,7 @@ func (g *groupMap) update(group string, f func(uint64) uint64) (old, cur uint64)
 	case s != nil && cur != 0:
 		s.v.Store(cur)
 	case s == nil && cur != 0:
-		s = &groupSlot{}
+		s = &groupCell{}
 		s.v.Store(cur)
 		sh.Store(copyWith(m, group, s))
 	case s != nil && cur == 0:
@@ -69,8 +69,8 @@ func (g *groupMap) update(group string, f func(uint64) uint64) (old, cur uint64)
 }
 
 // copyWith returns a copy of m with group set to s (or removed if s is nil).
-func copyWith(m map[string]*groupSlot, group string, s *groupSlot) *map[string]*groupSlot {
-	n := make(map[string]*groupSlot, len(m)+1)
+func copyWith(m map[string]*groupCell, group string, s *groupCell) *map[string]*groupCell {
+	n := make(map[string]*groupCell, len(m)+1)
 	for k, v := range m {
 		n[k] = v
 	}

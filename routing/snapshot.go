@@ -39,8 +39,8 @@ type SnapshotGroup struct {
 	Live        bool   `json:"live"`
 }
 
-// Snapshot copies the table. It reads one state, but slots may change while
-// it copies them (each slot is read atomically).
+// Snapshot copies the table. It reads one state, but cells may change while
+// it copies them (each cell is read atomically).
 func (t *Table) Snapshot() Snapshot {
 	st := t.st.Load()
 	s := Snapshot{
@@ -62,8 +62,8 @@ func (t *Table) Snapshot() Snapshot {
 			Name: name, ID: hex.EncodeToString(e.info.ID[:]),
 			Partitions: e.info.Partitions, Configs: e.info.Configs,
 		})
-		for p := range e.slots {
-			o, ep := unpack(e.slots[p].Load())
+		for p := range e.cells {
+			o, ep := unpack(e.cells[p].Load())
 			s.Partitions = append(s.Partitions, SnapshotPartition{
 				Topic: name, Partition: int32(p), Owner: o, Epoch: ep, Live: o >= 0 && st.brokers.live(o),
 			})

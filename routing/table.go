@@ -5,7 +5,7 @@
 // NOT_LEADER_OR_FOLLOWER and a retry, never a wrong write).
 //
 // Reads are lock-free and allocation-free: they load an immutable state
-// through an atomic pointer and read per-partition slots with atomic loads,
+// through an atomic pointer and read per-partition cells with atomic loads,
 // so a writer never blocks a reader. There is one writer (the watcher);
 // writes to an existing partition or group are one atomic store, and only
 // rare membership changes (a new topic, a broker joining) copy small maps.
@@ -48,7 +48,7 @@ type Table struct {
 	mu     sync.Mutex // serializes writers; readers never take it
 }
 
-// state is immutable once published, except for the atomic slots that its
+// state is immutable once published, except for the atomic cells that its
 // topic entries and groups point to.
 type state struct {
 	brokers *brokerSet
@@ -61,15 +61,15 @@ type state struct {
 type topicRef struct {
 	cur atomic.Pointer[topicEntry]
 	// Writer-only fields, guarded by Table.mu.
-	used     int              // slots and overflow entries that are not empty
-	overflow map[int32]uint64 // partitions beyond len(slots): kept, not routable
+	used     int              // cells and overflow entries that are not empty
+	overflow map[int32]uint64 // partitions beyond len(cells): kept, not routable
 }
 
-// topicEntry is immutable except for the slot values.
+// topicEntry is immutable except for the values in its cells.
 type topicEntry struct {
 	info  Topic
-	known bool // a topic key exists; otherwise only owners/epochs were seen
-	slots []atomic.Uint64
+	known bool            // a topic key exists; otherwise only owners/epochs were seen
+	cells []atomic.Uint64 // by partition
 }
 
 // notifier is the channel Changed hands out. handed avoids allocating a new
@@ -87,8 +87,10 @@ func NewTable() *Table {
 	return t
 }
 
-// Slot values pack an owner broker and an epoch, each bit-inverted so that
-// the zero value means "no owner, unknown epoch" (-1, -1).
+// An ownership value packs the broker that holds a partition (or
+// coordinates a group) and the epoch of that holding, each bit-inverted so
+// that the zero value means "no owner, unknown epoch" (-1, -1). A cell is the
+// atomic.Uint64 that holds one partition's or group's ownership value.
 func pack(owner, epoch int32) uint64 {
 	return uint64(^uint32(owner))<<32 | uint64(^uint32(epoch))
 }
@@ -107,16 +109,16 @@ func withEpoch(v uint64, epoch int32) uint64 {
 	return pack(o, epoch)
 }
 
-func (st *state) slot(topic string, p int32) uint64 {
+func (st *state) ownership(topic string, p int32) uint64 {
 	ref := st.topics[topic]
 	if ref == nil || p < 0 {
 		return 0
 	}
 	e := ref.cur.Load()
-	if int64(p) >= int64(len(e.slots)) {
+	if int64(p) >= int64(len(e.cells)) {
 		return 0
 	}
-	return e.slots[p].Load()
+	return e.cells[p].Load()
 }
 
 // Topic returns a topic's metadata, if its topic key exists.
@@ -147,13 +149,13 @@ func (t *Table) Topics() []Topic {
 // and that broker is live.
 func (t *Table) Owner(topic string, p int32) (broker, epoch int32, owned bool) {
 	st := t.st.Load()
-	broker, epoch = unpack(st.slot(topic, p))
+	broker, epoch = unpack(st.ownership(topic, p))
 	return broker, epoch, broker >= 0 && st.brokers.live(broker)
 }
 
 // Epoch returns the partition's leader epoch, -1 if unknown.
 func (t *Table) Epoch(topic string, p int32) int32 {
-	_, e := unpack(t.st.Load().slot(topic, p))
+	_, e := unpack(t.st.Load().ownership(topic, p))
 	return e
 }
 

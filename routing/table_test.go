@@ -388,6 +388,6 @@ func TestPack(t *testing.T) {
 		}
 	}
 	if pack(-1, -1) != 0 {
-		t.Fatal("empty slot is not zero")
+		t.Fatal("empty ownership value is not zero")
 	}
 }

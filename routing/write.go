@@ -37,16 +37,16 @@ func (t *Table) SetTopic(tp Topic) {
 	ref := st.topics[tp.Name]
 	if ref == nil {
 		ref = &topicRef{}
-		ref.cur.Store(&topicEntry{info: tp, known: true, slots: make([]atomic.Uint64, n)})
+		ref.cur.Store(&topicEntry{info: tp, known: true, cells: make([]atomic.Uint64, n)})
 		t.publish(st.brokers, withTopic(st.topics, tp.Name, ref))
 		return
 	}
 	e := ref.cur.Load()
-	slots := e.slots
-	if n > len(slots) {
-		slots = ref.grow(slots, n)
+	cells := e.cells
+	if n > len(cells) {
+		cells = ref.grow(cells, n)
 	}
-	ref.cur.Store(&topicEntry{info: tp, known: true, slots: slots})
+	ref.cur.Store(&topicEntry{info: tp, known: true, cells: cells})
 	t.changed()
 }
 
@@ -65,25 +65,25 @@ func (t *Table) DeleteTopic(name string) {
 		t.publish(st.brokers, withTopic(st.topics, name, nil))
 		return
 	}
-	ref.cur.Store(&topicEntry{info: Topic{Name: name}, slots: ref.cur.Load().slots})
+	ref.cur.Store(&topicEntry{info: Topic{Name: name}, cells: ref.cur.Load().cells})
 	t.changed()
 }
 
 // SetOwner records the owner key of a partition. A negative broker means no
 // owner.
 func (t *Table) SetOwner(topic string, p, broker int32) {
-	t.updateSlot(topic, p, func(v uint64) uint64 { return withOwner(v, max(broker, -1)) })
+	t.updatePartition(topic, p, func(v uint64) uint64 { return withOwner(v, max(broker, -1)) })
 }
 
 // DeleteOwner records that a partition's owner key is gone.
 func (t *Table) DeleteOwner(topic string, p int32) {
-	t.updateSlot(topic, p, func(v uint64) uint64 { return withOwner(v, -1) })
+	t.updatePartition(topic, p, func(v uint64) uint64 { return withOwner(v, -1) })
 }
 
 // SetEpoch records a partition's leader epoch; a negative epoch means
 // unknown (its epoch key is gone).
 func (t *Table) SetEpoch(topic string, p, epoch int32) {
-	t.updateSlot(topic, p, func(v uint64) uint64 { return withEpoch(v, max(epoch, -1)) })
+	t.updatePartition(topic, p, func(v uint64) uint64 { return withEpoch(v, max(epoch, -1)) })
 }
 
 // SetCoordinator records a group's coordinator key.
@@ -110,9 +110,9 @@ func (t *Table) updateGroup(group string, f func(uint64) uint64) {
 	}
 }
 
-// updateSlot applies f to one partition slot, keeping values for partitions
+// updatePartition applies f to one partition's ownership value, keeping values for partitions
 // the table cannot route yet in the topic's overflow.
-func (t *Table) updateSlot(topic string, p int32, f func(uint64) uint64) {
+func (t *Table) updatePartition(topic string, p int32, f func(uint64) uint64) {
 	if p < 0 {
 		return
 	}
@@ -131,10 +131,10 @@ func (t *Table) updateSlot(topic string, p int32, f func(uint64) uint64) {
 	}
 	e := ref.cur.Load()
 	var old, cur uint64
-	if int64(p) < int64(len(e.slots)) {
-		old = e.slots[p].Load()
+	if int64(p) < int64(len(e.cells)) {
+		old = e.cells[p].Load()
 		cur = f(old)
-		e.slots[p].Store(cur)
+		e.cells[p].Store(cur)
 	} else {
 		old = ref.overflow[p]
 		cur = f(old)
@@ -151,7 +151,7 @@ func (t *Table) updateSlot(topic string, p int32, f func(uint64) uint64) {
 	t.changed()
 }
 
-// account keeps the used and owner counts in step with one slot change.
+// account keeps the used and owner counts in step with one cell change.
 func (t *Table) account(ref *topicRef, old, cur uint64) {
 	switch {
 	case old == 0 && cur != 0:
@@ -180,21 +180,21 @@ func (ref *topicRef) setOverflow(p int32, v uint64) {
 	ref.overflow[p] = v
 }
 
-// grow returns n slots holding the values of old and of the overflow entries
+// grow returns n cells holding the values of old and of the overflow entries
 // that now fit. Readers keep using old until the new entry is published; no
 // one else writes old meanwhile (single writer).
 func (ref *topicRef) grow(old []atomic.Uint64, n int) []atomic.Uint64 {
-	slots := make([]atomic.Uint64, n)
+	cells := make([]atomic.Uint64, n)
 	for i := range old {
-		slots[i].Store(old[i].Load())
+		cells[i].Store(old[i].Load())
 	}
 	for p, v := range ref.overflow {
 		if int64(p) < int64(n) {
-			slots[p].Store(v)
+			cells[p].Store(v)
 			delete(ref.overflow, p)
 		}
 	}
-	return slots
+	return cells
 }
 
 func clampPartitions(n int32) int {
