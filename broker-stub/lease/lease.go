@@ -16,6 +16,11 @@
 // Errors from FencedCommit are either definite (ErrFenced: nothing was written,
 // the ownership is gone) or ambiguous (ErrAmbiguous: the write may or may not
 // have happened; the ownership must re-read its state before serving again).
+//
+// Any Kafka-protocol broker can embed it (docs/embedding.md): it depends only
+// on the proxy/broker contract (package layout) and etcd's client, and the key
+// a broker keeps its state under is the broker's own (PartitionResource and
+// GroupResource take it). A test keeps those dependencies so.
 package lease
 
 import (
