@@ -26,22 +26,28 @@ import (
 // a cut wait for gRPC's own reconnect backoff, hence the generous bound.
 const waitTimeout = 30 * time.Second
 
-// runSync starts mirror.Sync and stops it (checking that it returns) when
-// the test ends.
+// runSync starts mirror.Sync until the test ends.
 func runSync(t *testing.T, cfg mirror.SyncConfig) {
+	t.Helper()
+	runUntilCleanup(t, "Sync", func(ctx context.Context) error { return mirror.Sync(ctx, cfg) })
+}
+
+// runUntilCleanup runs run in a goroutine until the test ends, then cancels
+// it and checks that it returns context.Canceled promptly.
+func runUntilCleanup(t *testing.T, what string, run func(context.Context) error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- mirror.Sync(ctx, cfg) }()
+	go func() { done <- run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		select {
 		case err := <-done:
 			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Sync returned %v, want context.Canceled", err)
+				t.Errorf("%s returned %v, want context.Canceled", what, err)
 			}
 		case <-time.After(10 * time.Second):
-			t.Errorf("Sync did not return within 10s of cancel")
+			t.Errorf("%s did not return within 10s of cancel", what)
 		}
 	})
 }
@@ -84,20 +90,7 @@ func startWatcher(t *testing.T, cli *clientv3.Client, now func() time.Time) *fix
 		t.Fatalf("New: %v", err)
 	}
 	f.w = w
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Run = %v, want context.Canceled", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("Run did not return within 10s of cancel")
-		}
-	})
+	runUntilCleanup(t, "Run", w.Run)
 	select {
 	case <-w.Synced():
 	case <-time.After(waitTimeout):
