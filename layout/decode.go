@@ -36,7 +36,7 @@ func (l Layout) Decode(key, value []byte, version int64) (Meta, error) {
 	case KindTopic:
 		m.TopicInfo, m.TopicID, err = decodeTopic(m.Key, value)
 	case KindOwner, KindCoordinator:
-		m.Owner, err = decodeOwner(value)
+		m.Owner, err = DecodeOwner(value)
 	case KindEpoch, KindCoordinatorEpoch:
 		// The epoch is the key's version: each acquisition puts it once.
 		if version <= 0 || version > math.MaxInt32 {
@@ -84,7 +84,10 @@ func decodeTopic(k Key, value []byte) (TopicInfo, [16]byte, error) {
 	return ti, id, nil
 }
 
-func decodeOwner(value []byte) (int32, error) {
+// DecodeOwner reads the value of an OwnerKey or CoordinatorKey: the broker
+// that holds it. Decode uses it; so does the lease kit, for an owner key it
+// found taken.
+func DecodeOwner(value []byte) (int32, error) {
 	var o Owner
 	if err := Unmarshal(value, &o); err != nil {
 		return 0, err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
 	"github.com/kproxy/kproxy/broker-stub/broker/schema"
+	"github.com/kproxy/kproxy/layout"
 )
 
 func createTopicsRaw(ctx context.Context, t *testing.T, cl kmsg.Requestor, validateOnly bool, topics ...kmsg.CreateTopicsRequestTopic) []kmsg.CreateTopicsResponseTopic {
@@ -47,6 +48,7 @@ func TestCreateTopicsValidation(t *testing.T) {
 		{"exists", newTopic("a.b_c-1", 2), false, kerr.TopicAlreadyExists.Code},
 		{"default partitions", newTopic("dflt", -1), false, 0},
 		{"zero partitions", newTopic("zero", 0), false, kerr.InvalidPartitions.Code},
+		{"more partitions than the contract allows", newTopic("huge", layout.MaxPartitions+1), false, kerr.InvalidPartitions.Code},
 		{"illegal character", newTopic("a/b", 1), false, kerr.InvalidTopicException.Code},
 		{"dot", newTopic(".", 1), false, kerr.InvalidTopicException.Code},
 		{"too long", newTopic(strings.Repeat("x", 250), 1), false, kerr.InvalidTopicException.Code},
@@ -81,7 +83,7 @@ func TestTopicLifecycle(t *testing.T) {
 	for _, tc := range []struct {
 		count int32
 		want  int16
-	}{{3, 0}, {2, kerr.InvalidPartitions.Code}} {
+	}{{3, 0}, {2, kerr.InvalidPartitions.Code}, {layout.MaxPartitions + 1, kerr.InvalidPartitions.Code}} {
 		req := kmsg.NewPtrCreatePartitionsRequest()
 		rt := kmsg.NewCreatePartitionsRequestTopic()
 		rt.Topic, rt.Count = "life", tc.count

@@ -80,11 +80,11 @@ func (s *Session) acquireTxn(ctx context.Context, r Resource, id clientv3.LeaseI
 		return nil, fmt.Errorf("owner key %s vanished inside a transaction: %w", r.OwnerKey, ErrAmbiguous)
 	}
 	if clientv3.LeaseID(kvs[0].Lease) != id {
-		var cur layout.Owner
-		if err := layout.Unmarshal(kvs[0].Value, &cur); err != nil {
+		cur, err := layout.DecodeOwner(kvs[0].Value)
+		if err != nil {
 			return nil, fmt.Errorf("owner key %s: %w", r.OwnerKey, err)
 		}
-		return nil, OwnedElsewhereError{Broker: cur.Broker}
+		return nil, OwnedElsewhereError{Broker: cur}
 	}
 	// Created under our lease by an Acquire whose answer we lost: adopt it.
 	o.Token = kvs[0].CreateRevision
