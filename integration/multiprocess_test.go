@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 )
@@ -79,7 +79,7 @@ func TestSeparateProcesses(t *testing.T) {
 		t.Skip("builds the binary and waits out a lease TTL")
 	}
 	bin := buildKproxy(t)
-	etcd, _ := etcdlocal.StartForTest(t)
+	etcd, _ := etcdtest.Start(t)
 	storeDir := t.TempDir()
 
 	procs := map[string]*process{}
@@ -142,7 +142,7 @@ func waitReady(t *testing.T, adminAddr string, brokers int) {
 
 func ownerOf(t *testing.T, endpoint, topic string, p int32) int32 {
 	t.Helper()
-	cli := etcdlocal.NewClientForTest(t, endpoint)
+	cli := etcdtest.NewClient(t, endpoint)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	owner, ok, err := devcluster.ReadOwner(ctx, cli, layout.New(""), topic, p)

@@ -14,7 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/internal/faultnet"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/leasewatch/mirror"
@@ -22,7 +22,7 @@ import (
 )
 
 func TestWatcherInitialSyncAndEvents(t *testing.T) {
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	wr := writer{t, cli, layout.New("/kp")}
 	lease := grant(t, cli)
 	wr.broker(1, clientv3.WithLease(lease))
@@ -113,7 +113,7 @@ func (b *blockingReset) Reset(kvs []*mvccpb.KeyValue, rev int64) {
 // watcher starts, and holds the watcher between its listing and its watch
 // while half the writes happen: the table must still end equal to etcd.
 func TestWatcherNoGapUnderConcurrentWrites(t *testing.T) {
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	l := layout.New("/kp")
 	wr := writer{t, cli, l}
 	for id := range int32(3) {
@@ -188,9 +188,9 @@ func TestWatcherRecoversFromFaults(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			srv, direct := etcdlocal.StartForTest(t)
+			srv, direct := etcdtest.Start(t)
 			relay := newRelay(t, srv.Endpoint)
-			cli := etcdlocal.NewClientForTest(t, "http://"+relay.Addr())
+			cli := etcdtest.NewClient(t, "http://"+relay.Addr())
 			wr := writer{t, direct, layout.New("/kp")}
 			wr.broker(1)
 			wr.broker(2)
@@ -251,7 +251,7 @@ func compact(t *testing.T, cli *clientv3.Client) {
 func TestWatcherSurvivesEtcdRestart(t *testing.T) {
 	dir, addr := t.TempDir(), freeAddr(t)
 	srv, stop := startEtcd(t, dir, addr)
-	cli := etcdlocal.NewClientForTest(t, srv.Endpoint)
+	cli := etcdtest.NewClient(t, srv.Endpoint)
 	wr := writer{t, cli, layout.New("/kp")}
 	wr.broker(1)
 	wr.topic("t", 2)
@@ -288,7 +288,7 @@ func TestWatcherSurvivesEtcdRestart(t *testing.T) {
 }
 
 func TestWatcherMetrics(t *testing.T) {
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	wr := writer{t, cli, layout.New("/kp")}
 	wr.broker(1)
 	wr.topic("t", 3)

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
 )
 
@@ -20,7 +20,7 @@ import (
 // watch must make /readyz turn ready once a broker registers, and the real
 // dispatcher must answer ApiVersions.
 func TestNewWiresRealParts(t *testing.T) {
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	lay := layout.New("/wiretest")
 	ctx, cancel := context.WithCancel(context.Background())
 	srv, err := New(ctx, Config{

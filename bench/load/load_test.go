@@ -9,7 +9,7 @@ import (
 
 	"github.com/kproxy/kproxy/broker-stub/broker"
 	"github.com/kproxy/kproxy/broker-stub/store"
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/internal/faultnet"
 	"github.com/kproxy/kproxy/layout"
 )
@@ -18,13 +18,13 @@ import (
 // store, all stopped when the test ends, and returns their addresses.
 func startBrokers(t *testing.T, n int) []string {
 	t.Helper()
-	srv, _ := etcdlocal.StartForTest(t)
+	srv, _ := etcdtest.Start(t)
 	st := store.NewMemory()
 	var addrs []string
 	for id := range int32(n) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		b, err := broker.New(ctx, broker.Config{
-			ID: id + 1, Etcd: etcdlocal.NewClientForTest(t, srv.Endpoint), Layout: layout.New("/kbench-test"),
+			ID: id + 1, Etcd: etcdtest.NewClient(t, srv.Endpoint), Layout: layout.New("/kbench-test"),
 			Store: st, LeaseTTL: 3 * time.Second, AutoCreateTopics: true, Logger: slog.New(slog.DiscardHandler),
 		})
 		cancel()

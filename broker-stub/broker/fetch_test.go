@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/internal/faultnet"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
@@ -164,7 +164,7 @@ func (c *cluster) startBehindRelay(id int32) (*testBroker, *faultnet.Relay) {
 		c.t.Fatal(err)
 	}
 	c.t.Cleanup(func() { relay.Close() })
-	b := c.start(id, func(cfg *Config) { cfg.Etcd = etcdlocal.NewClientForTest(c.t, "http://"+relay.Addr()) })
+	b := c.start(id, func(cfg *Config) { cfg.Etcd = etcdtest.NewClient(c.t, "http://"+relay.Addr()) })
 	return b, relay
 }
 

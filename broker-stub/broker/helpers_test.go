@@ -14,7 +14,7 @@ import (
 
 	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
 	"github.com/kproxy/kproxy/broker-stub/store"
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
 )
 
@@ -36,7 +36,7 @@ type testBroker struct {
 
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
-	srv, cli := etcdlocal.StartForTest(t)
+	srv, cli := etcdtest.Start(t)
 	return &cluster{t: t, endpoint: srv.Endpoint, store: store.NewMemory(), layout: layout.New("/test"),
 		admin: cli, brokers: make(map[int32]*testBroker)}
 }
@@ -53,7 +53,7 @@ func testLogger(t testing.TB) *slog.Logger {
 func (c *cluster) start(id int32, tweak func(*Config)) *testBroker {
 	c.t.Helper()
 	cfg := Config{
-		ID: id, Etcd: etcdlocal.NewClientForTest(c.t, c.endpoint), Layout: c.layout, Store: c.store,
+		ID: id, Etcd: etcdtest.NewClient(c.t, c.endpoint), Layout: c.layout, Store: c.store,
 		LeaseTTL: 2 * time.Second, AutoCreateTopics: true, Logger: testLogger(c.t).With("id", id),
 	}
 	if tweak != nil {

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/broker-stub/lease"
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 )
 
 func benchSession(b *testing.B) (*lease.Session, lease.Resource, *lease.Ownership) {
-	_, cli := etcdlocal.StartForTest(b)
+	_, cli := etcdtest.Start(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := lease.NewSession(ctx, lease.Config{Client: cli, Layout: testLayout, BrokerID: 1})

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/broker-stub/lease"
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 )
 
 // TestLocalExpiryBeforeServer stalls the network between a session and etcd:
@@ -18,7 +18,7 @@ import (
 func TestLocalExpiryBeforeServer(t *testing.T) {
 	srv, direct := startEtcd(t)
 	rl := newRelay(t, srv.Endpoint[len("http://"):])
-	s := newSession(t, etcdlocal.NewClientForTest(t, rl.Endpoint()), 1)
+	s := newSession(t, etcdtest.NewClient(t, rl.Endpoint()), 1)
 	t.Cleanup(s.Close) // before the relay client closes
 	r := testPartition("demo", 0)
 	o := mustAcquire(t, s, r)
@@ -105,7 +105,7 @@ func TestAmbiguousCommit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, direct := startEtcd(t)
 			rl := newRelay(t, srv.Endpoint[len("http://"):])
-			s := newSession(t, etcdlocal.NewClientForTest(t, rl.Endpoint()), 1)
+			s := newSession(t, etcdtest.NewClient(t, rl.Endpoint()), 1)
 			t.Cleanup(s.Close)
 			r := testPartition("demo", 0)
 			o := mustAcquire(t, s, r)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
 )
 
@@ -130,7 +131,7 @@ func noLoss(t *testing.T, s *lease.Session) {
 
 func startEtcd(t *testing.T) (*etcdlocal.Server, *clientv3.Client) {
 	t.Helper()
-	return etcdlocal.StartForTest(t)
+	return etcdtest.Start(t)
 }
 
 func isFenced(err error) bool { return errors.Is(err, lease.ErrFenced) }

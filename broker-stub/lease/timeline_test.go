@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/broker-stub/lease"
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 )
 
 // TestSnapshotStoreTimeline replays the kafka-flow report ("partition
@@ -20,7 +20,7 @@ import (
 func TestSnapshotStoreTimeline(t *testing.T) {
 	srv, direct := startEtcd(t)
 	rl := newRelay(t, srv.Endpoint[len("http://"):])
-	nodeA := newSession(t, etcdlocal.NewClientForTest(t, rl.Endpoint()), 1)
+	nodeA := newSession(t, etcdtest.NewClient(t, rl.Endpoint()), 1)
 	t.Cleanup(nodeA.Close)
 	nodeB, nodeC := newSession(t, direct, 2), newSession(t, direct, 3)
 	snap := lease.Resource{

@@ -18,7 +18,7 @@ import (
 	"github.com/kproxy/kproxy/integration/chaos/history"
 	"github.com/kproxy/kproxy/integration/chaos/workload"
 	"github.com/kproxy/kproxy/internal/devcluster"
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/internal/faultnet"
 )
 
@@ -289,7 +289,7 @@ type flow struct {
 
 func newFlow(t *testing.T, ctx context.Context, topic string, disableFencing bool) *flow {
 	t.Helper()
-	srv, _ := etcdlocal.StartForTest(t)
+	srv, _ := etcdtest.Start(t)
 	relay, err := faultnet.NewRelay("127.0.0.1:0", strings.TrimPrefix(srv.Endpoint, "http://"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +307,7 @@ func newFlow(t *testing.T, ctx context.Context, topic string, disableFencing boo
 	f := &flow{relay: relay, cliA: cliA, gate: g, rec: history.NewRecorder(nil, nil)}
 	f.a = startBroker(t, ctx, broker.Config{ID: 1, Etcd: cliA, Store: st, LeaseTTL: replayTTL, AutoCreateTopics: true,
 		DefaultPartitions: 1, DisableFencing: disableFencing, Failpoints: &broker.Failpoints{BeforeCommit: g.hook}})
-	f.b = startBroker(t, ctx, broker.Config{ID: 2, Etcd: etcdlocal.NewClientForTest(t, srv.Endpoint), Store: st,
+	f.b = startBroker(t, ctx, broker.Config{ID: 2, Etcd: etcdtest.NewClient(t, srv.Endpoint), Store: st,
 		LeaseTTL: replayTTL, AutoCreateTopics: true, DefaultPartitions: 1, DisableFencing: disableFencing})
 	if err := workload.EnsureTopic(ctx, f.a.Addr(), topic, 1); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 )
@@ -89,7 +89,7 @@ func newEnv(t *testing.T, topics ...topicSpec) *env {
 func newEnvConns(t *testing.T, upstreamConns int, topics ...topicSpec) *env {
 	t.Helper()
 	log := testLogger(t)
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	opts := []kf.Opt{kf.NumBrokers(numBrokers), kf.ClusterID("kfake-under-kproxy")}
 	for _, ts := range topics {
 		opts = append(opts, kf.SeedTopics(ts.partitions, ts.name))

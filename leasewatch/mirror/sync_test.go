@@ -13,7 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 )
 
 // waitTimeout bounds every wait for the watch to catch up. Reconnects after
@@ -179,7 +179,7 @@ func TestSyncRejectsIncompleteConfig(t *testing.T) {
 }
 
 func TestSyncInitialListingAndEvents(t *testing.T) {
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	const prefix = "/t/"
 	for i := range 25 {
 		put(t, cli, fmt.Sprintf("%sk%02d", prefix, i), fmt.Sprint(i))
@@ -210,7 +210,7 @@ func TestSyncInitialListingAndEvents(t *testing.T) {
 // the watch starts (Reset blocks until the writes are done). A watch started
 // at the current revision instead of listing+1 would miss them.
 func TestSyncNoGapBetweenListAndWatch(t *testing.T) {
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	const prefix = "/gap/"
 	for i := range 40 {
 		put(t, cli, fmt.Sprintf("%spre%02d", prefix, i), "v")
@@ -267,7 +267,7 @@ func TestSyncNoGapBetweenListAndWatch(t *testing.T) {
 // etcd's revision; only progress notifications can tell the handler that
 // its view is current at that revision.
 func TestSyncProgressAdvancesWithoutEvents(t *testing.T) {
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	m := newRecorder()
 	runSync(t, SyncConfig{Client: cli, Prefix: "/quiet/", Handler: m, ProgressInterval: 50 * time.Millisecond})
 	m.waitFor(t, "first sync", func(_ map[string]string, rev int64, _, _ int) bool { return rev > 0 })
@@ -284,7 +284,7 @@ func TestSyncProgressAdvancesWithoutEvents(t *testing.T) {
 // etcd never answers progress requests (its revision stays below the watch's
 // start revision); the watch must still count as current, not stalled.
 func TestSyncIdleClusterIsNotStalled(t *testing.T) {
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	m := newRecorder()
 	var resyncs atomic.Int32
 	runSync(t, SyncConfig{Client: cli, Prefix: "/idle/", Handler: m, ProgressInterval: 20 * time.Millisecond,
@@ -298,7 +298,7 @@ func TestSyncIdleClusterIsNotStalled(t *testing.T) {
 }
 
 func TestSyncStopsOnCancel(t *testing.T) {
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := newRecorder()
 	done := make(chan error, 1)

@@ -1,4 +1,4 @@
-package etcdlocal
+package etcdtest
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 )
 
 func TestStartServesTransactions(t *testing.T) {
-	_, cli := StartForTest(t)
+	_, cli := Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := cli.Put(ctx, "k", "v"); err != nil {
