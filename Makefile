@@ -26,7 +26,7 @@ clients: ## kcat and kafkajs for the client matrix (skipped with a message when 
 bench: ## proxy cost side by side with direct and a plain TCP relay; writes docs/benchmarks.md
 	$(GO) run ./bench/cmd/benchrun
 
-chaos: ## the full fault suite (DURATION=5m); leaves a report under results/
+chaos: ## the full fault suite (DURATION=5m); leaves a report under results/ (kchaos builds kproxy with -tags kproxy_unsafe)
 	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/
 
 clean:

@@ -20,15 +20,14 @@ import (
 )
 
 func brokerCommand() *cli.Command {
-	return commandWithConfig("broker", "run a stub broker that enforces partition ownership with etcd leases", []cli.Flag{
+	return commandWithConfig("broker", "run a stub broker that enforces partition ownership with etcd leases", append([]cli.Flag{
 		intFlag("id", 1, "broker id, unique in the pool"),
 		stringFlag("listen", "127.0.0.1:9101", "address for Kafka clients and proxies"),
 		stringFlag("advertise", "", "host:port written to etcd and Metadata (default: the bound --listen address)"),
 		stringFlag("store", "", "shared object store folder, or \"memory\" (benchmarks only: data dies with the process)"),
 		durationFlag("lease-ttl", 10*time.Second, "etcd session lease TTL; ownership is lost this long after the broker stops answering"),
 		stringFlag("metrics", "", "optional HTTP address serving /metrics for this broker"),
-		&cli.BoolFlag{Name: "unsafe-disable-fencing", Hidden: true, Usage: "TEST ONLY: commit without the fencing compare, like the broken systems in shared/context"},
-	}, runBroker)
+	}, unsafeBrokerFlags()...), runBroker)
 }
 
 func runBroker(c *cli.Context) error {
@@ -47,7 +46,7 @@ func runBroker(c *cli.Context) error {
 	defer cli.Close()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	b, err := broker.New(c.Context, broker.Config{
+	cfg := broker.Config{
 		ID:                int32(c.Int("id")),
 		Listen:            c.String("listen"),
 		Advertise:         c.String("advertise"),
@@ -60,8 +59,9 @@ func runBroker(c *cli.Context) error {
 		MaxFrameBytes:     int32(c.Int("max-frame-bytes")),
 		Logger:            logger,
 		Registerer:        reg,
-		DisableFencing:    c.Bool("unsafe-disable-fencing"),
-	})
+	}
+	applyUnsafeBrokerFlags(c, &cfg)
+	b, err := broker.New(c.Context, cfg)
 	if err != nil {
 		return err
 	}

@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/internal/testrig"
 )
 
 func TestParseMetrics(t *testing.T) {
@@ -47,9 +48,10 @@ go_goroutines 12
 func buildEtcdMember(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "etcdmember")
-	cmd := exec.Command("go", "build", "-o", bin, "github.com/kproxy/kproxy/integration/chaos/cmd/etcdmember")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build etcdmember: %v\n%s", err, out)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := testrig.Build(ctx, "", testrig.Target{Pkg: testrig.EtcdMemberPkg, Out: bin}); err != nil {
+		t.Fatalf("build etcdmember: %v", err)
 	}
 	return bin
 }

@@ -50,7 +50,7 @@ func run() int {
 	flag.DurationVar(&opt.IntervalMax, "interval-max", 30*time.Second, "longest fault cycle")
 	flag.BoolVar(&opt.DisableFencing, "unsafe-disable-fencing", false, "run the brokers with fencing disabled (the mutation); anomalies are then expected")
 	flag.DurationVar(&mutation, "mutation", 0, "after the run, also run this long with fencing disabled and require it to find lost writes or inconsistent offsets")
-	flag.StringVar(&opt.Bin.Kproxy, "kproxy", "", "prebuilt kproxy binary (default: go build)")
+	flag.StringVar(&opt.Bin.Kproxy, "kproxy", "", "prebuilt kproxy binary, built with -tags kproxy_unsafe for the mutation run (default: go build, tagged)")
 	flag.StringVar(&opt.Bin.EtcdMember, "etcdmember", "", "prebuilt etcdmember binary (default: go build)")
 	flag.StringVar(&brokerFlags, "broker-flags", "", "extra flags for every broker, space-separated")
 	flag.StringVar(&docs, "docs", "docs/correctness.md", "write the correctness page with this run's figures here (\"\": don't)")

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kproxy/kproxy/internal/testrig"
+)
+
+// testOnly are packages the product binary must not link.
+var testOnly = []string{"testing", "github.com/kproxy/kproxy/internal/testrig"}
+
+// TestProductLinksNoTestCode lists kproxy's dependencies, as built for
+// release and as built for the fault suite: neither may link a test-only
+// package.
+func TestProductLinksNoTestCode(t *testing.T) {
+	for _, tags := range []string{"", testrig.UnsafeTag} {
+		args := []string{"list", "-deps"}
+		if tags != "" {
+			args = append(args, "-tags", tags)
+		}
+		out, err := exec.Command("go", append(args, ".")...).Output()
+		if err != nil {
+			t.Fatalf("go %s .: %v", strings.Join(args, " "), err)
+		}
+		deps := strings.Fields(string(out))
+		if len(deps) < 50 {
+			t.Fatalf("go list -deps printed %d packages: %q", len(deps), out)
+		}
+		for _, d := range deps {
+			for _, bad := range testOnly {
+				if d == bad {
+					t.Errorf("kproxy built with tags %q links %s", tags, bad)
+				}
+			}
+		}
+	}
+}
+
+// TestUnsafeFlagOnlyWithTag builds kproxy with and without the unsafe tag:
+// only the tagged build knows --unsafe-disable-fencing, in its help and in
+// its bytes.
+func TestUnsafeFlagOnlyWithTag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary twice")
+	}
+	const flag = "unsafe-disable-fencing"
+	dir := t.TempDir()
+	product, unsafe := filepath.Join(dir, "kproxy"), filepath.Join(dir, "kproxy-unsafe")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	err := testrig.Build(ctx, "", testrig.Target{Pkg: testrig.KproxyPkg, Out: product},
+		testrig.Target{Pkg: testrig.KproxyPkg, Out: unsafe, Tags: []string{testrig.UnsafeTag}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		bin  string
+		want bool
+	}{{product, false}, {unsafe, true}} {
+		help, err := exec.CommandContext(ctx, c.bin, "broker", "--help").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s broker --help: %v\n%s", c.bin, err, help)
+		}
+		if !bytes.Contains(help, []byte("--lease-ttl")) {
+			t.Fatalf("%s broker --help is not the broker's help:\n%s", c.bin, help)
+		}
+		if got := bytes.Contains(help, []byte("--"+flag)); got != c.want {
+			t.Errorf("%s broker --help mentions --%s: %v, want %v", filepath.Base(c.bin), flag, got, c.want)
+		}
+		b, err := os.ReadFile(c.bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := bytes.Contains(b, []byte(flag)); got != c.want {
+			t.Errorf("%s contains %q: %v, want %v", filepath.Base(c.bin), flag, got, c.want)
+		}
+	}
+}
