@@ -16,7 +16,7 @@ import (
 	"github.com/kproxy/kproxy/internal/devcluster"
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // process is one kproxy subprocess that the test can kill and restart.
@@ -135,7 +135,7 @@ func waitReady(t *testing.T, adminAddr string, brokers int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := proxy.WaitReady(ctx, adminAddr, brokers); err != nil {
+	if err := adminapi.WaitReady(ctx, adminAddr, brokers); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kproxy/kproxy/proxy/adminapi"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -46,21 +47,10 @@ func (s *Server) snapshot() routing.Snapshot {
 	return s.d.routes.Snapshot()
 }
 
-// Readiness is the body of /readyz.
-type Readiness struct {
-	Ready           bool    `json:"ready"`
-	Synced          bool    `json:"synced"`    // the routing watch applied its first full listing
-	Connected       bool    `json:"connected"` // the routing watch is established
-	Revision        int64   `json:"revision"`  // etcd revision the routing table is complete up to
-	LiveBrokers     int     `json:"live_brokers"`
-	RouteAgeSeconds float64 `json:"route_age_seconds"` // since etcd last confirmed the table
-	Draining        bool    `json:"draining"`
-}
-
 // handleReady says 200 once the routing table is synced and has a live
 // broker (and the proxy is not shutting down); 503 otherwise.
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
-	var r Readiness
+	var r adminapi.Readiness
 	if s.d.status != nil {
 		st := s.d.status()
 		r.Synced, r.Connected, r.Revision, r.RouteAgeSeconds = st.Synced, st.Connected, st.Revision, st.Age.Seconds()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/kproxy/kproxy/proxy/adminapi"
 	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -263,7 +264,7 @@ func TestAdminEndpoints(t *testing.T) {
 	ts.routes.SetOwner("orders", 0, 1)
 	ts.routes.SetEpoch("orders", 0, 3)
 	code, body := get("/readyz")
-	var r Readiness
+	var r adminapi.Readiness
 	if err := json.Unmarshal([]byte(body), &r); err != nil || code != 200 || !r.Ready || r.LiveBrokers != 1 || r.RouteAgeSeconds != 1 {
 		t.Fatalf("/readyz when ready = %d %s (%v)", code, body, err)
 	}
@@ -271,20 +272,6 @@ func TestAdminEndpoints(t *testing.T) {
 	var snap routing.Snapshot
 	if err := json.Unmarshal([]byte(body), &snap); err != nil || code != 200 || len(snap.Brokers) != 1 || len(snap.Partitions) != 2 {
 		t.Fatalf("/v1/routes = %d %s (%v)", code, body, err)
-	}
-	var out strings.Builder
-	if err := FormatRoutes(&out, []byte(body)); err != nil {
-		t.Fatal(err)
-	}
-	var lines []string
-	for _, l := range strings.Split(out.String(), "\n") {
-		lines = append(lines, strings.Join(strings.Fields(l), " "))
-	}
-	norm := strings.Join(lines, "\n")
-	for _, want := range []string{"1 127.0.0.1:1 - yes", "orders 0 1 3 yes", "orders 1 - - no"} {
-		if !strings.Contains(norm, want) {
-			t.Fatalf("FormatRoutes output lacks %q:\n%s", want, out.String())
-		}
 	}
 	if code, body := get("/v1/brokers"); code != 200 || !strings.Contains(body, `"addr": "127.0.0.1:1"`) {
 		t.Fatalf("/v1/brokers = %d %s", code, body)
@@ -312,12 +299,6 @@ func TestPprofWhenEnabled(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 {
 		t.Fatalf("pprof = %d", resp.StatusCode)
-	}
-}
-
-func TestFormatRoutesRejectsGarbage(t *testing.T) {
-	if err := FormatRoutes(io.Discard, []byte("not json")); err == nil {
-		t.Fatal("no error for garbage")
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // TestNewWiresRealParts runs New against embedded etcd (no brokers): the
@@ -45,13 +46,13 @@ func TestNewWiresRealParts(t *testing.T) {
 		}
 	}()
 
-	ready := func() (int, Readiness) {
+	ready := func() (int, adminapi.Readiness) {
 		resp, err := http.Get("http://" + srv.AdminAddr() + "/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		var r Readiness
+		var r adminapi.Readiness
 		b, _ := io.ReadAll(resp.Body)
 		if err := json.Unmarshal(b, &r); err != nil {
 			t.Fatalf("/readyz body %q: %v", b, err)

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/kproxy/kproxy/proxy"
 )
 
 func routesCommand() *cli.Command {
@@ -46,5 +44,5 @@ func runRoutes(c *cli.Context) error {
 		_, err = c.App.Writer.Write(body)
 		return err
 	}
-	return proxy.FormatRoutes(c.App.Writer, body)
+	return formatRoutes(c.App.Writer, body)
 }

@@ -3,12 +3,10 @@ package kfake
 import (
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"sync"
@@ -24,6 +22,7 @@ import (
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // numBrokers is the size of every kfake cluster here: enough that
@@ -56,7 +55,6 @@ type env struct {
 	reg    *prometheus.Registry
 	nodes  map[int32]string // kfake node id -> host:port
 	ids    map[string][16]byte
-	http   *http.Client
 }
 
 // in returns e for use in subtest t: failures and cleanups then belong to
@@ -102,7 +100,6 @@ func newEnvConns(t *testing.T, upstreamConns int, topics ...topicSpec) *env {
 	e := &env{
 		t: t, lay: layout.New(""), etcd: cli, fake: fake,
 		nodes: map[int32]string{}, ids: map[string][16]byte{},
-		http: &http.Client{Timeout: 2 * time.Second},
 	}
 	e.direct = newKgo(t, fake.ListenAddrs())
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
@@ -297,9 +294,9 @@ func (e *env) startProxy(ctx context.Context, log *slog.Logger, upstreamConns in
 func (e *env) waitRoutes(rev int64) {
 	e.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	var last proxy.Readiness
+	var last adminapi.Readiness
 	for time.Now().Before(deadline) {
-		if r, err := e.readiness(); err == nil {
+		if r, err := adminapi.FetchReadiness(context.Background(), e.srv.AdminAddr()); err == nil {
 			last = r
 			if r.Synced && r.Revision >= rev {
 				return
@@ -308,19 +305,6 @@ func (e *env) waitRoutes(rev int64) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	e.t.Fatalf("proxy routing did not reach etcd revision %d within 10s (last readiness %+v)", rev, last)
-}
-
-func (e *env) readiness() (proxy.Readiness, error) {
-	var r proxy.Readiness
-	resp, err := e.http.Get("http://" + e.srv.AdminAddr() + "/readyz")
-	if err != nil {
-		return r, fmt.Errorf("get readyz: %w", err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return r, fmt.Errorf("decode readyz: %w", err)
-	}
-	return r, nil
 }
 
 // client is a kgo client whose only seed is the proxy; it fails the test if

@@ -24,6 +24,7 @@ import (
 	"github.com/kproxy/kproxy/internal/etcdlocal"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // Config describes the cluster. Zero values take the defaults in brackets.
@@ -210,7 +211,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for _, addr := range c.AdminAddrs() {
-		if err := proxy.WaitReady(ctx, addr, c.cfg.Brokers); err != nil {
+		if err := adminapi.WaitReady(ctx, addr, c.cfg.Brokers); err != nil {
 			return fmt.Errorf("proxy with admin %s not ready: %w", addr, err)
 		}
 	}

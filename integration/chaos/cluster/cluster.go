@@ -28,7 +28,7 @@ import (
 	"github.com/kproxy/kproxy/integration/chaos/proc"
 	"github.com/kproxy/kproxy/internal/faultnet"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // Config describes the cluster. Zero values take the defaults in brackets.
@@ -289,7 +289,7 @@ func (c *Cluster) StartProxy(ctx context.Context, p *Proxy, brokers int) error {
 	if err := p.Proc.Start(ctx); err != nil {
 		return err
 	}
-	return proxy.WaitReady(ctx, p.AdminAddr, brokers)
+	return adminapi.WaitReady(ctx, p.AdminAddr, brokers)
 }
 
 // EtcdEndpoints are the members' client URLs (direct, without relays).

@@ -13,7 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // Owner reads a partition's current owner from etcd (ok false: no owner).
@@ -137,7 +137,7 @@ func (c *Cluster) Heal(ctx context.Context) error {
 	}
 	for _, p := range c.Proxies {
 		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		errs = append(errs, proxy.WaitReady(wctx, p.AdminAddr, len(c.Brokers)))
+		errs = append(errs, adminapi.WaitReady(wctx, p.AdminAddr, len(c.Brokers)))
 		cancel()
 	}
 	return errors.Join(errs...)

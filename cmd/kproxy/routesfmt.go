@@ -1,4 +1,4 @@
-package proxy
+package main
 
 import (
 	"encoding/json"
@@ -9,9 +9,9 @@ import (
 	"github.com/kproxy/kproxy/routing"
 )
 
-// FormatRoutes prints the JSON of /v1/routes (a routing.Snapshot) for a
+// formatRoutes prints the JSON of /v1/routes (a routing.Snapshot) for a
 // person: brokers, topics, partitions and groups in aligned columns.
-func FormatRoutes(w io.Writer, snapshotJSON []byte) error {
+func formatRoutes(w io.Writer, snapshotJSON []byte) error {
 	var s routing.Snapshot
 	if err := json.Unmarshal(snapshotJSON, &s); err != nil {
 		return fmt.Errorf("decode routing snapshot: %w", err)

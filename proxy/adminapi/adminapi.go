@@ -1,4 +1,8 @@
-package proxy
+// Package adminapi is the proxy's admin HTTP API as its callers see it: the
+// body of /readyz and a client that reads it. The proxy serves the type
+// (package proxy); `kproxy dev` and the test rigs wait on it. It imports
+// nothing of the proxy, so a caller that only polls readiness stays small.
+package adminapi
 
 import (
 	"context"
@@ -7,6 +11,17 @@ import (
 	"net/http"
 	"time"
 )
+
+// Readiness is the body of /readyz.
+type Readiness struct {
+	Ready           bool    `json:"ready"`
+	Synced          bool    `json:"synced"`    // the routing watch applied its first full listing
+	Connected       bool    `json:"connected"` // the routing watch is established
+	Revision        int64   `json:"revision"`  // etcd revision the routing table is complete up to
+	LiveBrokers     int     `json:"live_brokers"`
+	RouteAgeSeconds float64 `json:"route_age_seconds"` // since etcd last confirmed the table
+	Draining        bool    `json:"draining"`
+}
 
 // FetchReadiness reads a proxy's /readyz answer (200 and 503 both carry it).
 func FetchReadiness(ctx context.Context, adminAddr string) (Readiness, error) {
