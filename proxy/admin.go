@@ -39,25 +39,15 @@ func (s *Server) adminMux() *http.ServeMux {
 	return mux
 }
 
-func (s *Server) snapshot() routing.Snapshot {
-	if s.d.routes == nil {
-		return routing.Snapshot{Brokers: []routing.Broker{}, Topics: []routing.SnapshotTopic{},
-			Partitions: []routing.SnapshotPartition{}, Groups: []routing.SnapshotGroup{}}
-	}
-	return s.d.routes.Snapshot()
-}
+func (s *Server) snapshot() routing.Snapshot { return s.d.routes.Snapshot() }
 
 // handleReady says 200 once the routing table is synced and has a live
 // broker (and the proxy is not shutting down); 503 otherwise.
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
 	var r adminapi.Readiness
-	if s.d.status != nil {
-		st := s.d.status()
-		r.Synced, r.Connected, r.Revision, r.RouteAgeSeconds = st.Synced, st.Connected, st.Revision, st.Age.Seconds()
-	}
-	if s.d.routes != nil {
-		r.LiveBrokers = len(s.d.routes.Brokers())
-	}
+	st := s.d.status()
+	r.Synced, r.Connected, r.Revision, r.RouteAgeSeconds = st.Synced, st.Connected, st.Revision, st.Age.Seconds()
+	r.LiveBrokers = len(s.d.routes.Brokers())
 	r.Draining = s.draining.Load()
 	r.Ready = r.Synced && r.LiveBrokers > 0 && !r.Draining
 	code := http.StatusOK

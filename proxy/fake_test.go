@@ -134,6 +134,10 @@ func startServer(t testing.TB, cfg Config, d dispatcher) *testServer {
 		status: func() leasewatch.Status {
 			return leasewatch.Status{Synced: ts.synced.Load(), Age: time.Second}
 		},
+		// No etcd behind the fake table: nothing to watch, prune or close.
+		watch: func(ctx context.Context) error { <-ctx.Done(); return nil },
+		prune: func() {},
+		close: func() {},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	ts.cancel = cancel

@@ -98,7 +98,8 @@ func (a apisDispatcher) Begin(ctx context.Context, conn uint64, h apis.Header, b
 	return a.d.Begin(ctx, conn, h, body)
 }
 
-// deps are the parts New wires; tests replace them.
+// deps are the parts New wires; tests replace them. Every field is
+// required: a test that needs no watch passes one that waits for its context.
 type deps struct {
 	disp   dispatcher
 	routes *routing.Table
@@ -241,16 +242,12 @@ func (s *Server) Run(ctx context.Context) error {
 	defer stopBG()
 	var bgWG sync.WaitGroup
 	errc := make(chan error, 4)
-	if s.d.watch != nil {
-		bgWG.Go(func() {
-			if err := s.d.watch(bg); err != nil && bg.Err() == nil {
-				errc <- fmt.Errorf("routing watch: %w", err)
-			}
-		})
-	}
-	if s.d.prune != nil && s.d.routes != nil {
-		bgWG.Go(func() { s.pruneLoop(bg) })
-	}
+	bgWG.Go(func() {
+		if err := s.d.watch(bg); err != nil && bg.Err() == nil {
+			errc <- fmt.Errorf("routing watch: %w", err)
+		}
+	})
+	bgWG.Go(func() { s.pruneLoop(bg) })
 	bgWG.Go(func() {
 		if err := s.http.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("admin http: %w", err)
@@ -280,9 +277,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	stopBG()
 	bgWG.Wait()
-	if s.d.close != nil {
-		s.d.close()
-	}
+	s.d.close()
 	return runErr
 }
 
