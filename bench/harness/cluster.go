@@ -2,24 +2,19 @@ package harness
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/bench/load"
+	"github.com/kproxy/kproxy/internal/testrig"
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // clusterConfig says what to run and where.
@@ -37,10 +32,8 @@ type clusterConfig struct {
 
 // brokerProc is one stub broker process and the relay in front of it.
 type brokerProc struct {
-	id    int32
-	addr  string // listen = advertise: the proxy and direct clients dial it
+	*testrig.Broker
 	relay string // the relay's address (relay side)
-	proc  *Proc
 }
 
 // Cluster is etcd, the brokers, one relay process per broker and the proxy,
@@ -48,12 +41,13 @@ type brokerProc struct {
 type Cluster struct {
 	cfg          clusterConfig
 	layout       layout.Layout
-	etcd         *Proc
+	etcd         *testrig.Proc
 	etcdEndpoint string
 	etcdCli      *clientv3.Client
+	rig          *testrig.Cluster // the brokers' and the proxy's processes
 	brokers      []*brokerProc
-	relays       []*Proc
-	proxy        *Proc
+	relays       []*testrig.Proc
+	proxy        *testrig.Proc
 	proxyAddr    string
 	etcdDir      string
 	// EtcdOnTmpfs says etcd's data is on tmpfs (see etcdDataDir).
@@ -70,26 +64,37 @@ func startCluster(ctx context.Context, cfg clusterConfig) (c *Cluster, err error
 			c.Close()
 		}
 	}()
-	etcdAddr, err := freeAddr()
+	etcdAddr, err := testrig.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	c.etcdDir, c.EtcdOnTmpfs = etcdDataDir(cfg.dir)
-	c.etcd, err = startProc(cfg.dir, "etcd", false, cfg.kproxy, "etcd",
-		"--listen-client", etcdAddr, "--data-dir", c.etcdDir)
-	if err != nil {
+	c.etcd = testrig.NewProc(testrig.Spec{Name: "etcd", Path: cfg.kproxy, LogPath: filepath.Join(cfg.dir, "etcd.log"),
+		Args: []string{"etcd", "--listen-client", etcdAddr, "--data-dir", c.etcdDir}})
+	if err := c.etcd.Start(ctx); err != nil {
 		return nil, err
 	}
 	c.etcdEndpoint = "http://" + etcdAddr
 	if c.etcdCli, err = waitEtcd(ctx, c.etcdEndpoint, c.etcd); err != nil {
 		return nil, err
 	}
+	proxyArgs := cfg.proxyFlags
+	if cfg.pprof {
+		proxyArgs = append([]string{"--pprof"}, proxyArgs...)
+	}
+	c.rig, err = testrig.NewCluster(testrig.ClusterConfig{
+		Kproxy: cfg.kproxy, LogDir: cfg.dir, Etcd: c.etcdCli, EtcdEndpoints: []string{c.etcdEndpoint},
+		Store: "memory", LeaseTTL: cfg.leaseTTL, LogLevel: "warn", ProxyArgs: proxyArgs,
+	})
+	if err != nil {
+		return nil, err
+	}
 	for i := range cfg.brokers {
-		b := &brokerProc{id: int32(i + 1)}
-		if b.addr, err = freeAddr(); err != nil {
+		b := &brokerProc{}
+		if b.Broker, err = c.rig.AddBroker(int32(i+1), nil); err != nil {
 			return nil, err
 		}
-		if b.relay, err = freeAddr(); err != nil {
+		if b.relay, err = testrig.FreeAddr(); err != nil {
 			return nil, err
 		}
 		c.brokers = append(c.brokers, b)
@@ -102,7 +107,12 @@ func startCluster(ctx context.Context, cfg clusterConfig) (c *Cluster, err error
 			return nil, err
 		}
 	}
-	if err := c.startProxy(ctx); err != nil {
+	p, err := c.rig.AddProxy()
+	if err != nil {
+		return nil, err
+	}
+	c.proxy, c.proxyAddr, c.adminAddr = p.Proc, p.Addr, p.AdminAddr
+	if err := c.rig.StartProxy(ctx, p, len(c.brokers)); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -110,17 +120,7 @@ func startCluster(ctx context.Context, cfg clusterConfig) (c *Cluster, err error
 
 func (c *Cluster) startBrokers(ctx context.Context, bs []*brokerProc) error {
 	for _, b := range bs {
-		args := []string{"broker", "--id", strconv.Itoa(int(b.id)), "--listen", b.addr, "--advertise", b.addr,
-			"--etcd-endpoints", c.etcdEndpoint, "--store", "memory", "--lease-ttl", c.cfg.leaseTTL.String(),
-			"--log-level", "warn"}
-		p, err := startProc(c.cfg.dir, fmt.Sprintf("broker-%d", b.id), false, c.cfg.kproxy, args...)
-		if err != nil {
-			return err
-		}
-		b.proc = p
-	}
-	for _, b := range bs {
-		if err := c.waitBroker(ctx, b); err != nil {
+		if err := c.rig.StartBroker(ctx, b.Broker); err != nil {
 			return err
 		}
 	}
@@ -128,58 +128,36 @@ func (c *Cluster) startBrokers(ctx context.Context, bs []*brokerProc) error {
 }
 
 func (c *Cluster) startRelay(ctx context.Context, b *brokerProc) error {
-	p, err := startProc(c.cfg.dir, fmt.Sprintf("relay-%d", b.id), true, c.cfg.kbench,
-		"relay", "--pair", b.relay+"="+b.addr, "--exit-on-stdin-eof")
-	if err != nil {
+	p := testrig.NewProc(testrig.Spec{Name: fmt.Sprintf("relay-%d", b.ID), Path: c.cfg.kbench, CaptureStdout: true,
+		LogPath: filepath.Join(c.cfg.dir, fmt.Sprintf("relay-%d.log", b.ID)),
+		Args:    []string{"relay", "--pair", b.relay + "=" + b.Addr, "--exit-on-stdin-eof"}})
+	if err := p.Start(ctx); err != nil {
 		return err
 	}
 	c.relays = append(c.relays, p)
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := p.readLine(waitCtx); err != nil {
-		return fmt.Errorf("relay for broker %d not ready: %w", b.id, err)
+	if _, err := p.ReadLine(waitCtx); err != nil {
+		return fmt.Errorf("relay for broker %d not ready: %w", b.ID, err)
 	}
 	return nil
 }
 
-func (c *Cluster) startProxy(ctx context.Context) error {
-	var err error
-	if c.proxyAddr, err = freeAddr(); err != nil {
-		return err
-	}
-	if c.adminAddr, err = freeAddr(); err != nil {
-		return err
-	}
-	args := []string{"serve", "--listen", c.proxyAddr, "--admin", c.adminAddr, "--advertise", c.proxyAddr,
-		"--etcd-endpoints", c.etcdEndpoint, "--log-level", "warn"}
-	if c.cfg.pprof {
-		args = append(args, "--pprof")
-	}
-	args = append(args, c.cfg.proxyFlags...)
-	if c.proxy, err = startProc(c.cfg.dir, "proxy", false, c.cfg.kproxy, args...); err != nil {
-		return err
-	}
-	return c.waitProxyReady(ctx)
-}
-
 // Close stops every process, the proxy first.
 func (c *Cluster) Close() {
-	var procs []*Proc
 	if c.proxy != nil {
-		procs = append(procs, c.proxy)
+		c.stopAll(c.proxy)
 	}
-	procs = append(procs, c.relays...)
+	procs := append([]*testrig.Proc{}, c.relays...)
 	for _, b := range c.brokers {
-		if b.proc != nil {
-			procs = append(procs, b.proc)
-		}
+		procs = append(procs, b.Proc)
 	}
-	stopAll(procs, c.cfg.logger)
+	c.stopAll(procs...)
 	if c.etcdCli != nil {
 		c.etcdCli.Close()
 	}
 	if c.etcd != nil {
-		stopAll([]*Proc{c.etcd}, c.cfg.logger)
+		c.stopAll(c.etcd)
 	}
 	if c.EtcdOnTmpfs {
 		os.RemoveAll(c.etcdDir)
@@ -197,29 +175,22 @@ func etcdDataDir(workDir string) (dir string, tmpfs bool) {
 	return filepath.Join(workDir, "etcd-data"), false
 }
 
-func stopAll(procs []*Proc, logger *slog.Logger) {
-	var wg sync.WaitGroup
-	for _, p := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := p.Stop(15 * time.Second); err != nil {
-				logger.Warn("stop", "proc", p.Name, "err", err)
-			}
-		}()
+// stopAll stops procs in parallel and logs what did not stop cleanly.
+func (c *Cluster) stopAll(procs ...*testrig.Proc) {
+	if err := testrig.StopAll(15*time.Second, procs...); err != nil {
+		c.cfg.logger.Warn("stop", "err", err)
 	}
-	wg.Wait()
 }
 
 // restartBrokers stops every broker gracefully (they release their
 // partitions) and starts them again with empty memory stores, so that data
 // from earlier scenarios does not pile up in memory.
 func (c *Cluster) restartBrokers(ctx context.Context) error {
-	var procs []*Proc
+	var procs []*testrig.Proc
 	for _, b := range c.brokers {
-		procs = append(procs, b.proc)
+		procs = append(procs, b.Proc)
 	}
-	stopAll(procs, c.cfg.logger)
+	c.stopAll(procs...)
 	if err := c.startBrokers(ctx, c.brokers); err != nil {
 		return err
 	}
@@ -247,9 +218,8 @@ func (c *Cluster) compactEtcd(ctx context.Context) (int64, error) {
 // killBroker kills broker id with SIGKILL: its leases expire on their own.
 func (c *Cluster) killBroker(id int32) error {
 	for _, b := range c.brokers {
-		if b.id == id {
-			b.proc.Kill()
-			return nil
+		if b.ID == id {
+			return b.Proc.Kill()
 		}
 	}
 	return fmt.Errorf("no broker %d", id)
@@ -258,7 +228,7 @@ func (c *Cluster) killBroker(id int32) error {
 // restartBroker starts a killed broker again.
 func (c *Cluster) restartBroker(ctx context.Context, id int32) error {
 	for _, b := range c.brokers {
-		if b.id == id {
+		if b.ID == id {
 			if err := c.startBrokers(ctx, []*brokerProc{b}); err != nil {
 				return err
 			}
@@ -290,13 +260,13 @@ func (c *Cluster) side(name string) side {
 		t := load.Target{DialMap: make(map[string]string)}
 		for _, b := range c.brokers {
 			t.Seeds = append(t.Seeds, b.relay)
-			t.DialMap[b.addr] = b.relay
+			t.DialMap[b.Addr] = b.relay
 		}
 		return side{name, t}
 	default:
 		var t load.Target
 		for _, b := range c.brokers {
-			t.Seeds = append(t.Seeds, b.addr)
+			t.Seeds = append(t.Seeds, b.Addr)
 		}
 		return side{sideDirect, t}
 	}
@@ -317,23 +287,7 @@ func (s side) args() []string {
 
 // owners reads the owner of every owned partition of topic from etcd.
 func (c *Cluster) owners(ctx context.Context, topic string) (map[int32]int32, error) {
-	resp, err := c.etcdCli.Get(ctx, c.layout.MetaPrefix()+"owners/"+topic+"/", clientv3.WithPrefix())
-	if err != nil {
-		return nil, fmt.Errorf("read owners of %s: %w", topic, err)
-	}
-	owners := make(map[int32]int32)
-	for _, kv := range resp.Kvs {
-		k := c.layout.Parse(string(kv.Key))
-		if k.Kind != layout.KindOwner || k.Topic != topic {
-			continue
-		}
-		var o layout.Owner
-		if err := layout.Unmarshal(kv.Value, &o); err != nil {
-			return nil, fmt.Errorf("owner %s: %w", kv.Key, err)
-		}
-		owners[k.Partition] = o.Broker
-	}
-	return owners, nil
+	return c.rig.Owners(ctx, topic)
 }
 
 // procCPU is the CPU time of the proxy, the relays and the brokers.
@@ -356,7 +310,7 @@ func (c *Cluster) cpu() (procCPU, error) {
 		s.relays += d
 	}
 	for _, b := range c.brokers {
-		d, err := cpuTime(b.proc.Pid())
+		d, err := cpuTime(b.Proc.Pid())
 		if err != nil {
 			return s, err
 		}
@@ -369,41 +323,12 @@ func (a procCPU) sub(b procCPU) procCPU {
 	return procCPU{proxy: a.proxy - b.proxy, relays: a.relays - b.relays, brokers: a.brokers - b.brokers, clients: a.clients - b.clients}
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-// poll calls check every interval until it returns nil, ctx ends or the
-// process p exits; the error says what was last wrong.
-func poll(ctx context.Context, what string, p *Proc, timeout time.Duration, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	var last error
-	for attempt := 0; ; attempt++ {
-		if last = check(ctx); last == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: not ready within %s: %w", what, timeout, last)
-		case <-p.Done():
-			return fmt.Errorf("%s: process exited (%v): %s", what, p.Err(), p.tail())
-		case <-time.After(min(50*time.Millisecond*time.Duration(attempt+1), 500*time.Millisecond)):
-		}
-	}
-}
-
-func waitEtcd(ctx context.Context, endpoint string, p *Proc) (*clientv3.Client, error) {
+func waitEtcd(ctx context.Context, endpoint string, p *testrig.Proc) (*clientv3.Client, error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
-	err = poll(ctx, "etcd", p, 60*time.Second, func(ctx context.Context) error {
+	err = testrig.WaitFor(ctx, "etcd", p, 60*time.Second, func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := cli.Get(ctx, "health")
@@ -416,57 +341,10 @@ func waitEtcd(ctx context.Context, endpoint string, p *Proc) (*clientv3.Client, 
 	return cli, nil
 }
 
-// waitBroker waits until the broker is registered in etcd and answers a
-// Kafka request.
-func (c *Cluster) waitBroker(ctx context.Context, b *brokerProc) error {
-	return poll(ctx, fmt.Sprintf("broker %d", b.id), b.proc, 60*time.Second, func(ctx context.Context) error {
-		resp, err := c.etcdCli.Get(ctx, c.layout.BrokerKey(b.id))
-		if err != nil {
-			return err
-		}
-		if len(resp.Kvs) == 0 {
-			return errors.New("not registered")
-		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr))
-		if err != nil {
-			return err
-		}
-		defer cl.Close()
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		return cl.Ping(pctx)
-	})
-}
-
-// readiness is the part of the proxy's /readyz answer the harness uses.
-type readiness struct {
-	Ready       bool  `json:"ready"`
-	Revision    int64 `json:"revision"`
-	LiveBrokers int   `json:"live_brokers"`
-}
-
-func (c *Cluster) readyz(ctx context.Context, hc *http.Client) (readiness, error) {
-	var r readiness
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.adminAddr+"/readyz", nil)
-	if err != nil {
-		return r, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return r, fmt.Errorf("proxy /readyz: %w", err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return r, fmt.Errorf("proxy /readyz: %w", err)
-	}
-	return r, nil
-}
-
 // waitProxyReady waits until the proxy is ready and sees every broker.
 func (c *Cluster) waitProxyReady(ctx context.Context) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	return poll(ctx, "proxy", c.proxy, 60*time.Second, func(ctx context.Context) error {
-		r, err := c.readyz(ctx, hc)
+	return testrig.WaitFor(ctx, "proxy", c.proxy, 60*time.Second, func(ctx context.Context) error {
+		r, err := adminapi.FetchReadiness(ctx, c.adminAddr)
 		if err != nil {
 			return err
 		}

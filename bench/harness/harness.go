@@ -21,6 +21,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/kproxy/kproxy/internal/testrig"
 )
 
 // Config is what benchrun's flags set.
@@ -149,13 +151,10 @@ func (h *Harness) selected(ids ...string) bool {
 func (h *Harness) build(ctx context.Context) error {
 	h.kproxy = filepath.Join(h.dir, "kproxy")
 	h.kbench = filepath.Join(h.dir, "kbench")
-	for _, b := range []struct{ out, pkg string }{{h.kproxy, "./cmd/kproxy"}, {h.kbench, "./cmd/kbench"}} {
-		h.cfg.Logger.Info("build", "pkg", b.pkg)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
-		cmd.Dir = h.cfg.Repo
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %w: %s", b.pkg, err, out)
-		}
+	h.cfg.Logger.Info("build", "pkgs", []string{testrig.KproxyPkg, testrig.KbenchPkg})
+	if err := testrig.Build(ctx, h.cfg.Repo, testrig.Target{Pkg: testrig.KproxyPkg, Out: h.kproxy},
+		testrig.Target{Pkg: testrig.KbenchPkg, Out: h.kbench}); err != nil {
+		return err
 	}
 	h.report.Environment.Commit = gitCommit(ctx, h.cfg.Repo)
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/kproxy/kproxy/bench/load"
+	"github.com/kproxy/kproxy/internal/testrig"
 )
 
 // runSpec is one kbench invocation, the same for every side.
@@ -33,10 +35,17 @@ type sample struct {
 	command string
 }
 
+// startKbench starts one kbench run; its result line is on stdout.
+func (h *Harness) startKbench(ctx context.Context, name string, args []string) (*testrig.Proc, error) {
+	p := testrig.NewProc(testrig.Spec{Name: name, Path: h.kbench, Args: args, CaptureStdout: true,
+		LogPath: filepath.Join(h.dir, name+".log")})
+	return p, p.Start(ctx)
+}
+
 // runKbench runs spec against s once.
 func (h *Harness) runKbench(ctx context.Context, s side, spec runSpec) (sample, error) {
 	args := append(append([]string{spec.cmd}, s.args()...), spec.args...)
-	p, err := startProc(h.dir, "kbench", true, h.kbench, args...)
+	p, err := h.startKbench(ctx, "kbench", args)
 	if err != nil {
 		return sample{}, err
 	}
@@ -66,19 +75,19 @@ func (h *Harness) runKbench(ctx context.Context, s side, spec runSpec) (sample, 
 	}
 	lineCtx, cancel := context.WithTimeout(ctx, spec.limit)
 	defer cancel()
-	line, err := p.readLine(lineCtx)
+	line, err := p.ReadLine(lineCtx)
 	if err != nil {
 		return sample{}, fmt.Errorf("kbench %s on %s: %w", spec.cmd, s.name, err)
 	}
 	<-p.Done()
 	if err := p.Err(); err != nil {
-		return sample{}, fmt.Errorf("kbench %s on %s: %w: %s", spec.cmd, s.name, err, p.tail())
+		return sample{}, fmt.Errorf("kbench %s on %s: %w: %s", spec.cmd, s.name, err, p.Tail())
 	}
 	if spec.window == 0 {
 		if after, err = h.cluster.cpu(); err != nil {
 			return sample{}, err
 		}
-		after.clients = p.cpuUsed() // the whole run: before counted none
+		after.clients = p.CPUUsed() // the whole run: before counted none
 	}
 	var res load.Result
 	if err := json.Unmarshal([]byte(line), &res); err != nil {

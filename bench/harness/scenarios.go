@@ -291,7 +291,7 @@ func (h *Harness) idleBrokerScenario(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	idle := h.cluster.brokers[len(h.cluster.brokers)-1].id
+	idle := h.cluster.brokers[len(h.cluster.brokers)-1].ID
 	var written []string
 	idleParts := 0
 	for p := range int32(benchPartitions) {

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/load"
+	"github.com/kproxy/kproxy/internal/testrig"
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // MemoryResult is the cost of idle client connections on one side.
@@ -45,7 +47,7 @@ func (h *Harness) memoryScenario(ctx context.Context) error {
 	for _, s := range []struct {
 		name  string
 		addr  string
-		proc  *Proc
+		proc  *testrig.Proc
 		conns int
 	}{
 		{sideProxy, h.cluster.proxyAddr, h.cluster.proxy, h.cfg.IdleConns},
@@ -63,7 +65,7 @@ func (h *Harness) memoryScenario(ctx context.Context) error {
 // settle is how long RSS is given to settle after the connections open.
 const settle = 2 * time.Second
 
-func (h *Harness) idleConns(ctx context.Context, name, addr string, target *Proc, n int) (MemoryResult, error) {
+func (h *Harness) idleConns(ctx context.Context, name, addr string, target *testrig.Proc, n int) (MemoryResult, error) {
 	m := MemoryResult{Side: name, Conns: n}
 	var err error
 	if m.RSSBefore, err = rssBytes(target.Pid()); err != nil {
@@ -72,14 +74,14 @@ func (h *Harness) idleConns(ctx context.Context, name, addr string, target *Proc
 	goBefore := h.proxyGoMemory(ctx, name)
 	args := []string{"conns", "--addr", addr, "--n", strconv.Itoa(n), "--parallel", "32", "--exit-on-stdin-eof"}
 	m.Command = "kbench " + strings.Join(args, " ")
-	p, err := startProc(h.dir, "kbench-conns", true, h.kbench, args...)
+	p, err := h.startKbench(ctx, "kbench-conns", args)
 	if err != nil {
 		return m, err
 	}
 	defer p.Stop(10 * time.Second)
 	lineCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	line, err := p.readLine(lineCtx)
+	line, err := p.ReadLine(lineCtx)
 	if err != nil {
 		return m, err
 	}
@@ -174,14 +176,14 @@ func (h *Harness) convergenceScenario(ctx context.Context) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
 	hist := load.NewHistogram()
 	for i := range h.cfg.ConvergenceSamples {
-		owner := c.brokers[i%len(c.brokers)].id
+		owner := c.brokers[i%len(c.brokers)].ID
 		start := time.Now()
 		resp, err := c.etcdCli.Put(ctx, l.OwnerKey(topic, 0), layout.Marshal(layout.Owner{Broker: owner}))
 		if err != nil {
 			return fmt.Errorf("put owner: %w", err)
 		}
 		rev := resp.Header.Revision
-		if err := h.waitRevision(ctx, hc, rev); err != nil {
+		if err := h.waitRevision(ctx, rev); err != nil {
 			return err
 		}
 		took := time.Since(start)
@@ -200,10 +202,10 @@ func (h *Harness) convergenceScenario(ctx context.Context) error {
 	return nil
 }
 
-func (h *Harness) waitRevision(ctx context.Context, hc *http.Client, rev int64) error {
+func (h *Harness) waitRevision(ctx context.Context, rev int64) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		r, err := h.cluster.readyz(ctx, hc)
+		r, err := adminapi.FetchReadiness(ctx, h.cluster.adminAddr)
 		if err != nil {
 			return err
 		}

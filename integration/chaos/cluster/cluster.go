@@ -14,10 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,16 +23,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/kproxy/kproxy/integration/chaos/proc"
 	"github.com/kproxy/kproxy/internal/faultnet"
+	"github.com/kproxy/kproxy/internal/testrig"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // Config describes the cluster. Zero values take the defaults in brackets.
 type Config struct {
 	Dir        string // data and logs (required)
-	Kproxy     string // path of the kproxy binary (required)
+	Kproxy     string // path of the kproxy binary, built with testrig.UnsafeTag (required)
 	EtcdMember string // path of the etcdmember binary (required)
 
 	EtcdMembers int           // [3]
@@ -42,7 +39,8 @@ type Config struct {
 	Proxies     int           // [2]
 	LeaseTTL    time.Duration // [3s]
 	Partitions  int32         // default partitions of auto-created topics [8]
-	// DisableFencing starts every broker with --unsafe-disable-fencing.
+	// DisableFencing starts every broker with --unsafe-disable-fencing
+	// (which only a kproxy built with testrig.UnsafeTag has).
 	DisableFencing bool
 	// BrokerArgs and BrokerEnv are added to every broker's command line and
 	// environment (failpoints, log level).
@@ -83,26 +81,18 @@ type Member struct {
 	Name       string
 	ClientAddr string
 	PeerAddr   string
-	Proc       *proc.Proc
+	Proc       *testrig.Proc
 }
 
 // Broker is one `kproxy broker`.
 type Broker struct {
-	ID          int32
-	Addr        string
-	MetricsAddr string
-	Proc        *proc.Proc
+	*testrig.Broker
 	// Relays are the broker's only way to etcd, one per member, in member order.
 	Relays []*faultnet.Relay
 }
 
 // Proxy is one `kproxy serve`.
-type Proxy struct {
-	Index     int
-	Addr      string
-	AdminAddr string
-	Proc      *proc.Proc
-}
+type Proxy = testrig.Proxy
 
 // Cluster is a running system under test.
 type Cluster struct {
@@ -113,6 +103,7 @@ type Cluster struct {
 	Brokers []*Broker
 	Proxies []*Proxy
 	cli     *clientv3.Client
+	rig     *testrig.Cluster // the brokers' and proxies' processes
 
 	closeOnce sync.Once
 }
@@ -155,13 +146,11 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 	var initial []string
 	for i := range c.cfg.EtcdMembers {
 		m := &Member{Name: fmt.Sprintf("etcd-%d", i+1)}
-		var err error
-		if m.ClientAddr, err = freeAddr(); err != nil {
+		addrs, err := testrig.FreeAddrs(2)
+		if err != nil {
 			return err
 		}
-		if m.PeerAddr, err = freeAddr(); err != nil {
-			return err
-		}
+		m.ClientAddr, m.PeerAddr = addrs[0], addrs[1]
 		initial = append(initial, m.Name+"=http://"+m.PeerAddr)
 		c.Members = append(c.Members, m)
 	}
@@ -174,7 +163,7 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 		if c.cfg.EtcdNoFsync {
 			args = append(args, "-unsafe-no-fsync")
 		}
-		m.Proc = proc.New(proc.Spec{Name: m.Name, Path: c.cfg.EtcdMember, Args: args,
+		m.Proc = testrig.NewProc(testrig.Spec{Name: m.Name, Path: c.cfg.EtcdMember, Args: args,
 			LogPath: c.logPath(m.Name), Ready: "etcdmember " + m.Name + " ready"})
 	}
 	// A member is ready only once a quorum formed: start all, then wait.
@@ -204,39 +193,35 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 }
 
 func (c *Cluster) startBrokers(ctx context.Context) error {
+	args := c.cfg.BrokerArgs
+	if c.cfg.DisableFencing {
+		args = append([]string{"--unsafe-disable-fencing"}, args...)
+	}
+	rig, err := testrig.NewCluster(testrig.ClusterConfig{
+		Kproxy: c.cfg.Kproxy, LogDir: filepath.Join(c.cfg.Dir, "logs"), Etcd: c.cli, EtcdEndpoints: c.EtcdEndpoints(),
+		Store: filepath.Join(c.cfg.Dir, "store"), LeaseTTL: c.cfg.LeaseTTL, Partitions: c.cfg.Partitions,
+		BrokerArgs: args, BrokerEnv: c.cfg.BrokerEnv,
+	})
+	if err != nil {
+		return err
+	}
+	c.rig = rig
 	for i := range c.cfg.Brokers {
-		b := &Broker{ID: int32(i + 1)}
-		var err error
-		if b.Addr, err = freeAddr(); err != nil {
-			return err
-		}
-		if b.MetricsAddr, err = freeAddr(); err != nil {
-			return err
-		}
+		id := int32(i + 1)
+		b := &Broker{}
 		var endpoints []string
 		for _, m := range c.Members {
-			r, err := faultnet.NewRelay("127.0.0.1:0", m.ClientAddr, c.log.With("relay", fmt.Sprintf("broker-%d->%s", b.ID, m.Name)))
+			r, err := faultnet.NewRelay("127.0.0.1:0", m.ClientAddr, c.log.With("relay", fmt.Sprintf("broker-%d->%s", id, m.Name)))
 			if err != nil {
-				return fmt.Errorf("relay for broker %d to %s: %w", b.ID, m.Name, err)
+				return fmt.Errorf("relay for broker %d to %s: %w", id, m.Name, err)
 			}
 			b.Relays = append(b.Relays, r)
 			endpoints = append(endpoints, "http://"+r.Addr())
 		}
-		c.Brokers = append(c.Brokers, b)
-		args := []string{"broker",
-			"--id", strconv.Itoa(int(b.ID)), "--listen", b.Addr, "--metrics", b.MetricsAddr,
-			"--etcd-endpoints", strings.Join(endpoints, ","),
-			"--store", filepath.Join(c.cfg.Dir, "store"),
-			"--lease-ttl", c.cfg.LeaseTTL.String(),
-			"--default-partitions", strconv.Itoa(int(c.cfg.Partitions)),
+		c.Brokers = append(c.Brokers, b) // Close closes the relays
+		if b.Broker, err = rig.AddBroker(id, endpoints); err != nil {
+			return err
 		}
-		if c.cfg.DisableFencing {
-			args = append(args, "--unsafe-disable-fencing")
-		}
-		args = append(args, c.cfg.BrokerArgs...)
-		name := fmt.Sprintf("broker-%d", b.ID)
-		b.Proc = proc.New(proc.Spec{Name: name, Path: c.cfg.Kproxy, Args: args, Env: c.cfg.BrokerEnv,
-			LogPath: c.logPath(name), Ready: "broker listening"})
 	}
 	for _, b := range c.Brokers {
 		if err := c.StartBroker(ctx, b); err != nil {
@@ -246,31 +231,20 @@ func (c *Cluster) startBrokers(ctx context.Context) error {
 	return nil
 }
 
-// StartBroker starts a broker that is not running and waits until it listens.
+// StartBroker starts a broker that is not running and waits until it is
+// registered and answers Kafka requests.
 func (c *Cluster) StartBroker(ctx context.Context, b *Broker) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	return b.Proc.Start(ctx)
+	return c.rig.StartBroker(ctx, b.Broker)
 }
 
 func (c *Cluster) startProxies(ctx context.Context) error {
-	for i := range c.cfg.Proxies {
-		p := &Proxy{Index: i}
-		var err error
-		if p.Addr, err = freeAddr(); err != nil {
+	for range c.cfg.Proxies {
+		p, err := c.rig.AddProxy()
+		if err != nil {
 			return err
 		}
-		if p.AdminAddr, err = freeAddr(); err != nil {
-			return err
-		}
-		name := fmt.Sprintf("proxy-%d", i+1)
-		args := []string{"serve",
-			"--listen", p.Addr, "--admin", p.AdminAddr, "--advertise", p.Addr,
-			"--etcd-endpoints", strings.Join(c.EtcdEndpoints(), ","),
-			"--default-partitions", strconv.Itoa(int(c.cfg.Partitions)),
-		}
-		p.Proc = proc.New(proc.Spec{Name: name, Path: c.cfg.Kproxy, Args: args,
-			LogPath: c.logPath(name), Ready: "proxy listening"})
 		c.Proxies = append(c.Proxies, p)
 	}
 	for _, p := range c.Proxies {
@@ -286,10 +260,7 @@ func (c *Cluster) startProxies(ctx context.Context) error {
 func (c *Cluster) StartProxy(ctx context.Context, p *Proxy, brokers int) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := p.Proc.Start(ctx); err != nil {
-		return err
-	}
-	return adminapi.WaitReady(ctx, p.AdminAddr, brokers)
+	return c.rig.StartProxy(ctx, p, brokers)
 }
 
 // EtcdEndpoints are the members' client URLs (direct, without relays).
@@ -301,12 +272,6 @@ func (c *Cluster) EtcdEndpoints() []string {
 	return out
 }
 
-// Client is the suite's own etcd client, connected to every member directly.
-func (c *Cluster) Client() *clientv3.Client { return c.cli }
-
-// Layout is the etcd key layout the cluster uses.
-func (c *Cluster) Layout() layout.Layout { return c.layout }
-
 // ProxyAddrs are the proxies' Kafka addresses in order.
 func (c *Cluster) ProxyAddrs() []string {
 	out := make([]string, len(c.Proxies))
@@ -316,38 +281,23 @@ func (c *Cluster) ProxyAddrs() []string {
 	return out
 }
 
-// Broker returns the broker with id, or nil.
-func (c *Cluster) Broker(id int32) *Broker {
-	for _, b := range c.Brokers {
-		if b.ID == id {
-			return b
-		}
-	}
-	return nil
-}
-
 // Close ends every process and relay. It is safe to call more than once.
 func (c *Cluster) Close() {
 	c.closeOnce.Do(func() {
-		var wg sync.WaitGroup
-		stop := func(p *proc.Proc) {
-			if p == nil {
-				return
+		if c.rig != nil {
+			if err := c.rig.Close(5 * time.Second); err != nil {
+				c.log.Warn("stop brokers and proxies", "err", err)
 			}
-			wg.Add(1)
-			go func() { defer wg.Done(); p.Stop(5 * time.Second) }()
 		}
-		for _, p := range c.Proxies {
-			stop(p.Proc)
-		}
-		for _, b := range c.Brokers {
-			stop(b.Proc)
-		}
-		wg.Wait()
+		var members []*testrig.Proc
 		for _, m := range c.Members {
-			stop(m.Proc)
+			if m.Proc != nil {
+				members = append(members, m.Proc)
+			}
 		}
-		wg.Wait()
+		if err := testrig.StopAll(5*time.Second, members...); err != nil {
+			c.log.Warn("stop etcd members", "err", err)
+		}
 		for _, b := range c.Brokers {
 			for _, r := range b.Relays {
 				r.Close()
@@ -357,13 +307,4 @@ func (c *Cluster) Close() {
 			c.cli.Close()
 		}
 	})
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

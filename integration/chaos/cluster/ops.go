@@ -12,39 +12,18 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
-// Owner reads a partition's current owner from etcd (ok false: no owner).
-func (c *Cluster) Owner(ctx context.Context, topic string, partition int32) (int32, bool, error) {
-	resp, err := c.cli.Get(ctx, c.layout.OwnerKey(topic, partition))
-	if err != nil {
-		return 0, false, fmt.Errorf("read owner of %s/%d: %w", topic, partition, err)
-	}
-	if len(resp.Kvs) == 0 {
-		return 0, false, nil
-	}
-	var o layout.Owner
-	if err := layout.Unmarshal(resp.Kvs[0].Value, &o); err != nil {
-		return 0, false, fmt.Errorf("owner of %s/%d: %w", topic, partition, err)
-	}
-	return o.Broker, true, nil
-}
-
 // Owners counts the partitions of topic each broker owns now.
 func (c *Cluster) Owners(ctx context.Context, topic string) (map[int32]int, error) {
-	resp, err := c.cli.Get(ctx, c.layout.MetaPrefix()+"owners/"+topic+"/", clientv3.WithPrefix())
+	owners, err := c.rig.Owners(ctx, topic)
 	if err != nil {
-		return nil, fmt.Errorf("read owners of %s: %w", topic, err)
+		return nil, err
 	}
 	out := map[int32]int{}
-	for _, kv := range resp.Kvs {
-		var o layout.Owner
-		if err := layout.Unmarshal(kv.Value, &o); err != nil {
-			return nil, fmt.Errorf("owner key %s: %w", kv.Key, err)
-		}
-		out[o.Broker]++
+	for _, b := range owners {
+		out[b]++
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package proc
+package testrig
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func waitState(t *testing.T, pid int, want string) {
 
 func TestLifecycle(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "sh.log")
-	p := New(Spec{Name: "sh", Path: "/bin/sh", Args: []string{"-c", "echo hello; echo up and ready; exec sleep 60"},
+	p := NewProc(Spec{Name: "sh", Path: "/bin/sh", Args: []string{"-c", "echo hello; echo up and ready; exec sleep 60"},
 		LogPath: log, Ready: "ready"})
 	t.Cleanup(func() { p.Kill() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -90,11 +90,11 @@ func TestLifecycle(t *testing.T) {
 func TestStartFailures(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	exits := New(Spec{Name: "exits", Path: "/bin/sh", Args: []string{"-c", "exit 3"}, Ready: "never"})
+	exits := NewProc(Spec{Name: "exits", Path: "/bin/sh", Args: []string{"-c", "exit 3"}, Ready: "never"})
 	if err := exits.Start(ctx); err == nil || !strings.Contains(err.Error(), "exited before ready") {
 		t.Fatalf("err = %v", err)
 	}
-	slow := New(Spec{Name: "slow", Path: "/bin/sh", Args: []string{"-c", "exec sleep 60"}, Ready: "never"})
+	slow := NewProc(Spec{Name: "slow", Path: "/bin/sh", Args: []string{"-c", "exec sleep 60"}, Ready: "never"})
 	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancelShort()
 	if err := slow.Start(short); err == nil || !strings.Contains(err.Error(), "not ready") {
@@ -103,8 +103,39 @@ func TestStartFailures(t *testing.T) {
 	if slow.Running() {
 		t.Fatal("a process that never got ready must be killed")
 	}
-	missing := New(Spec{Name: "missing", Path: "/nonexistent/binary"})
+	missing := NewProc(Spec{Name: "missing", Path: "/nonexistent/binary"})
 	if err := missing.Start(ctx); err == nil {
 		t.Fatal("start of a missing binary should fail")
+	}
+}
+
+// TestCapturedStdout: the result line on stdout is read apart from the log.
+func TestCapturedStdout(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "sh.log")
+	p := NewProc(Spec{Name: "sh", Path: "/bin/sh", CaptureStdout: true, LogPath: log,
+		Args: []string{"-c", "echo to-log >&2; echo '{\"n\": 1}'; exec sleep 60"}})
+	t.Cleanup(func() { p.Kill() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	line, err := p.ReadLine(ctx)
+	if err != nil || line != `{"n": 1}` {
+		t.Fatalf("ReadLine = %q, %v", line, err)
+	}
+	if err := p.Stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "\nto-log\n") || strings.Contains(string(b), "\n{\"n\": 1}\n") {
+		t.Fatalf("log holds the wrong output:\n%s", b)
+	}
+	if _, err := p.ReadLine(ctx); err == nil {
+		t.Fatal("ReadLine after the process ended should fail")
 	}
 }
