@@ -27,10 +27,10 @@ type ClusterConfig struct {
 	// EtcdEndpoints are the client URLs proxies use, and brokers unless
 	// AddBroker is given their own (required).
 	EtcdEndpoints []string
-	Store         string // brokers' --store: one shared folder, or "memory" (required)
+	Store         string        // brokers' --store: one shared folder, or "memory" (required)
 	LeaseTTL      time.Duration // brokers' --lease-ttl
-	Partitions    int32  // --default-partitions of auto-created topics
-	LogLevel      string // --log-level of every process
+	Partitions    int32         // --default-partitions of auto-created topics
+	LogLevel      string        // --log-level of every process
 	// BrokerArgs, BrokerEnv and ProxyArgs are added to every broker's and
 	// proxy's command line and environment.
 	BrokerArgs []string

@@ -58,7 +58,9 @@ func NewProc(spec Spec) *Proc { return &Proc{spec: spec} }
 func (p *Proc) Name() string { return p.spec.Name }
 
 // Command is the command line, for reports.
-func (p *Proc) Command() string { return strings.Join(append([]string{p.spec.Path}, p.spec.Args...), " ") }
+func (p *Proc) Command() string {
+	return strings.Join(append([]string{p.spec.Path}, p.spec.Args...), " ")
+}
 
 // Start runs the process and, if the spec has a Ready line, waits for it
 // until ctx ends (then the process is killed).
