@@ -6,7 +6,6 @@ package etcdlocal
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"time"
@@ -28,6 +27,16 @@ type Config struct {
 	UnsafeNoFsync bool
 }
 
+func (cfg Config) withDefaults() Config {
+	if cfg.ClientAddr == "" {
+		cfg.ClientAddr = "127.0.0.1:0"
+	}
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "fatal"
+	}
+	return cfg
+}
+
 // Server is a running embedded etcd.
 type Server struct {
 	etcd    *embed.Etcd
@@ -40,6 +49,7 @@ type Server struct {
 
 // Start starts the server and waits until it serves clients or ctx ends.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
 	s := &Server{}
 	dir := cfg.Dir
 	if dir == "" {
@@ -49,30 +59,20 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		dir, s.tempDir = d, d
 	}
-	clientAddr := cfg.ClientAddr
-	if clientAddr == "" {
-		clientAddr = "127.0.0.1:0"
-	}
-	peerAddr, err := freeAddr()
-	if err != nil {
-		s.removeTemp()
-		return nil, err
-	}
 	s.Dir = dir
 	ec := embed.NewConfig()
 	ec.Name = "kproxy-dev"
 	ec.Dir = dir
 	ec.LogLevel = cfg.LogLevel
-	if ec.LogLevel == "" {
-		ec.LogLevel = "fatal"
-	}
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
 	// Every commit rewrites a partition's state key; without compaction the
 	// history grows until etcd refuses writes (database space exceeded).
 	// Watchers that fall further behind re-list (leasewatch handles it).
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = "1m"
-	cu, pu := mustURL("http://"+clientAddr), mustURL("http://"+peerAddr)
+	// One member: nobody dials the peer listener, so port 0 serves (also
+	// across restarts on the same data, which store the same URL).
+	cu, pu := mustURL("http://"+cfg.ClientAddr), mustURL("http://127.0.0.1:0")
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	ec.InitialCluster = ec.Name + "=" + pu.String()
@@ -110,15 +110,6 @@ func (s *Server) removeTemp() {
 	if s.tempDir != "" {
 		os.RemoveAll(s.tempDir)
 	}
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }
 
 func mustURL(s string) url.URL {
