@@ -71,13 +71,9 @@ type Harness struct {
 
 // Run runs the benchmark and writes the report files.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	for _, id := range cfg.Only {
-		if !slices.Contains(Scenarios, id) {
-			return nil, fmt.Errorf("unknown scenario %q (have %s)", id, strings.Join(Scenarios, ", "))
-		}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	nofile, err := raiseFileLimit()
 	if err != nil {
@@ -127,6 +123,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	return h.report, nil
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	for _, id := range c.Only {
+		if !slices.Contains(Scenarios, id) {
+			return c, fmt.Errorf("unknown scenario %q (have %s)", id, strings.Join(Scenarios, ", "))
+		}
+	}
+	return c, nil
 }
 
 func (c Config) selectedList() []string {

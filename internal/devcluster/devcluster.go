@@ -76,7 +76,7 @@ type proxyProc struct {
 // Start starts etcd, the brokers and the proxies, and waits until every proxy
 // is ready to route.
 func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
-	cfg = withDefaults(cfg)
+	cfg = cfg.withDefaults()
 	c := &Cluster{cfg: cfg, logger: cfg.Logger, layout: layout.New(""), brokers: map[int32]*brokerProc{}, listens: map[int32]string{}}
 	defer func() {
 		if err != nil {
@@ -111,7 +111,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	return c, c.waitReady(ctx)
 }
 
-func withDefaults(cfg Config) Config {
+func (cfg Config) withDefaults() Config {
 	if cfg.Brokers == 0 {
 		cfg.Brokers = 3
 	}

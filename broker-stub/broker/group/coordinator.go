@@ -60,6 +60,13 @@ type Coordinator struct {
 
 // NewCoordinator returns a coordinator with no groups.
 func NewCoordinator(cfg Config) *Coordinator {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Coordinator{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
+		groups: make(map[string]*group), load: make(map[string]chan struct{})}
+}
+
+func (cfg Config) withDefaults() Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -75,9 +82,7 @@ func NewCoordinator(cfg Config) *Coordinator {
 	if cfg.OpTimeout <= 0 {
 		cfg.OpTimeout = 5 * time.Second
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Coordinator{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		groups: make(map[string]*group), load: make(map[string]chan struct{})}
+	return cfg
 }
 
 // Close stops every group; waiting requests get NOT_COORDINATOR. Ownerships

@@ -93,6 +93,12 @@ type Logs struct {
 
 // NewLogs returns a Logs with no appenders.
 func NewLogs(cfg Config) *Logs {
+	cfg = cfg.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Logs{cfg: cfg, ctx: ctx, cancel: cancel, apps: make(map[TP]*appender)}
+}
+
+func (cfg Config) withDefaults() Config {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -108,8 +114,7 @@ func NewLogs(cfg Config) *Logs {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Logs{cfg: cfg, ctx: ctx, cancel: cancel, apps: make(map[TP]*appender)}
+	return cfg
 }
 
 // Append queues batches (already validated by ParseProduce) for tp and
