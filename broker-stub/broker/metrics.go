@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
+	"github.com/kproxy/kproxy/internal/promreg"
 )
 
 // metrics are the broker's Prometheus series (kproxy_broker_*). With no
@@ -51,7 +52,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.produces, m.fetches, m.commits, m.commitFails, m.commitTime, m.acquisitions, m.losses)
+		m.requests = promreg.Register(reg, m.requests)
+		m.produces = promreg.Register(reg, m.produces)
+		m.fetches = promreg.Register(reg, m.fetches)
+		m.commits = promreg.Register(reg, m.commits)
+		m.commitFails = promreg.Register(reg, m.commitFails)
+		m.commitTime = promreg.Register(reg, m.commitTime)
+		m.acquisitions = promreg.Register(reg, m.acquisitions)
+		m.losses = promreg.Register(reg, m.losses)
 	}
 	return m
 }

@@ -7,9 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 	"github.com/urfave/cli/v2/altsrc"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kproxy/kproxy/internal/promreg"
 )
 
 // envPrefix makes every flag settable as KPROXY_<FLAG> (dashes become underscores).
@@ -112,4 +116,13 @@ func commandWithConfig(name, usage string, own []cli.Flag, action cli.ActionFunc
 	flags = append(flags, etcdFlags()...)
 	flags, before := withConfigFile(append(flags, logFlags()...))
 	return &cli.Command{Name: name, Usage: usage, Flags: flags, Before: before, Action: action}
+}
+
+// newRegistry is a process's own metrics registry, with the Go runtime's and
+// the process's collectors.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	promreg.Register(reg, collectors.NewGoCollector())
+	promreg.Register(reg, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
 }

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
 	"github.com/kproxy/kproxy/layout"
@@ -45,8 +43,7 @@ func runServe(c *cli.Context) error {
 	if _, _, err := splitHostPort(advertise); err != nil {
 		return fmt.Errorf("--advertise: %w", err)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	srv, err := proxy.New(c.Context, proxy.Config{
 		Listen:                 c.String("listen"),
 		AdminListen:            c.String("admin"),
