@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -312,9 +311,6 @@ func waitFor(t testing.TB, cond func() bool, what string) {
 		time.Sleep(time.Millisecond)
 	}
 }
-
-var _ = apis.Reply{}
-var _ = context.Background
 
 // TestReplyReleasedAfterWrite checks that a reply's Release runs once, after
 // its body is on the wire: the body's buffer is reused from then on, and the

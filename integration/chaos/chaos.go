@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -291,10 +290,4 @@ func (t teeHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (t teeHandler) WithGroup(g string) slog.Handler {
 	return teeHandler{t.a.WithGroup(g), t.b.WithGroup(g)}
-}
-
-// WriteSummary writes a report's human summary to w.
-func WriteSummary(w io.Writer, rep *Report) error {
-	_, err := io.WriteString(w, rep.Summary())
-	return err
 }
