@@ -5,30 +5,11 @@ package integration
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kproxy/kproxy/internal/devcluster"
 )
-
-func startCluster(t *testing.T, cfg devcluster.Config) *devcluster.Cluster {
-	t.Helper()
-	if cfg.Logger == nil && os.Getenv("KPROXY_TEST_LOG") != "" {
-		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := devcluster.Start(ctx, cfg)
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
 
 func newClient(t *testing.T, bootstrap string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()

@@ -20,6 +20,7 @@ import (
 	"github.com/kproxy/kproxy/internal/devcluster"
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/internal/faultnet"
+	"github.com/kproxy/kproxy/internal/testrig"
 )
 
 // The seed replays: deterministic, in-process timelines of the bugs in
@@ -27,18 +28,6 @@ import (
 // the same checker as the fault suite.
 
 const replayTTL = 2 * time.Second
-
-func startDev(t *testing.T, cfg devcluster.Config) *devcluster.Cluster {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := devcluster.Start(ctx, cfg)
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
-}
 
 func mustValid(t *testing.T, res checker.Result) {
 	t.Helper()
@@ -55,7 +44,7 @@ func mustValid(t *testing.T, res checker.Result) {
 // may write each partition, and offsets stay unique.
 func TestReplayKafScaleRace(t *testing.T) {
 	const topic, partitions, perSource = "race", 4, 10
-	c := startDev(t, devcluster.Config{Brokers: 3, Proxies: 2, LeaseTTL: replayTTL, DefaultPartitions: partitions,
+	c := testrig.StartDev(t, devcluster.Config{Brokers: 3, Proxies: 2, LeaseTTL: replayTTL, DefaultPartitions: partitions,
 		AutoCreateTopics: true, StoreMemory: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -128,7 +117,7 @@ func pairs(rec *history.Recorder) []history.Pair {
 // at the committed end offset, not at what it saw.
 func TestReplayKafScaleTakeover(t *testing.T) {
 	const topic = "takeover"
-	c := startDev(t, devcluster.Config{Brokers: 3, Proxies: 2, LeaseTTL: replayTTL, DefaultPartitions: 1,
+	c := testrig.StartDev(t, devcluster.Config{Brokers: 3, Proxies: 2, LeaseTTL: replayTTL, DefaultPartitions: 1,
 		AutoCreateTopics: true, StoreMemory: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

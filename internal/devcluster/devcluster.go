@@ -265,15 +265,10 @@ func (c *Cluster) BrokerAddr(id int32) string {
 // Client is an etcd client for the cluster's etcd, owned by the cluster.
 func (c *Cluster) Client() *clientv3.Client { return c.cli }
 
-// Owner reads a partition's current owner from etcd.
+// Owner reads a partition's owner key from etcd: the owning broker, and
+// whether the partition is owned at all.
 func (c *Cluster) Owner(ctx context.Context, topic string, partition int32) (int32, bool, error) {
-	return ReadOwner(ctx, c.cli, c.layout, topic, partition)
-}
-
-// ReadOwner reads a partition's owner key: the owning broker, and whether
-// the partition is owned at all.
-func ReadOwner(ctx context.Context, cli *clientv3.Client, l layout.Layout, topic string, partition int32) (int32, bool, error) {
-	resp, err := cli.Get(ctx, l.OwnerKey(topic, partition))
+	resp, err := c.cli.Get(ctx, c.layout.OwnerKey(topic, partition))
 	if err != nil {
 		return 0, false, fmt.Errorf("read owner of %s/%d: %w", topic, partition, err)
 	}

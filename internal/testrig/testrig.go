@@ -1,13 +1,15 @@
 // Package testrig is the one home of the rigs that only tests and test tools
 // (the fault suite, the benchmark harness) use: a free port, building the
-// kproxy binaries, supervising their processes, and launching brokers and
-// proxies as processes against an etcd.
+// kproxy binaries, supervising their processes, launching brokers and
+// proxies as processes against an etcd, and starting the in-process cluster
+// for a test.
 //
 // The promise: every process a rig starts is ended by its Close (or by the
 // test process dying: children get SIGKILL through the parent-death signal).
 // The limit: Linux only (process groups, Pdeathsig, /proc), 127.0.0.1 only.
 // The product binary must never import it; cmd/kproxy's product test checks.
-// It does not import testing either, so the tools that use it do not link it.
+// StartDev wraps the in-process cluster (internal/devcluster, which is product
+// code for `kproxy dev`) for tests; everything else also serves the tools.
 package testrig
 
 import (
