@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/devcluster/devtest"
 )
 
 // TestFetchSpanIdleBroker consumes through the proxy a topic whose
@@ -26,7 +26,7 @@ func TestFetchSpanIdleBroker(t *testing.T) {
 		t.Skip("measures produce-to-consume latency over many records")
 	}
 	const partitions = 12
-	c := testrig.StartDev(t, devcluster.Config{Brokers: 3, Proxies: 1, AutoCreateTopics: true, DefaultPartitions: partitions})
+	c := devtest.Start(t, devcluster.Config{Brokers: 3, Proxies: 1, AutoCreateTopics: true, DefaultPartitions: partitions})
 	proxy := c.ProxyAddrs()[0]
 	for _, tc := range []struct {
 		name    string

@@ -9,14 +9,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/devcluster/devtest"
 )
 
 // TestProduceConsumeThroughTwoProxies is the foundation path: three brokers,
 // two proxy replicas, one real client per proxy. Records produced through
 // either proxy are consumed, complete and in order, through the other.
 func TestProduceConsumeThroughTwoProxies(t *testing.T) {
-	c := testrig.StartDev(t, devcluster.Config{Brokers: 3, Proxies: 2, AutoCreateTopics: true, DefaultPartitions: 3})
+	c := devtest.Start(t, devcluster.Config{Brokers: 3, Proxies: 2, AutoCreateTopics: true, DefaultPartitions: 3})
 	proxies := c.ProxyAddrs()
 	const topic, perProxy = "foundation", 150
 

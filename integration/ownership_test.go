@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/devcluster/devtest"
 )
 
 // TestOwnershipMovesUnderLoad moves partitions while clients produce through
@@ -24,7 +24,7 @@ func TestOwnershipMovesUnderLoad(t *testing.T) {
 		t.Skip("moves ownership under load; takes a few lease TTLs")
 	}
 	const topic = "moves"
-	c := testrig.StartDev(t, devcluster.Config{Brokers: 3, Proxies: 2, AutoCreateTopics: true, DefaultPartitions: 3, LeaseTTL: 2 * time.Second})
+	c := devtest.Start(t, devcluster.Config{Brokers: 3, Proxies: 2, AutoCreateTopics: true, DefaultPartitions: 3, LeaseTTL: 2 * time.Second})
 	proxies := c.ProxyAddrs()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

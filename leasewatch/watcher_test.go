@@ -16,6 +16,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/internal/faultnet"
+	"github.com/kproxy/kproxy/internal/testrig"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/leasewatch/mirror"
 	"github.com/kproxy/kproxy/routing"
@@ -249,7 +250,11 @@ func compact(t *testing.T, cli *clientv3.Client) {
 // its age grows, restarts etcd on the same data and address, and checks the
 // watcher reconnects and converges.
 func TestWatcherSurvivesEtcdRestart(t *testing.T) {
-	dir, addr := t.TempDir(), freeAddr(t)
+	addr, err := testrig.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
 	srv, stop := startEtcd(t, dir, addr)
 	cli := etcdtest.NewClient(t, srv.Endpoint)
 	wr := writer{t, cli, layout.New("/kp")}

@@ -18,9 +18,9 @@ import (
 	"github.com/kproxy/kproxy/integration/chaos/history"
 	"github.com/kproxy/kproxy/integration/chaos/workload"
 	"github.com/kproxy/kproxy/internal/devcluster"
+	"github.com/kproxy/kproxy/internal/devcluster/devtest"
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/internal/faultnet"
-	"github.com/kproxy/kproxy/internal/testrig"
 )
 
 // The seed replays: deterministic, in-process timelines of the bugs in
@@ -44,7 +44,7 @@ func mustValid(t *testing.T, res checker.Result) {
 // may write each partition, and offsets stay unique.
 func TestReplayKafScaleRace(t *testing.T) {
 	const topic, partitions, perSource = "race", 4, 10
-	c := testrig.StartDev(t, devcluster.Config{Brokers: 3, Proxies: 2, LeaseTTL: replayTTL, DefaultPartitions: partitions,
+	c := devtest.Start(t, devcluster.Config{Brokers: 3, Proxies: 2, LeaseTTL: replayTTL, DefaultPartitions: partitions,
 		AutoCreateTopics: true, StoreMemory: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -117,7 +117,7 @@ func pairs(rec *history.Recorder) []history.Pair {
 // at the committed end offset, not at what it saw.
 func TestReplayKafScaleTakeover(t *testing.T) {
 	const topic = "takeover"
-	c := testrig.StartDev(t, devcluster.Config{Brokers: 3, Proxies: 2, LeaseTTL: replayTTL, DefaultPartitions: 1,
+	c := devtest.Start(t, devcluster.Config{Brokers: 3, Proxies: 2, LeaseTTL: replayTTL, DefaultPartitions: 1,
 		AutoCreateTopics: true, StoreMemory: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

@@ -1,15 +1,15 @@
 // Package testrig is the one home of the rigs that only tests and test tools
 // (the fault suite, the benchmark harness) use: a free port, building the
 // kproxy binaries, supervising their processes, launching brokers and
-// proxies as processes against an etcd, and starting the in-process cluster
-// for a test.
+// proxies as processes against an etcd. (The in-process cluster's test
+// wrapper is devcluster/devtest, beside etcdlocal/etcdtest.)
 //
 // The promise: every process a rig starts is ended by its Close (or by the
 // test process dying: children get SIGKILL through the parent-death signal).
 // The limit: Linux only (process groups, Pdeathsig, /proc), 127.0.0.1 only.
 // The product binary must never import it; cmd/kproxy's product test checks.
-// StartDev wraps the in-process cluster (internal/devcluster, which is product
-// code for `kproxy dev`) for tests; everything else also serves the tools.
+// It imports neither testing (the tools that use it do not link it) nor the
+// proxy or the broker, so that any package's tests can use it.
 package testrig
 
 import (

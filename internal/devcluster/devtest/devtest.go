@@ -1,4 +1,7 @@
-package testrig
+// Package devtest starts devcluster's in-process cluster for a test and
+// closes it when the test ends. Only tests import it (like etcdlocal's
+// etcdtest), so the product binary does not link the testing package.
+package devtest
 
 import (
 	"context"
@@ -10,10 +13,10 @@ import (
 	"github.com/kproxy/kproxy/internal/devcluster"
 )
 
-// StartDev starts an in-process cluster (devcluster, the one `kproxy dev`
+// Start starts an in-process cluster (devcluster, the one `kproxy dev`
 // runs) for a test and closes it when the test ends. KPROXY_TEST_LOG=1 sends
 // the cluster's debug log to stderr.
-func StartDev(t testing.TB, cfg devcluster.Config) *devcluster.Cluster {
+func Start(t testing.TB, cfg devcluster.Config) *devcluster.Cluster {
 	t.Helper()
 	if cfg.Logger == nil && os.Getenv("KPROXY_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
