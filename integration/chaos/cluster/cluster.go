@@ -10,11 +10,13 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -195,6 +197,9 @@ func (c *Cluster) startEtcd(ctx context.Context) error {
 func (c *Cluster) startBrokers(ctx context.Context) error {
 	args := c.cfg.BrokerArgs
 	if c.cfg.DisableFencing {
+		if err := checkUnsafeBuild(ctx, c.cfg.Kproxy); err != nil {
+			return err
+		}
 		args = append([]string{"--unsafe-disable-fencing"}, args...)
 	}
 	rig, err := testrig.NewCluster(testrig.ClusterConfig{
@@ -307,4 +312,18 @@ func (c *Cluster) Close() {
 			c.cli.Close()
 		}
 	})
+}
+
+// checkUnsafeBuild fails unless kproxy was built with testrig.UnsafeTag: a
+// product binary would refuse --unsafe-disable-fencing only once every
+// broker had failed to start.
+func checkUnsafeBuild(ctx context.Context, kproxy string) error {
+	help, err := exec.CommandContext(ctx, kproxy, "broker", "--help").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s broker --help: %w", kproxy, err)
+	}
+	if !bytes.Contains(help, []byte("--unsafe-disable-fencing")) {
+		return fmt.Errorf("%s has no --unsafe-disable-fencing: build it with -tags %s", kproxy, testrig.UnsafeTag)
+	}
+	return nil
 }
