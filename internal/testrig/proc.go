@@ -25,7 +25,8 @@ type Spec struct {
 	// once it serves; Start waits for it.
 	Ready string
 	// CaptureStdout keeps stdout out of the log: ReadLine reads it (a
-	// program that answers with a result line, such as kbench).
+	// program that answers with a result line, such as kbench). Up to 16
+	// unread lines are buffered; past that the child waits on its writes.
 	CaptureStdout bool
 }
 
@@ -249,7 +250,7 @@ func (p *Proc) signal(sig syscall.Signal) (chan struct{}, error) {
 // Kill sends SIGKILL to the process group and waits until it is reaped. It
 // is a no-op when nothing runs.
 func (p *Proc) Kill() error {
-	defer p.closePipes()
+	defer p.closePipes(p.pipes())
 	done, err := p.signal(syscall.SIGKILL)
 	if err != nil {
 		if !p.Running() {
@@ -280,23 +281,20 @@ func (p *Proc) Resume() error {
 // Stop asks the process to end (stdin closed, SIGCONT, SIGTERM) and kills
 // it if it has not ended within grace; that is an error.
 func (p *Proc) Stop(grace time.Duration) error {
-	p.mu.Lock()
-	if p.stdin != nil {
-		p.stdin.Close()
+	stdin, out := p.pipes()
+	defer p.closePipes(stdin, out)
+	if stdin != nil {
+		stdin.Close()
 	}
-	p.mu.Unlock()
 	if _, err := p.signal(syscall.SIGCONT); err != nil {
-		p.closePipes()
 		return nil // not running
 	}
 	done, err := p.signal(syscall.SIGTERM)
 	if err != nil {
-		p.closePipes()
 		return nil
 	}
 	select {
 	case <-done:
-		p.closePipes()
 		return nil
 	case <-time.After(grace):
 	}
@@ -306,15 +304,21 @@ func (p *Proc) Stop(grace time.Duration) error {
 	return fmt.Errorf("%s did not stop within %s; killed", p.spec.Name, grace)
 }
 
-// closePipes releases the instance's stdin and captured stdout; a pending
-// ReadLine then fails.
-func (p *Proc) closePipes() {
+// pipes are the current instance's stdin and captured stdout.
+func (p *Proc) pipes() (io.WriteCloser, *stdoutLines) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.stdin != nil {
-		p.stdin.Close()
+	return p.stdin, p.out
+}
+
+// closePipes releases an instance's stdin and captured stdout; a pending
+// ReadLine then fails. Taking them before the signal keeps a restart's new
+// pipes open.
+func (p *Proc) closePipes(stdin io.WriteCloser, out *stdoutLines) {
+	if stdin != nil {
+		stdin.Close()
 	}
-	p.out.close()
+	out.close()
 }
 
 // Tail is the end of the process's log, for error messages.
@@ -344,6 +348,7 @@ func readLines(r *os.File) *stdoutLines {
 	s := &stdoutLines{r: r, lines: make(chan string, 16), quit: make(chan struct{})}
 	go func() { // owner: the Proc; ends at EOF (the child exited) or close
 		defer close(s.lines)
+		defer r.Close()
 		br := bufio.NewReaderSize(r, 1<<20)
 		for {
 			l, err := br.ReadString('\n')
