@@ -14,7 +14,6 @@ import (
 	"github.com/kproxy/kproxy/bench/load"
 	"github.com/kproxy/kproxy/internal/testrig"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // clusterConfig says what to run and where.
@@ -47,12 +46,10 @@ type Cluster struct {
 	rig          *testrig.Cluster // the brokers' and the proxy's processes
 	brokers      []*brokerProc
 	relays       []*testrig.Proc
-	proxy        *testrig.Proc
-	proxyAddr    string
+	proxy        *testrig.Proxy
 	etcdDir      string
 	// EtcdOnTmpfs says etcd's data is on tmpfs (see etcdDataDir).
 	EtcdOnTmpfs bool
-	adminAddr   string
 }
 
 // startCluster starts everything and waits until the proxy is ready with
@@ -107,12 +104,10 @@ func startCluster(ctx context.Context, cfg clusterConfig) (c *Cluster, err error
 			return nil, err
 		}
 	}
-	p, err := c.rig.AddProxy()
-	if err != nil {
+	if c.proxy, err = c.rig.AddProxy(); err != nil {
 		return nil, err
 	}
-	c.proxy, c.proxyAddr, c.adminAddr = p.Proc, p.Addr, p.AdminAddr
-	if err := c.rig.StartProxy(ctx, p, len(c.brokers)); err != nil {
+	if err := c.rig.StartProxy(ctx, c.proxy, len(c.brokers)); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -146,7 +141,7 @@ func (c *Cluster) startRelay(ctx context.Context, b *brokerProc) error {
 // Close stops every process, the proxy first.
 func (c *Cluster) Close() {
 	if c.proxy != nil {
-		c.stopAll(c.proxy)
+		c.stopAll(c.proxy.Proc)
 	}
 	procs := append([]*testrig.Proc{}, c.relays...)
 	for _, b := range c.brokers {
@@ -255,7 +250,7 @@ var sideNames = []string{sideDirect, sideProxy, sideRelay}
 func (c *Cluster) side(name string) side {
 	switch name {
 	case sideProxy:
-		return side{name, load.Target{Seeds: []string{c.proxyAddr}}}
+		return side{name, load.Target{Seeds: []string{c.proxy.Addr}}}
 	case sideRelay:
 		t := load.Target{DialMap: make(map[string]string)}
 		for _, b := range c.brokers {
@@ -299,7 +294,7 @@ type procCPU struct {
 func (c *Cluster) cpu() (procCPU, error) {
 	var s procCPU
 	var err error
-	if s.proxy, err = cpuTime(c.proxy.Pid()); err != nil {
+	if s.proxy, err = cpuTime(c.proxy.Proc.Pid()); err != nil {
 		return s, err
 	}
 	for _, r := range c.relays {
@@ -343,14 +338,5 @@ func waitEtcd(ctx context.Context, endpoint string, p *testrig.Proc) (*clientv3.
 
 // waitProxyReady waits until the proxy is ready and sees every broker.
 func (c *Cluster) waitProxyReady(ctx context.Context) error {
-	return testrig.WaitFor(ctx, "proxy", c.proxy, 60*time.Second, func(ctx context.Context) error {
-		r, err := adminapi.FetchReadiness(ctx, c.adminAddr)
-		if err != nil {
-			return err
-		}
-		if !r.Ready || r.LiveBrokers != len(c.brokers) {
-			return fmt.Errorf("ready=%t live brokers %d of %d", r.Ready, r.LiveBrokers, len(c.brokers))
-		}
-		return nil
-	})
+	return c.rig.WaitProxy(ctx, c.proxy, len(c.brokers))
 }

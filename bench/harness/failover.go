@@ -97,7 +97,7 @@ func (h *Harness) failoverTrial(ctx context.Context, topic string, p int32) (Fai
 	res := FailoverResult{Partition: p}
 	c := h.cluster
 	// Default client settings; only the partition is chosen by hand.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.proxyAddr), kgo.DefaultProduceTopic(topic),
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.proxy.Addr), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
 		return res, fmt.Errorf("new client: %w", err)

@@ -211,7 +211,7 @@ func (h *Harness) fetchProfile(ctx context.Context, path string, secs int, delay
 	if err := sleepUntil(ctx, time.Now().Add(delay)); err != nil {
 		return err
 	}
-	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", h.cluster.adminAddr, secs)
+	url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", h.cluster.proxy.AdminAddr, secs)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err

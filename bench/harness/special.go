@@ -50,7 +50,7 @@ func (h *Harness) memoryScenario(ctx context.Context) error {
 		proc  *testrig.Proc
 		conns int
 	}{
-		{sideProxy, h.cluster.proxyAddr, h.cluster.proxy, h.cfg.IdleConns},
+		{sideProxy, h.cluster.proxy.Addr, h.cluster.proxy.Proc, h.cfg.IdleConns},
 		{sideRelay, h.cluster.brokers[0].relay, h.cluster.relays[0], relayConns},
 	} {
 		m, err := h.idleConns(ctx, s.name, s.addr, s.proc, s.conns)
@@ -109,7 +109,7 @@ func (h *Harness) proxyGoMemory(ctx context.Context, side string) int64 {
 	if side != sideProxy {
 		return 0
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.cluster.adminAddr+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.cluster.proxy.AdminAddr+"/metrics", nil)
 	if err != nil {
 		return 0
 	}
@@ -205,7 +205,7 @@ func (h *Harness) convergenceScenario(ctx context.Context) error {
 func (h *Harness) waitRevision(ctx context.Context, rev int64) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		r, err := adminapi.FetchReadiness(ctx, h.cluster.adminAddr)
+		r, err := adminapi.FetchReadiness(ctx, h.cluster.proxy.AdminAddr)
 		if err != nil {
 			return err
 		}
@@ -217,7 +217,7 @@ func (h *Harness) waitRevision(ctx context.Context, rev int64) error {
 }
 
 func (h *Harness) checkRoute(ctx context.Context, hc *http.Client, topic string, owner int32) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.cluster.adminAddr+"/v1/routes", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.cluster.proxy.AdminAddr+"/v1/routes", nil)
 	if err != nil {
 		return err
 	}

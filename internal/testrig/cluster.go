@@ -150,6 +150,12 @@ func (c *Cluster) StartProxy(ctx context.Context, p *Proxy, brokers int) error {
 	if err := p.Proc.Start(ctx); err != nil {
 		return err
 	}
+	return c.WaitProxy(ctx, p, brokers)
+}
+
+// WaitProxy waits until a running proxy is ready and sees at least brokers
+// live brokers; it gives up early if the proxy exits.
+func (c *Cluster) WaitProxy(ctx context.Context, p *Proxy, brokers int) error {
 	return WaitFor(ctx, p.Proc.Name(), p.Proc, 60*time.Second, func(ctx context.Context) error {
 		r, err := adminapi.FetchReadiness(ctx, p.AdminAddr)
 		if err != nil {

@@ -11,8 +11,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // Owners counts the partitions of topic each broker owns now.
@@ -115,9 +113,7 @@ func (c *Cluster) Heal(ctx context.Context) error {
 		}
 	}
 	for _, p := range c.Proxies {
-		wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		errs = append(errs, adminapi.WaitReady(wctx, p.AdminAddr, len(c.Brokers)))
-		cancel()
+		errs = append(errs, c.rig.WaitProxy(ctx, p, len(c.Brokers)))
 	}
 	return errors.Join(errs...)
 }
