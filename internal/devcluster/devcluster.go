@@ -275,11 +275,11 @@ func (c *Cluster) Owner(ctx context.Context, topic string, partition int32) (int
 	if len(resp.Kvs) == 0 {
 		return 0, false, nil
 	}
-	var o layout.Owner
-	if err := layout.Unmarshal(resp.Kvs[0].Value, &o); err != nil {
-		return 0, false, err
+	b, err := layout.DecodeOwner(resp.Kvs[0].Value)
+	if err != nil {
+		return 0, false, fmt.Errorf("owner of %s/%d: %w", topic, partition, err)
 	}
-	return o.Broker, true, nil
+	return b, true, nil
 }
 
 // KillBroker stops a broker the way a crash would: it releases nothing, its

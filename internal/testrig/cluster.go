@@ -270,11 +270,11 @@ func (c *Cluster) Owners(ctx context.Context, topic string) (map[int32]int32, er
 		if k.Kind != layout.KindOwner || k.Topic != topic {
 			continue
 		}
-		var o layout.Owner
-		if err := layout.Unmarshal(kv.Value, &o); err != nil {
+		b, err := layout.DecodeOwner(kv.Value)
+		if err != nil {
 			return nil, fmt.Errorf("owner %s: %w", kv.Key, err)
 		}
-		owners[k.Partition] = o.Broker
+		owners[k.Partition] = b
 	}
 	return owners, nil
 }
