@@ -111,23 +111,23 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	return c, c.waitReady(ctx)
 }
 
-func (cfg Config) withDefaults() Config {
-	if cfg.Brokers == 0 {
-		cfg.Brokers = 3
+func (c Config) withDefaults() Config {
+	if c.Brokers == 0 {
+		c.Brokers = 3
 	}
-	if cfg.Proxies == 0 {
-		cfg.Proxies = 1
+	if c.Proxies == 0 {
+		c.Proxies = 1
 	}
-	if cfg.LeaseTTL == 0 {
-		cfg.LeaseTTL = 10 * time.Second
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 10 * time.Second
 	}
-	if cfg.DefaultPartitions == 0 {
-		cfg.DefaultPartitions = 3
+	if c.DefaultPartitions == 0 {
+		c.DefaultPartitions = 3
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return cfg
+	return c
 }
 
 func listenAt(addrs []string, i int) string {

@@ -27,14 +27,14 @@ type Config struct {
 	UnsafeNoFsync bool
 }
 
-func (cfg Config) withDefaults() Config {
-	if cfg.ClientAddr == "" {
-		cfg.ClientAddr = "127.0.0.1:0"
+func (c Config) withDefaults() Config {
+	if c.ClientAddr == "" {
+		c.ClientAddr = "127.0.0.1:0"
 	}
-	if cfg.LogLevel == "" {
-		cfg.LogLevel = "fatal"
+	if c.LogLevel == "" {
+		c.LogLevel = "fatal"
 	}
-	return cfg
+	return c
 }
 
 // Server is a running embedded etcd.

@@ -66,23 +66,23 @@ func NewCoordinator(cfg Config) *Coordinator {
 		groups: make(map[string]*group), load: make(map[string]chan struct{})}
 }
 
-func (cfg Config) withDefaults() Config {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if c.Now == nil {
+		c.Now = time.Now
 	}
-	if cfg.MinSessionTimeout <= 0 {
-		cfg.MinSessionTimeout = time.Second
+	if c.MinSessionTimeout <= 0 {
+		c.MinSessionTimeout = time.Second
 	}
-	if cfg.MaxSessionTimeout <= 0 {
-		cfg.MaxSessionTimeout = 30 * time.Minute
+	if c.MaxSessionTimeout <= 0 {
+		c.MaxSessionTimeout = 30 * time.Minute
 	}
-	if cfg.OpTimeout <= 0 {
-		cfg.OpTimeout = 5 * time.Second
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = 5 * time.Second
 	}
-	return cfg
+	return c
 }
 
 // Close stops every group; waiting requests get NOT_COORDINATOR. Ownerships

@@ -98,23 +98,23 @@ func NewLogs(cfg Config) *Logs {
 	return &Logs{cfg: cfg, ctx: ctx, cancel: cancel, apps: make(map[TP]*appender)}
 }
 
-func (cfg Config) withDefaults() Config {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
+func (c Config) withDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Obs == nil {
-		cfg.Obs = nopObserver{}
+	if c.Obs == nil {
+		c.Obs = nopObserver{}
 	}
-	if cfg.OpTimeout <= 0 {
-		cfg.OpTimeout = 10 * time.Second
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = 10 * time.Second
 	}
-	if cfg.MaxGroupBytes <= 0 {
-		cfg.MaxGroupBytes = 8 << 20
+	if c.MaxGroupBytes <= 0 {
+		c.MaxGroupBytes = 8 << 20
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if c.Now == nil {
+		c.Now = time.Now
 	}
-	return cfg
+	return c
 }
 
 // Append queues batches (already validated by ParseProduce) for tp and
