@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/internal/testrig"
 )
 
 // echoServer echoes every connection until EOF and then half-closes it.
@@ -358,12 +360,10 @@ func relayGoroutines() string {
 }
 
 func TestDialFailureResetsClient(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	dead, err := testrig.FreeAddr() // nothing listens on it
 	if err != nil {
-		t.Fatalf("listen: %v", err)
+		t.Fatal(err)
 	}
-	dead := ln.Addr().String()
-	ln.Close() // nothing listens on dead now
 	r := newRelay(t, dead)
 	dialDead(t, r.Addr())
 }

@@ -139,3 +139,26 @@ func TestCountersAcrossRestarts(t *testing.T) {
 		t.Fatalf("failed scrape not counted")
 	}
 }
+
+// TestMutationNeedsUnsafeBuild: a product kproxy is refused for a run with
+// fencing disabled, before any process starts; the tagged build is accepted.
+func TestMutationNeedsUnsafeBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds kproxy twice")
+	}
+	dir := t.TempDir()
+	product, unsafe := filepath.Join(dir, "kproxy"), filepath.Join(dir, "kproxy-unsafe")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	err := testrig.Build(ctx, "", testrig.Target{Pkg: testrig.KproxyPkg, Out: product},
+		testrig.Target{Pkg: testrig.KproxyPkg, Out: unsafe, Tags: []string{testrig.UnsafeTag}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkUnsafeBuild(ctx, product); err == nil || !strings.Contains(err.Error(), testrig.UnsafeTag) {
+		t.Fatalf("product build: err = %v, want one naming -tags %s", err, testrig.UnsafeTag)
+	}
+	if err := checkUnsafeBuild(ctx, unsafe); err != nil {
+		t.Fatalf("tagged build refused: %v", err)
+	}
+}
