@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"log/slog"
 	"testing"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 // BenchmarkPipelined measures the proxy's own per-request cost (framing,
@@ -13,9 +15,10 @@ func BenchmarkPipelined(b *testing.B) {
 	const window = 32
 	ts := startServer(b, Config{Logger: slog.New(slog.DiscardHandler)}, newFakeDispatcher(false))
 	c := dial(b, ts)
-	frame := []byte{0, 0, 0, 0, 0, 3, 0, 4, 0, 0, 0, 0, 0, 4, 't', 'e', 's', 't'}
+	id := "test"
+	frame := kwire.AppendRequestHeader(nil, 3, 4, 0, &id, false) // Metadata v4
 	frame = append(frame, make([]byte, 100)...)
-	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	kwire.FinishFrame(frame)
 	burst := make([]byte, 0, window*len(frame))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -23,7 +26,7 @@ func BenchmarkPipelined(b *testing.B) {
 		n := min(window, b.N-done)
 		burst = burst[:0]
 		for i := range n {
-			binary.BigEndian.PutUint32(frame[8:], uint32(done+i))
+			binary.BigEndian.PutUint32(frame[kwire.CorrOffset:], uint32(done+i))
 			burst = append(burst, frame...)
 		}
 		c.raw(burst)

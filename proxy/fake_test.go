@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/leasewatch"
 	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/routing"
@@ -190,20 +190,15 @@ func dial(t testing.TB, ts *testServer) *testClient {
 // the opaque body.
 func (c *testClient) send(key, version int16, corr int32, payload []byte) {
 	c.t.Helper()
-	frame := []byte{0, 0, 0, 0}
-	frame = binary.BigEndian.AppendUint16(frame, uint16(key))
-	frame = binary.BigEndian.AppendUint16(frame, uint16(version))
-	frame = binary.BigEndian.AppendUint32(frame, uint32(corr))
-	frame = binary.BigEndian.AppendUint16(frame, 4)
-	frame = append(frame, "test"...)
+	flexible := false
 	if req := kmsg.RequestForKey(key); req != nil {
 		req.SetVersion(version)
-		if req.IsFlexible() {
-			frame = append(frame, 0)
-		}
+		flexible = req.IsFlexible()
 	}
+	id := "test"
+	frame := kwire.AppendRequestHeader(nil, key, version, corr, &id, flexible)
 	frame = append(frame, payload...)
-	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	kwire.FinishFrame(frame)
 	c.raw(frame)
 }
 
@@ -219,14 +214,11 @@ func (c *testClient) raw(b []byte) {
 func (c *testClient) read() (int32, []byte) {
 	c.t.Helper()
 	_ = c.nc.SetReadDeadline(time.Now().Add(testWait))
-	var sz [4]byte
-	if _, err := io.ReadFull(c.br, sz[:]); err != nil {
+	f, err := kwire.ReadFrame(c.br, 4, 1<<30, nil)
+	if err != nil {
 		c.t.Fatalf("read response: %v", err)
 	}
-	buf := make([]byte, binary.BigEndian.Uint32(sz[:]))
-	if _, err := io.ReadFull(c.br, buf); err != nil {
-		c.t.Fatalf("read response: %v", err)
-	}
+	buf := *f
 	return int32(binary.BigEndian.Uint32(buf)), buf[4:]
 }
 

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"sync"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 // response is one encoded response waiting for its turn on the wire.
 type response struct {
-	hdr   [9]byte // size, correlation id, and the empty tag section if flexible
+	hdr   [kwire.MaxResponseHeader]byte // size, correlation id, and the empty tag section if flexible
 	hlen  uint8
 	body  []byte
 	parts [][]byte // the body in pieces, when body is nil

@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 // Idle is a set of open, idle client connections.
@@ -115,18 +117,11 @@ func greet(ctx context.Context, addr string) (net.Conn, error) {
 // readResponse reads one response frame and returns its body. ApiVersions
 // responses always use header v0 (no tagged fields), whatever the version.
 func readResponse(r io.Reader, corr int32, flexibleHeader bool) ([]byte, error) {
-	var size [4]byte
-	if _, err := io.ReadFull(r, size[:]); err != nil {
+	f, err := kwire.ReadFrame(r, 4, 64<<20, nil)
+	if err != nil {
 		return nil, err
 	}
-	n := binary.BigEndian.Uint32(size[:])
-	if n < 4 || n > 64<<20 {
-		return nil, fmt.Errorf("response size %d out of range", n)
-	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return nil, err
-	}
+	buf := *f
 	if got := int32(binary.BigEndian.Uint32(buf)); got != corr {
 		return nil, fmt.Errorf("correlation id %d, want %d", got, corr)
 	}

@@ -3,7 +3,6 @@ package broker
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,8 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 const (
@@ -87,17 +87,9 @@ func (c *conn) serve() {
 
 func (c *conn) readLoop() error {
 	r := bufio.NewReaderSize(c.nc, 64<<10)
-	var sizeBuf [4]byte
 	for {
-		if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
-			return err
-		}
-		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < minHeaderLen || size > c.b.cfg.MaxFrameBytes {
-			return fmt.Errorf("request frame of %d bytes outside [%d, %d]", size, minHeaderLen, c.b.cfg.MaxFrameBytes)
-		}
-		frame := make([]byte, size)
-		if _, err := io.ReadFull(r, frame); err != nil {
+		frame, err := kwire.ReadFrame(r, minHeaderLen, c.b.cfg.MaxFrameBytes, nil)
+		if err != nil {
 			return fmt.Errorf("read request frame: %w", err)
 		}
 		select {
@@ -105,7 +97,7 @@ func (c *conn) readLoop() error {
 		case <-c.ctx.Done():
 			return c.ctx.Err()
 		}
-		if err := c.dispatch(frame); err != nil {
+		if err := c.dispatch(*frame); err != nil {
 			<-c.sem
 			return err
 		}
@@ -153,24 +145,30 @@ func (c *conn) dispatch(frame []byte) error {
 
 var errUnsupported = errors.New("unsupported api key or version")
 
+// wireFlex says which request versions have flexible headers (immutable).
+var wireFlex = kwire.NewFlexTable()
+
 // decode parses the request header and body. The returned header is valid
 // whenever its key and version could be read.
 func (c *conn) decode(frame []byte) (header, kmsg.Request, error) {
-	rd := kbin.Reader{Src: frame}
-	h := header{key: rd.Int16(), version: rd.Int16(), corr: rd.Int32()}
-	req := kmsg.RequestForKey(h.key)
-	if req == nil || !c.b.supports(h.key, h.version) {
+	kh, err := kwire.ParseRequestHeader(frame, wireFlex)
+	h := header{key: kh.Key, version: kh.Version, corr: kh.Corr}
+	if len(frame) < minHeaderLen {
+		return h, nil, err
+	}
+	if !c.b.supports(h.key, h.version) {
 		return h, nil, fmt.Errorf("%s (key %d) version %d: %w", kmsg.NameForKey(h.key), h.key, h.version, errUnsupported)
 	}
-	h.clientID = rd.NullableString()
+	if err != nil {
+		return h, nil, fmt.Errorf("%s v%d: malformed request header: %w", kmsg.NameForKey(h.key), h.version, err)
+	}
+	if !kh.NullClientID {
+		id := string(kh.ClientID)
+		h.clientID = &id
+	}
+	req := kmsg.RequestForKey(h.key)
 	req.SetVersion(h.version)
-	if req.IsFlexible() {
-		skipTags(&rd)
-	}
-	if !rd.Ok() {
-		return h, nil, fmt.Errorf("%s v%d: malformed request header", kmsg.NameForKey(h.key), h.version)
-	}
-	if err := readBody(req, rd.Src); err != nil {
+	if err := readBody(req, frame[kh.BodyOff:]); err != nil {
 		return h, nil, fmt.Errorf("%s v%d: malformed request body: %w", kmsg.NameForKey(h.key), h.version, err)
 	}
 	return h, req, nil
@@ -183,13 +181,6 @@ func readBody(req kmsg.Request, body []byte) error {
 		return u.UnsafeReadFrom(body)
 	}
 	return req.ReadFrom(body)
-}
-
-func skipTags(rd *kbin.Reader) {
-	for n := rd.Uvarint(); n > 0 && rd.Ok(); n-- {
-		rd.Uvarint() // tag
-		rd.Span(int(rd.Uvarint()))
-	}
 }
 
 // async answers h on a goroutine of its own.
@@ -223,13 +214,9 @@ func (c *conn) frame(h header, resp kmsg.Response) []byte {
 	if resp == nil {
 		return nil
 	}
-	buf := make([]byte, 8, 256)
-	binary.BigEndian.PutUint32(buf[4:], uint32(h.corr))
-	if resp.IsFlexible() && h.key != apiVersionsKey {
-		buf = append(buf, 0) // no tagged fields in the response header
-	}
+	buf := kwire.AppendResponseHeader(make([]byte, 0, 256), h.corr, kwire.ResponseHeaderFlexible(h.key, resp.IsFlexible()))
 	buf = resp.AppendTo(buf)
-	binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+	kwire.FinishFrame(buf)
 	return buf
 }
 

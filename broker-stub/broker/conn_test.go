@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 // rawConn speaks the Kafka framing by hand, to test what clients cannot
@@ -47,14 +49,11 @@ func (c *rawConn) write(frame []byte) {
 
 // recv reads one response frame: correlation id and the rest.
 func (c *rawConn) recv() (int32, []byte, error) {
-	var size [4]byte
-	if _, err := io.ReadFull(c.r, size[:]); err != nil {
+	f, err := kwire.ReadFrame(c.r, 4, 1<<30, nil)
+	if err != nil {
 		return 0, nil, err
 	}
-	buf := make([]byte, binary.BigEndian.Uint32(size[:]))
-	if _, err := io.ReadFull(c.r, buf); err != nil {
-		return 0, nil, err
-	}
+	buf := *f
 	return int32(binary.BigEndian.Uint32(buf)), buf[4:], nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -22,31 +24,14 @@ type batchSpec struct {
 
 // buildBatch encodes a magic-2 batch with a correct CRC-32C.
 func buildBatch(s batchSpec) []byte {
-	var recs []byte
-	for i, v := range s.values {
-		r := kmsg.NewRecord()
-		r.OffsetDelta = int32(i)
-		r.Value = v
-		r.Length = int32(len(r.AppendTo(nil)) - 1) // everything after the 1-byte varint 0
-		recs = r.AppendTo(recs)
-	}
 	ts := s.timestamp
 	if ts == 0 {
 		ts = time.Now().UnixMilli()
 	}
-	b := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1, Magic: 2,
-		LastOffsetDelta: int32(len(s.values) - 1), FirstTimestamp: ts, MaxTimestamp: ts,
+	return kwiretest.Batch{
 		ProducerID: s.producerID, ProducerEpoch: s.producerEpoch, FirstSequence: s.firstSeq,
-		NumRecords: int32(len(s.values)), Records: recs,
-	}
-	if s.producerID < 0 {
-		b.ProducerEpoch, b.FirstSequence = -1, -1
-	}
-	raw := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return raw
+		FirstTimestamp: ts, LeaderEpoch: -1, Values: s.values,
+	}.Encode()
 }
 
 // produceRaw sends one produce request for one partition and returns the

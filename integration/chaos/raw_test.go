@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -38,28 +40,10 @@ func dialDirect(t *testing.T, addr string) *direct {
 }
 
 // recordBatch encodes values as one magic-2 record batch (no compression,
-// no producer id) with kmsg's types.
+// no producer id).
 func recordBatch(values ...string) []byte {
-	var recs []byte
-	for i, v := range values {
-		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte(v)}
-		body := r.AppendTo(nil) // Length 0 encodes as one varint byte
-		r.Length = int32(len(body) - 1)
-		recs = r.AppendTo(recs)
-	}
-	now := time.Now().UnixMilli()
-	b := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(len(values) - 1),
-		FirstTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
-		NumRecords: int32(len(values)), Records: recs,
-	}
-	raw := b.AppendTo(nil)
-	b.Length = int32(len(raw) - 12) // everything after FirstOffset and Length
-	raw = b.AppendTo(nil)
-	// CRC-32C covers everything after the CRC field (byte 21 on).
-	b.CRC = int32(crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return b.AppendTo(nil)
+	return kwiretest.Batch{ProducerID: -1, FirstTimestamp: time.Now().UnixMilli(), LeaderEpoch: -1,
+		Values: kwiretest.Values(values...)}.Encode()
 }
 
 // produce sends one request with values to partition p and returns the base

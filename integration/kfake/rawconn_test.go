@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"net"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
 
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -73,19 +75,11 @@ func (r *rawConn) do(ctx context.Context, req kmsg.Request) (kmsg.Response, erro
 }
 
 func readFrame(rd io.Reader) ([]byte, error) {
-	var size [4]byte
-	if _, err := io.ReadFull(rd, size[:]); err != nil {
+	f, err := kwire.ReadFrame(rd, 0, 64<<20, nil)
+	if err != nil {
 		return nil, err
 	}
-	n := binary.BigEndian.Uint32(size[:])
-	if n > 64<<20 {
-		return nil, fmt.Errorf("frame of %d bytes", n)
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(rd, body); err != nil {
-		return nil, err
-	}
-	return body, nil
+	return *f, nil
 }
 
 // vrange is an advertised version range.
@@ -112,19 +106,8 @@ func (r *rawConn) apiVersions(ctx context.Context, t *testing.T) map[int16]vrang
 }
 
 // recordBatch is one uncompressed, non-idempotent batch holding one record
-// with value, as a producer encodes it (kmsg types; the length and CRC are
-// filled in after encoding, as the format defines them).
+// with value, as a producer encodes it.
 func recordBatch(value string) []byte {
-	rec := kmsg.Record{Value: []byte(value)}
-	rec.Length = int32(len(rec.AppendTo(nil)) - 1) // the 1-byte varint of Length 0
-	now := time.Now().UnixMilli()
-	b := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1, Magic: 2, FirstTimestamp: now, MaxTimestamp: now,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1,
-		Records: rec.AppendTo(nil),
-	}
-	raw := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:12], uint32(len(raw)-12))                                          // after FirstOffset and Length
-	binary.BigEndian.PutUint32(raw[17:21], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli))) // from Attributes on
-	return raw
+	return kwiretest.Batch{ProducerID: -1, FirstTimestamp: time.Now().UnixMilli(), LeaderEpoch: -1,
+		Values: kwiretest.Values(value)}.Encode()
 }

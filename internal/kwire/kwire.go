@@ -1,6 +1,9 @@
-// Package kwire holds the small pieces of Kafka framing that both sides of
-// the proxy need: which request versions use the flexible (KIP-482) header,
-// and a pool of frame buffers. It decodes no message bodies; that is kmsg's job.
+// Package kwire is the one home of Kafka framing in this repository, for
+// the proxy, its upstream pool, the stub broker and tests: reading and
+// writing size-prefixed frames, request and response headers, skipping
+// tagged fields, which request versions use the flexible (KIP-482) header,
+// and a pool of frame buffers. It decodes no message bodies; that is kmsg's
+// job.
 package kwire
 
 import (

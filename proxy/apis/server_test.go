@@ -3,15 +3,12 @@ package apis
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
-	"errors"
-	"io"
 	"net"
 	"strconv"
 	"sync"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 // testServer frames the Kafka protocol on 127.0.0.1 around a Dispatcher,
@@ -78,20 +75,24 @@ func (s *testServer) serve(t *testing.T, d *Dispatcher, id uint64, c net.Conn) {
 	defer c.Close()
 	ctx := s.ctx
 	r := bufio.NewReader(c)
+	flex := kwire.NewFlexTable()
 	for {
-		var size [4]byte
-		if _, err := io.ReadFull(r, size[:]); err != nil {
+		f, err := kwire.ReadFrame(r, 8, 1<<30, nil)
+		if err != nil {
 			return
 		}
-		frame := make([]byte, binary.BigEndian.Uint32(size[:]))
-		if _, err := io.ReadFull(r, frame); err != nil {
-			return
-		}
-		h, body, flexible, err := parseHeader(frame)
+		frame := *f
+		kh, err := kwire.ParseRequestHeader(frame, flex)
 		if err != nil {
 			t.Logf("conn %d: %v", id, err)
 			return
 		}
+		h := Header{Key: kh.Key, Version: kh.Version, CorrelationID: kh.Corr}
+		if !kh.NullClientID {
+			cid := string(kh.ClientID)
+			h.ClientID = &cid
+		}
+		body := frame[kh.BodyOff:]
 		reply, err := d.Begin(ctx, id, h, body).Finish(ctx)
 		if err != nil {
 			t.Logf("conn %d: closing: %v", id, err)
@@ -100,61 +101,11 @@ func (s *testServer) serve(t *testing.T, d *Dispatcher, id uint64, c net.Conn) {
 		if reply.NoResponse {
 			continue
 		}
-		out := binary.BigEndian.AppendUint32(nil, 0)
-		out = binary.BigEndian.AppendUint32(out, uint32(h.CorrelationID))
-		if flexible && h.Key != int16(kmsg.ApiVersions) { // ApiVersions answers with header v0
-			out = append(out, 0)
-		}
+		out := kwire.AppendResponseHeader(nil, h.CorrelationID, kwire.ResponseHeaderFlexible(h.Key, kh.Flexible))
 		out = append(out, replyBytes(reply)...)
-		binary.BigEndian.PutUint32(out, uint32(len(out)-4))
+		kwire.FinishFrame(out)
 		if _, err := c.Write(out); err != nil {
 			return
 		}
 	}
-}
-
-func parseHeader(b []byte) (Header, []byte, bool, error) {
-	if len(b) < 10 {
-		return Header{}, nil, false, errors.New("short header")
-	}
-	h := Header{
-		Key:           int16(binary.BigEndian.Uint16(b)),
-		Version:       int16(binary.BigEndian.Uint16(b[2:])),
-		CorrelationID: int32(binary.BigEndian.Uint32(b[4:])),
-	}
-	n := int(int16(binary.BigEndian.Uint16(b[8:])))
-	b = b[10:]
-	if n > 0 {
-		if n > len(b) {
-			return h, nil, false, errors.New("short client id")
-		}
-		id := string(b[:n])
-		h.ClientID = &id
-		b = b[n:]
-	}
-	req := kmsg.RequestForKey(h.Key)
-	if req == nil {
-		return h, nil, false, errors.New("unknown api key " + strconv.Itoa(int(h.Key)))
-	}
-	req.SetVersion(h.Version)
-	flexible := req.IsFlexible()
-	if flexible { // request header v2: tagged fields
-		count, m := binary.Uvarint(b)
-		if m <= 0 {
-			return h, nil, false, errors.New("bad tag count")
-		}
-		b = b[m:]
-		for range count {
-			_, m1 := binary.Uvarint(b)
-			if m1 <= 0 {
-				return h, nil, false, errors.New("bad tag")
-			}
-			size, m2 := binary.Uvarint(b[m1:])
-			if m2 <= 0 || int(size) > len(b[m1+m2:]) {
-				return h, nil, false, errors.New("bad tag size")
-			}
-			b = b[m1+m2+int(size):]
-		}
-	}
-	return h, b, flexible, nil
 }

@@ -4,13 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
-	"io"
 	"net"
 	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis"
 )
 
@@ -41,27 +41,20 @@ func serveEcho(nc net.Conn) {
 	hello := kmsg.NewPtrApiVersionsResponse()
 	hello.Version = 3
 	helloBody := hello.AppendTo(nil)
-	var sz [4]byte
-	buf := make([]byte, 1<<16)
+	var pool kwire.BufPool
+	var hdr [kwire.MaxResponseHeader]byte
 	for {
-		if _, err := io.ReadFull(br, sz[:]); err != nil {
+		frame, err := kwire.ReadFrame(br, 8, 1<<30, &pool)
+		if err != nil {
 			return
 		}
-		n := binary.BigEndian.Uint32(sz[:])
-		if int(n) > len(buf) {
-			buf = make([]byte, n)
-		}
-		if _, err := io.ReadFull(br, buf[:n]); err != nil {
-			return
-		}
-		key, corr := int16(binary.BigEndian.Uint16(buf)), buf[4:8]
+		key, corr := int16(binary.BigEndian.Uint16(*frame)), int32(binary.BigEndian.Uint32((*frame)[4:]))
+		pool.Put(frame)
 		body := make([]byte, 17) // tag byte + 16
 		if key == keyApiVersions {
 			body = helloBody
 		}
-		binary.BigEndian.PutUint32(sz[:], uint32(4+len(body)))
-		bw.Write(sz[:])
-		bw.Write(corr)
+		bw.Write(hdr[:kwire.PutResponseHeader(&hdr, corr, false, len(body))])
 		bw.Write(body)
 		if br.Buffered() == 0 {
 			if bw.Flush() != nil {

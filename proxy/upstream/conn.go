@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/retry"
 )
 
@@ -125,7 +126,7 @@ func (c *conn) enqueue(ctx context.Context, r *request) error {
 	}
 	r.c = c
 	r.corr = c.allocCorrLocked()
-	binary.BigEndian.PutUint32((*r.frame)[corrOffset:], uint32(r.corr))
+	binary.BigEndian.PutUint32((*r.frame)[kwire.CorrOffset:], uint32(r.corr))
 	c.inflight[r.corr] = r
 	c.queue = append(c.queue, r)
 	c.mu.Unlock()
@@ -437,7 +438,7 @@ func (c *conn) readLoop(br *bufio.Reader) {
 
 		off := 4
 		if r.flexResp {
-			n, err := skipTags(buf[off:])
+			n, err := kwire.SkipTags(buf[off:])
 			if err != nil {
 				err = fmt.Errorf("response header: %w: %w", err, errProtocol)
 				r.complete(nil, fmt.Errorf("broker %d (%s): %w", c.bp.id, c.bp.addr, err))

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"time"
 
@@ -63,9 +62,9 @@ func (c *conn) handshake(nc net.Conn, br *bufio.Reader) (bool, error) {
 	req.Version = 3
 	req.ClientSoftwareName = softwareName
 	req.ClientSoftwareVersion = softwareVersion
-	frame := appendRequestHeader(nil, keyApiVersions, 3, handshakeCorr, cfg.ClientID, true)
+	frame := kwire.AppendRequestHeader(nil, keyApiVersions, 3, handshakeCorr, &cfg.ClientID, true)
 	frame = req.AppendTo(frame)
-	putSize(frame)
+	kwire.FinishFrame(frame)
 
 	_ = nc.SetDeadline(time.Now().Add(cfg.DialTimeout))
 	if _, err := nc.Write(frame); err != nil {
@@ -105,31 +104,14 @@ func advertisesUnordered(body []byte) bool {
 }
 
 // readFrame reads one response frame (without its size) into a buffer from
-// pool, or a new one when pool is nil.
+// pool, or a new one when pool is nil. A size out of bounds is a protocol
+// violation.
 func readFrame(br *bufio.Reader, pool *kwire.BufPool) (*[]byte, error) {
-	var sz [4]byte
-	if _, err := io.ReadFull(br, sz[:]); err != nil {
-		return nil, err
+	f, err := kwire.ReadFrame(br, 4, maxResponseBytes, pool)
+	if errors.Is(err, kwire.ErrFrameSize) {
+		err = fmt.Errorf("response: %w: %w", err, errProtocol)
 	}
-	n := int32(binary.BigEndian.Uint32(sz[:]))
-	if n < 4 || n > maxResponseBytes {
-		return nil, fmt.Errorf("response frame of %d bytes: %w", n, errProtocol)
-	}
-	var buf *[]byte
-	if pool != nil {
-		buf = pool.Get(int(n))
-	} else {
-		b := make([]byte, 0, n)
-		buf = &b
-	}
-	*buf = (*buf)[:n]
-	if _, err := io.ReadFull(br, *buf); err != nil {
-		if pool != nil {
-			pool.Put(buf)
-		}
-		return nil, err
-	}
-	return buf, nil
+	return f, err
 }
 
 var errProtocol = errors.New("protocol violation")

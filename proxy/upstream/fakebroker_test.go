@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -10,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 // received is one request a fakeBroker decoded.
@@ -48,6 +49,7 @@ type fakeBroker struct {
 	t       testing.TB
 	ln      net.Listener
 	inOrder bool
+	flex    kwire.FlexTable
 	quit    chan struct{} // closed by close: in-order conns stop waiting
 
 	reqs      chan *received // every non-ApiVersions request
@@ -83,7 +85,7 @@ func startFakeBroker(t testing.TB, hold chan struct{}, inOrder bool) *fakeBroker
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	fb := &fakeBroker{t: t, ln: ln, inOrder: inOrder, quit: make(chan struct{}), reqs: make(chan *received, 4096), hellos: make(chan *kmsg.ApiVersionsRequest, 64), closed: make(chan int, 64), holdHello: hold}
+	fb := &fakeBroker{t: t, ln: ln, flex: kwire.NewFlexTable(), inOrder: inOrder, quit: make(chan struct{}), reqs: make(chan *received, 4096), hellos: make(chan *kmsg.ApiVersionsRequest, 64), closed: make(chan int, 64), holdHello: hold}
 	fb.wg.Add(1)
 	go fb.accept()
 	t.Cleanup(fb.close)
@@ -173,33 +175,23 @@ func (fb *fakeBroker) serve(c *fakeConn) {
 }
 
 func (fb *fakeBroker) readRequest(c *fakeConn, br *bufio.Reader) (*received, error) {
-	var sz [4]byte
-	if _, err := io.ReadFull(br, sz[:]); err != nil {
+	frame, err := kwire.ReadFrame(br, 8, 1<<30, nil)
+	if err != nil {
 		return nil, err
 	}
-	buf := make([]byte, binary.BigEndian.Uint32(sz[:]))
-	if _, err := io.ReadFull(br, buf); err != nil {
+	buf := *frame
+	h, err := kwire.ParseRequestHeader(buf, fb.flex)
+	if err != nil {
 		return nil, err
 	}
 	r := &received{conn: c.idx, fb: fb, w: c, answered: make(chan struct{})}
-	r.key = int16(binary.BigEndian.Uint16(buf))
-	r.version = int16(binary.BigEndian.Uint16(buf[2:]))
-	r.corr = int32(binary.BigEndian.Uint32(buf[4:]))
-	n := int(int16(binary.BigEndian.Uint16(buf[8:])))
-	r.clientID = string(buf[10 : 10+n])
-	body := buf[10+n:]
+	r.key, r.version, r.corr, r.clientID = h.Key, h.Version, h.Corr, string(h.ClientID)
+	body := buf[h.BodyOff:]
 	r.req = kmsg.RequestForKey(r.key)
 	if r.req == nil {
 		return nil, errors.New("unknown key")
 	}
 	r.req.SetVersion(r.version)
-	if r.req.IsFlexible() {
-		k, err := skipTags(body)
-		if err != nil {
-			return nil, err
-		}
-		body = body[k:]
-	}
 	if err := r.req.ReadFrom(body); err != nil {
 		return nil, err
 	}
@@ -208,13 +200,9 @@ func (fb *fakeBroker) readRequest(c *fakeConn, br *bufio.Reader) (*received, err
 
 func (c *fakeConn) write(r *received, resp kmsg.Response) {
 	resp.SetVersion(r.version)
-	frame := []byte{0, 0, 0, 0}
-	frame = binary.BigEndian.AppendUint32(frame, uint32(r.corr))
-	if resp.IsFlexible() && r.key != keyApiVersions {
-		frame = append(frame, 0)
-	}
+	frame := kwire.AppendResponseHeader(nil, r.corr, kwire.ResponseHeaderFlexible(r.key, resp.IsFlexible()))
 	frame = resp.AppendTo(frame)
-	putSize(frame)
+	kwire.FinishFrame(frame)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.nc.Write(frame) //nolint:errcheck // the proxy side may be gone; tests check what arrives

@@ -189,10 +189,10 @@ func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, ver
 		id = *clientID
 	}
 	r.frame = p.bufs.Get(4 + 10 + len(id) + 1 + body.SizeHint())
-	*r.frame = appendRequestHeader(*r.frame, key, version, 0, id, flexible)
+	*r.frame = kwire.AppendRequestHeader(*r.frame, key, version, 0, &id, flexible)
 	hdr := len(*r.frame)
 	*r.frame = body.AppendBody(*r.frame)
-	putSize(*r.frame)
+	kwire.FinishFrame(*r.frame)
 	cl := classify(key, version, (*r.frame)[hdr:])
 	r.noResp = cl.noResp
 	r.patience = p.patience(ctx, cl.own)

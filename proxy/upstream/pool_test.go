@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/retry"
 )
@@ -242,7 +243,7 @@ func TestRedialAfterRefusal(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot listen on %s again: %v", addr, err)
 	}
-	fb := &fakeBroker{t: t, ln: ln, reqs: make(chan *received, 16), hellos: make(chan *kmsg.ApiVersionsRequest, 16), closed: make(chan int, 16)}
+	fb := &fakeBroker{t: t, ln: ln, flex: kwire.NewFlexTable(), reqs: make(chan *received, 16), hellos: make(chan *kmsg.ApiVersionsRequest, 16), closed: make(chan int, 16)}
 	fb.wg.Add(1)
 	go fb.accept()
 	t.Cleanup(fb.close)

@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"encoding/binary"
-	"errors"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -103,46 +102,3 @@ func skipString(b []byte, compact bool) ([]byte, bool) {
 	}
 	return b[2+n:], true
 }
-
-var errBadTags = errors.New("malformed tagged fields")
-
-// skipTags returns the length of the tagged-field section at the start of b.
-func skipTags(b []byte) (int, error) {
-	n, w := binary.Uvarint(b)
-	if w <= 0 {
-		return 0, errBadTags
-	}
-	off := w
-	for i := uint64(0); i < n; i++ {
-		if _, w = binary.Uvarint(b[off:]); w <= 0 { // tag id
-			return 0, errBadTags
-		}
-		off += w
-		size, w := binary.Uvarint(b[off:])
-		if w <= 0 || uint64(len(b)-off-w) < size {
-			return 0, errBadTags
-		}
-		off += w + int(size)
-	}
-	return off, nil
-}
-
-// appendRequestHeader appends a request header (v1, or v2 when flexible) with
-// a placeholder size prefix; putSize fills it in once the body is appended.
-func appendRequestHeader(dst []byte, key, version int16, corr int32, clientID string, flexible bool) []byte {
-	dst = append(dst, 0, 0, 0, 0)
-	dst = binary.BigEndian.AppendUint16(dst, uint16(key))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(version))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(corr))
-	dst = binary.BigEndian.AppendUint16(dst, uint16(len(clientID)))
-	dst = append(dst, clientID...)
-	if flexible {
-		dst = append(dst, 0) // no tagged fields
-	}
-	return dst
-}
-
-func putSize(frame []byte) { binary.BigEndian.PutUint32(frame, uint32(len(frame)-4)) }
-
-// corrOffset is where the correlation id sits in a request frame.
-const corrOffset = 8

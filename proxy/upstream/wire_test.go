@@ -49,27 +49,6 @@ func TestFetchMaxWait(t *testing.T) {
 	}
 }
 
-func TestSkipTags(t *testing.T) {
-	for _, tc := range []struct {
-		in   []byte
-		want int
-		ok   bool
-	}{
-		{[]byte{0}, 1, true},
-		{[]byte{0, 9, 9}, 1, true},
-		{[]byte{1, 5, 2, 'a', 'b'}, 5, true},
-		{[]byte{2, 0, 0, 1, 1, 'x'}, 6, true},
-		{[]byte{1, 5, 3, 'a'}, 0, false},
-		{[]byte{0x80}, 0, false},
-		{nil, 0, false},
-	} {
-		got, err := skipTags(tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("skipTags(%v) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestJoinGroupRebalanceTimeout(t *testing.T) {
 	for _, version := range []int16{0, 1, 5, 6, 9} {
 		req := kmsg.NewPtrJoinGroupRequest()

@@ -2,12 +2,11 @@ package partlog
 
 import (
 	"context"
-	"encoding/binary"
-	"hash/crc32"
 	"testing"
 
+	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
+
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/kproxy/kproxy/broker-stub/broker/schema"
@@ -15,20 +14,8 @@ import (
 )
 
 func testBatch(pid int64, epoch int16, seq int32, ts int64, values ...string) []byte {
-	var recs []byte
-	for i, v := range values {
-		r := kmsg.NewRecord()
-		r.OffsetDelta, r.TimestampDelta64, r.Value = int32(i), int64(i), []byte(v)
-		r.Length = int32(len(r.AppendTo(nil)) - 1)
-		recs = r.AppendTo(recs)
-	}
-	b := kmsg.RecordBatch{Magic: 2, LastOffsetDelta: int32(len(values) - 1), FirstTimestamp: ts,
-		MaxTimestamp: ts + int64(len(values)) - 1, ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
-		NumRecords: int32(len(values)), Records: recs}
-	raw := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
-	return raw
+	return kwiretest.Batch{ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
+		FirstTimestamp: ts, SpreadTimestamps: true, Values: kwiretest.Values(values...)}.Encode()
 }
 
 func TestParseProduce(t *testing.T) {

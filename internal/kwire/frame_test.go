@@ -1,0 +1,98 @@
+package kwire
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func TestSkipTags(t *testing.T) {
+	for _, tc := range []struct {
+		in   []byte
+		want int
+		ok   bool
+	}{
+		{[]byte{0}, 1, true},
+		{[]byte{0, 9, 9}, 1, true},
+		{[]byte{1, 5, 2, 'a', 'b'}, 5, true},
+		{[]byte{2, 0, 0, 1, 1, 'x'}, 6, true},
+		{[]byte{1, 5, 3, 'a'}, 0, false},
+		{[]byte{0x80}, 0, false},
+		{nil, 0, false},
+	} {
+		got, err := SkipTags(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("SkipTags(%v) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestRequestRoundTrip: a frame AppendRequest writes is what kmsg's own
+// formatter writes, and ParseRequestHeader finds its body.
+func TestRequestRoundTrip(t *testing.T) {
+	ft := NewFlexTable()
+	id := "c1"
+	for _, v := range []int16{4, 12} {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = v
+		req.Topics = []kmsg.MetadataRequestTopic{{Topic: kmsg.StringPtr("t")}}
+		got := AppendRequest(nil, ft, req, 9, &id)
+		want := kmsg.NewRequestFormatter(kmsg.FormatterClientID(id)).AppendRequest(nil, req, 9)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("v%d: frame %v, kmsg writes %v", v, got, want)
+		}
+		f, err := ReadFrame(bytes.NewReader(got), 8, 1<<20, nil)
+		if err != nil {
+			t.Fatalf("v%d: read: %v", v, err)
+		}
+		h, err := ParseRequestHeader(*f, ft)
+		if err != nil || h.Corr != 9 || string(h.ClientID) != id || !bytes.Equal((*f)[h.BodyOff:], req.AppendTo(nil)) {
+			t.Fatalf("v%d: header %+v err %v", v, h, err)
+		}
+	}
+}
+
+func TestReadFrameBounds(t *testing.T) {
+	var pool BufPool
+	for _, tc := range []struct {
+		in  []byte
+		err error
+	}{
+		{[]byte{0, 0, 0, 3, 1, 2, 3}, ErrFrameSize},
+		{[]byte{0, 0, 1, 0}, ErrFrameSize},
+		{[]byte{0xff, 0xff, 0xff, 0}, ErrFrameSize},
+		{[]byte{0, 0, 0, 4, 1, 2, 3, 4}, nil},
+	} {
+		f, err := ReadFrame(bytes.NewReader(tc.in), 4, 255, &pool)
+		if !errors.Is(err, tc.err) {
+			t.Fatalf("%v: err %v, want %v", tc.in, err, tc.err)
+		}
+		if err == nil && !bytes.Equal(*f, tc.in[4:]) {
+			t.Fatalf("%v: frame %v", tc.in, *f)
+		}
+	}
+}
+
+func TestResponseHeader(t *testing.T) {
+	var hdr [MaxResponseHeader]byte
+	for _, tc := range []struct {
+		flexible bool
+		want     []byte
+	}{
+		{false, []byte{0, 0, 0, 7, 0, 0, 0, 5}},
+		{true, []byte{0, 0, 0, 8, 0, 0, 0, 5, 0}},
+	} {
+		n := PutResponseHeader(&hdr, 5, tc.flexible, 3)
+		if !bytes.Equal(hdr[:n], tc.want) {
+			t.Errorf("flexible %v: %v, want %v", tc.flexible, hdr[:n], tc.want)
+		}
+		app := AppendResponseHeader(nil, 5, tc.flexible)
+		app = append(app, 1, 2, 3)
+		FinishFrame(app)
+		if !bytes.Equal(app[:n], tc.want) {
+			t.Errorf("flexible %v: appended %v, want %v", tc.flexible, app[:n], tc.want)
+		}
+	}
+}
