@@ -63,7 +63,7 @@ func (s Batch) Encode() []byte {
 		b.ProducerEpoch, b.FirstSequence = -1, -1
 	}
 	raw := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))                // after FirstOffset and Length
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))                   // after FirstOffset and Length
 	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli)) // from Attributes on
 	return raw
 }
