@@ -210,7 +210,8 @@ func wire(cfg Config, bound string) (deps, error) {
 	}
 	return deps{
 		disp: apisDispatcher{disp}, routes: routes, status: w.Status,
-		watch: w.Run, prune: pool.Prune, close: pool.Close,
+		watch: w.Run, prune: pool.Prune,
+		close: func() { pool.Close(); disp.Close() }, // failed by the pool, the long polls end
 	}, nil
 }
 

@@ -15,6 +15,10 @@ package apis
 
 import (
 	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/proxy/upstream"
 )
 
 // Header is what the proxy read from a client's request header.
@@ -40,46 +44,30 @@ type Reply struct {
 	Release func()
 }
 
-// Sender forwards encoded request bodies to brokers.
+// Sender forwards requests to brokers (upstream.Pool is the real one).
 type Sender interface {
-	// Send appends body to a request frame and queues it on one of broker's
-	// connections. Requests with equal affinity for one broker are written in
-	// the order Send was called; against a broker that answers in order, the
-	// requests it may hold (long-poll fetches, JoinGroup, SyncGroup) keep that
-	// order among themselves on a connection of their own, so that they never
-	// hold up other requests. Produce requests always share one ordered
-	// path. Send does not keep body after it returns. An error from Send or
-	// from the Pending wraps retry.ErrNotSent when the request definitely did
-	// not reach the broker; any other error is ambiguous (the broker may have
-	// processed it).
-	//
-	// clientID goes into the request header, so that brokers see the
-	// client's own id (quotas, logs, ACLs by client id); nil sends the
-	// proxy's.
-	Send(ctx context.Context, broker int32, affinity uint64, key, version int16, clientID *string, body Body) (Pending, error)
+	// Send appends req's body to a request frame and queues it on one of
+	// broker's connections. Requests with equal affinity for one broker are
+	// written in the order Send was called; requests a broker may hold
+	// (req.Hold.Long: long-poll fetches, JoinGroup, SyncGroup) keep that
+	// order among themselves on a connection of their own against a broker
+	// that answers in order, so that they never hold up other requests.
+	// Produce requests always share one ordered path. Send does not keep
+	// req.Body after it returns. An error from Send or from the Pending
+	// wraps retry.ErrNotSent when the request definitely did not reach the
+	// broker; any other error is ambiguous (the broker may have processed
+	// it).
+	Send(ctx context.Context, broker int32, affinity uint64, req upstream.Request) (Pending, error)
+	// ApiVersions returns the API versions broker advertised when the
+	// Sender connected to it, connecting if needed: brokers are asked once,
+	// by the Sender's own handshake.
+	ApiVersions(ctx context.Context, broker int32) ([]kmsg.ApiVersionsResponseApiKey, error)
 }
 
-// Body is a request body for Send. Send has it append itself to the request
-// frame, so that a sub-request is encoded straight into the frame that is
-// written, not encoded and then copied.
-type Body interface {
-	// AppendBody appends the encoded body to dst.
-	AppendBody(dst []byte) []byte
-	// SizeHint is about how many bytes AppendBody appends.
-	SizeHint() int
-}
-
-// Raw is a Body already encoded.
-type Raw []byte
-
-func (b Raw) AppendBody(dst []byte) []byte { return append(dst, b...) }
-func (b Raw) SizeHint() int                { return len(b) }
-
-// Pending is a request written (or about to be written) to a broker.
-type Pending interface {
-	// Wait returns the response body (response header stripped) or an error.
-	Wait(ctx context.Context) ([]byte, error)
-	// Release lets the body's memory be reused. Call it after Wait, once
-	// nothing references the body any more; not calling it is safe.
-	Release()
-}
+// The request types that cross into the Sender are defined below this
+// package, in upstream.
+type (
+	Body    = upstream.Body
+	Raw     = upstream.Raw
+	Pending = upstream.Pending
+)

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/proxy/upstream"
 )
 
 // cannedSender answers every request to a broker with a fixed body,
@@ -19,8 +21,12 @@ type canned struct{ body []byte }
 func (c *canned) Wait(context.Context) ([]byte, error) { return c.body, nil }
 func (c *canned) Release()                             {} // shared by every request
 
-func (s *cannedSender) Send(_ context.Context, broker int32, _ uint64, _, _ int16, _ *string, body Body) (Pending, error) {
-	s.frame = body.AppendBody(s.frame[:0])
+func (s *cannedSender) ApiVersions(context.Context, int32) ([]kmsg.ApiVersionsResponseApiKey, error) {
+	return nil, nil
+}
+
+func (s *cannedSender) Send(_ context.Context, broker int32, _ uint64, req upstream.Request) (Pending, error) {
+	s.frame = req.Body.AppendBody(s.frame[:0])
 	return s.answers[broker], nil
 }
 

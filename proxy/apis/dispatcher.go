@@ -73,15 +73,17 @@ type Dispatcher struct {
 	bufs   kwire.BufPool       // requests' own copies, sub-requests and merged answers
 	secret [markerLen - 4]byte // starts the markers of vecEncoder
 
-	producePool sync.Pool   // *produceOp
-	fetchPool   sync.Pool   // *fetchOp
-	parked      parkedPolls // long polls an early fetch answer left (wait.go)
+	producePool sync.Pool      // *produceOp
+	fetchPool   sync.Pool      // *fetchOp
+	parked      parkedPolls    // long polls an early fetch answer left (wait.go)
+	polls       sync.WaitGroup // the long polls' goroutines (wait.go)
 
 	randMu sync.Mutex
 	rnd    *rand.Rand
 }
 
-// New checks cfg and returns a Dispatcher. It starts no goroutines.
+// New checks cfg and returns a Dispatcher. Calls start goroutines that wait
+// for long polls; Close joins them.
 func New(cfg Config) (*Dispatcher, error) {
 	switch {
 	case cfg.Routes == nil:
@@ -125,6 +127,12 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.vers = newVersions(d)
 	return d, nil
 }
+
+// Close waits for the goroutines that wait for long polls. Each ends when
+// its broker answers or its client connection's context ends, so call Close
+// once every client connection is gone or the Sender is closed (which fails
+// what is in flight). Begin must not be called after Close.
+func (d *Dispatcher) Close() { d.polls.Wait() }
 
 func setDuration(d *time.Duration, def time.Duration) {
 	if *d <= 0 {

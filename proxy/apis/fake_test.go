@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/retry"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -70,7 +72,8 @@ func (f *fakeSender) on(broker int32, key kmsg.Key, s script) {
 	f.scripts[broker][int16(key)] = s
 }
 
-func (f *fakeSender) Send(_ context.Context, broker int32, _ uint64, key, version int16, clientID *string, body Body) (Pending, error) {
+func (f *fakeSender) Send(_ context.Context, broker int32, _ uint64, ur upstream.Request) (Pending, error) {
+	key, version, clientID, body := ur.Key, ur.Version, ur.ClientID, ur.Body
 	req := kmsg.RequestForKey(key)
 	req.SetVersion(version)
 	cp := body.AppendBody(nil)
@@ -260,6 +263,35 @@ func (f *fakeSender) okResponse(broker int32, req kmsg.Request) kmsg.Response {
 		}
 	}
 	return resp
+}
+
+// ApiVersions asks broker with an ApiVersions request, as a Sender's
+// handshake does, so that scripts and counts see it.
+func (f *fakeSender) ApiVersions(ctx context.Context, broker int32) ([]kmsg.ApiVersionsResponseApiKey, error) {
+	return askApiVersions(ctx, f, broker)
+}
+
+// askApiVersions sends ApiVersions v3 through s and decodes the answer.
+func askApiVersions(ctx context.Context, s Sender, broker int32) ([]kmsg.ApiVersionsResponseApiKey, error) {
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 3
+	p, err := s.Send(ctx, broker, 0, upstream.Request{Key: req.Key(), Version: 3, Body: Raw(req.AppendTo(nil))})
+	if err != nil {
+		return nil, err
+	}
+	body, err := p.Wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 3
+	if err := resp.ReadFrom(body); err != nil {
+		return nil, err
+	}
+	if resp.ErrorCode != 0 {
+		return nil, kerr.ErrorForCode(resp.ErrorCode)
+	}
+	return resp.ApiKeys, nil
 }
 
 func (f *fakeSender) apiVersions(broker int32, r *kmsg.ApiVersionsRequest) kmsg.Response {

@@ -52,7 +52,7 @@ func (d *Dispatcher) beginListGroups(ctx context.Context, conn uint64, h Header,
 
 func (o *listGroupsOp) send(ctx context.Context, a *fanAsk) {
 	a.tries++
-	a.p, a.err = o.d.sender.Send(ctx, a.broker, o.conn, o.h.Key, o.h.Version, o.h.ClientID, Raw(o.own))
+	a.p, a.err = o.d.send(ctx, a.broker, o.conn, o.h, nil, Raw(o.own))
 }
 
 func (o *listGroupsOp) finish(ctx context.Context) (Reply, error) {

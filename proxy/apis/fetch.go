@@ -122,9 +122,7 @@ func (o *fetchOp) encode(dst []byte, idx []int32, nsubs int) []byte {
 		IsolationLevel: r.IsolationLevel, SessionID: 0, SessionEpoch: -1, Rack: r.Rack,
 		UnknownTags: r.UnknownTags, Topics: e.Topics[:0],
 	}
-	if len(o.s.subs) > 0 { // a retry: only what is left of MaxWait
-		e.MaxWaitMillis = int32(max(0, o.s.deadline.Sub(o.s.d.now()).Milliseconds()))
-	}
+	e.MaxWaitMillis = o.maxWait()
 	if nsubs > 1 && e.MaxBytes > 0 {
 		// The merged answer must stay within the client's limit (librdkafka
 		// drops a connection whose response exceeds its receive limit).
@@ -132,6 +130,15 @@ func (o *fetchOp) encode(dst []byte, idx []int32, nsubs int) []byte {
 	}
 	e.Topics = subset(&o.s, idx, r.Topics, fetchParts, e.Topics, &o.encParts)
 	return e.AppendTo(dst)
+}
+
+// maxWait is the MaxWait of the sub-request being sent: the client's, or,
+// for a retry, what is left of it.
+func (o *fetchOp) maxWait() int32 {
+	if len(o.s.subs) == 0 {
+		return o.req.MaxWaitMillis
+	}
+	return int32(max(0, o.s.deadline.Sub(o.s.d.now()).Milliseconds()))
 }
 
 func fetchParts(t *kmsg.FetchRequestTopic) *[]kmsg.FetchRequestTopicPartition { return &t.Partitions }

@@ -64,7 +64,7 @@ func (o *forwardOp) send(ctx context.Context) bool {
 	}
 	o.broker = b
 	o.tries++
-	o.p, o.err = o.d.sender.Send(ctx, b, o.conn, o.h.Key, o.h.Version, o.h.ClientID, Raw(o.own))
+	o.p, o.err = o.d.send(ctx, b, o.conn, o.h, o.req, Raw(o.own))
 	return true
 }
 

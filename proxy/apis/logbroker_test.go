@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/proxy/upstream"
 )
 
 // logSender is a Sender whose brokers share one in-memory log per
@@ -46,7 +48,12 @@ type funcPending func(context.Context) ([]byte, error)
 func (f funcPending) Wait(ctx context.Context) ([]byte, error) { return f(ctx) }
 func (f funcPending) Release()                                 {}
 
-func (s *logSender) Send(_ context.Context, broker int32, _ uint64, key, version int16, _ *string, body Body) (Pending, error) {
+func (s *logSender) ApiVersions(ctx context.Context, broker int32) ([]kmsg.ApiVersionsResponseApiKey, error) {
+	return askApiVersions(ctx, s, broker)
+}
+
+func (s *logSender) Send(_ context.Context, broker int32, _ uint64, ur upstream.Request) (Pending, error) {
+	key, version, body := ur.Key, ur.Version, ur.Body
 	req := kmsg.RequestForKey(key)
 	req.SetVersion(version)
 	if err := req.ReadFrom(body.AppendBody(nil)); err != nil {

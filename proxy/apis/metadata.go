@@ -94,7 +94,7 @@ func (d *Dispatcher) createTopics(ctx context.Context, topics []string) (Pending
 		}
 		req.Topics = append(req.Topics, t)
 	}
-	return d.sender.Send(ctx, broker, 0, req.Key(), req.Version, nil, Raw(req.AppendTo(nil)))
+	return d.send(ctx, broker, 0, Header{Key: req.Key(), Version: req.Version}, req, Raw(req.AppendTo(nil)))
 }
 
 func (o *metadataOp) finish(ctx context.Context) (Reply, error) {

@@ -98,6 +98,7 @@ func (o *listOffsetsOp) decode(d *Dispatcher) error {
 		timeout = o.req.TimeoutMillis
 	}
 	o.s.deadline = d.budget(timeout)
+	o.s.hold = holdOf(&o.req)
 	o.slots = make([]kmsg.ListOffsetsResponseTopicPartition, countParts(o.req.Topics, loParts))
 	addTopics(d, &o.s, o.req.Topics, func(t *kmsg.ListOffsetsRequestTopic) string { return t.Topic }, loParts,
 		func(p *kmsg.ListOffsetsRequestTopicPartition) int32 { return p.Partition })
@@ -172,6 +173,7 @@ func (o *epochOp) decode(d *Dispatcher) error {
 		return err
 	}
 	o.s.deadline = d.budget(0)
+	o.s.hold = holdOf(&o.req)
 	o.slots = make([]kmsg.OffsetForLeaderEpochResponseTopicPartition, countParts(o.req.Topics, oeParts))
 	addTopics(d, &o.s, o.req.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) string { return t.Topic }, oeParts,
 		func(p *kmsg.OffsetForLeaderEpochRequestTopicPartition) int32 { return p.Partition })
@@ -246,6 +248,7 @@ func (o *deleteRecordsOp) decode(d *Dispatcher) error {
 		return err
 	}
 	o.s.deadline = d.budget(o.req.TimeoutMillis)
+	o.s.hold = holdOf(&o.req)
 	o.slots = make([]kmsg.DeleteRecordsResponseTopicPartition, countParts(o.req.Topics, drParts))
 	addTopics(d, &o.s, o.req.Topics, func(t *kmsg.DeleteRecordsRequestTopic) string { return t.Topic }, drParts,
 		func(p *kmsg.DeleteRecordsRequestTopicPartition) int32 { return p.Partition })

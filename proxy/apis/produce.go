@@ -48,6 +48,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
 	o.byID = h.Version >= 13
+	o.s.hold = holdOf(&o.req)
 	o.s.deadline = retry.Budget(d.now(), time.Duration(o.req.TimeoutMillis)*time.Millisecond, minBudget)
 	o.addItems()
 	if o.req.Acks == 0 {

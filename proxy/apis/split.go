@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/retry"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -107,9 +108,10 @@ type splitter struct {
 	// adapter can answer early; otherwise answers are awaited in turn,
 	// which costs no goroutine (every attempt is in flight anyway).
 	concurrent bool
-	ambCode    int16 // answer for items whose attempt may have been processed
-	lostCode   int16 // answer for items whose retries ran out unanswered
-	noRoute    int16 // answer for items no live broker can take
+	ambCode    int16         // answer for items whose attempt may have been processed
+	lostCode   int16         // answer for items whose retries ran out unanswered
+	noRoute    int16         // answer for items no live broker can take
+	hold       upstream.Hold // of every sub-request, from the decoded request
 
 	items []item
 	subs  []sub
@@ -238,13 +240,24 @@ func (s *splitter) send(ctx context.Context, broker int32, idx []int32, whole []
 		s.enc = subBody{s: s, idx: idx, nsubs: nsubs}
 		body = &s.enc
 	}
-	p, err := s.d.sender.Send(ctx, broker, s.conn, s.key, s.version, s.clientID, body)
+	p, err := s.d.sender.Send(ctx, broker, s.conn, upstream.Request{
+		Key: s.key, Version: s.version, ClientID: s.clientID, Body: body, Hold: s.holdNow(),
+	})
 	s.enc = subBody{}
 	if err != nil {
 		err = fmt.Errorf("send %s to broker %d: %w", kmsg.NameForKey(s.key), broker, err)
 	}
 	s.subs = append(s.subs, sub{broker: broker, idx: idx, p: p, err: err, first: parkable})
 	s.outstanding++
+}
+
+// holdNow is the Hold of the sub-request about to be sent: a fetch's
+// retries wait only for what is left of MaxWait.
+func (s *splitter) holdNow() upstream.Hold {
+	if f, ok := s.ops.(interface{ maxWait() int32 }); ok {
+		return fetchHold(f.maxWait())
+	}
+	return s.hold
 }
 
 // subBody encodes sub-request idx into Send's frame.

@@ -2,8 +2,6 @@ package apis
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -235,41 +233,18 @@ func (v *versions) probeNew(ctx context.Context, live []routing.Broker) {
 	}
 }
 
-// probeVersion is the ApiVersions version the proxy asks brokers with; v3
-// carries the software name that lets a stub broker answer out of order on
-// the proxy's connections (the pool identifies itself the same way).
-const probeVersion = 3
-
+// probe asks the Sender what broker advertised in its connection's
+// ApiVersions handshake.
 func (v *versions) probe(ctx context.Context, broker int32) (*[numKeys]vrange, error) {
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version = probeVersion
-	req.ClientSoftwareName = "kproxy"
-	req.ClientSoftwareVersion = "1"
-	p, err := v.d.sender.Send(ctx, broker, 0, int16(kmsg.ApiVersions), probeVersion, nil, Raw(req.AppendTo(nil)))
+	keys, err := v.d.sender.ApiVersions(ctx, broker)
 	if err != nil {
-		return nil, fmt.Errorf("send ApiVersions to broker %d: %w", broker, err)
-	}
-	body, err := p.Wait(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("ApiVersions from broker %d: %w", broker, err)
-	}
-	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.Version = probeVersion
-	if err := resp.ReadFrom(body); err != nil || resp.ErrorCode == kerr.UnsupportedVersion.Code {
-		// Kafka answers an unsupported ApiVersions version at v0.
-		resp = kmsg.NewPtrApiVersionsResponse()
-		if err0 := resp.ReadFrom(body); err0 != nil {
-			return nil, fmt.Errorf("decode ApiVersions from broker %d: %w", broker, errors.Join(err, err0))
-		}
-	}
-	if resp.ErrorCode != 0 && resp.ErrorCode != kerr.UnsupportedVersion.Code {
-		return nil, fmt.Errorf("ApiVersions from broker %d: %w", broker, kerr.ErrorForCode(resp.ErrorCode))
+		return nil, err
 	}
 	var r [numKeys]vrange
 	for k := range r {
 		r[k] = noVersions
 	}
-	for _, k := range resp.ApiKeys {
+	for _, k := range keys {
 		if k.ApiKey >= 0 && int(k.ApiKey) < numKeys {
 			r[k.ApiKey] = vrange{min: k.MinVersion, max: k.MaxVersion}
 		}

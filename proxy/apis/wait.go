@@ -132,7 +132,8 @@ func (s *splitter) launch(ctx context.Context) {
 		sb.lp = &longPoll{results: s.results, si: si, p: sb.p}
 		sb.state = subWaiting
 		s.waiting++
-		go sb.lp.wait(ctx, sb.p)
+		lp, p := sb.lp, sb.p
+		s.d.polls.Go(func() { lp.wait(ctx, p) })
 	}
 }
 
@@ -177,7 +178,7 @@ func (s *splitter) cleanup(ctx context.Context) {
 // adoption each connection keeps at most one long poll per idle broker.
 //
 // Its goroutine ends when the broker answers (by MaxWait) or the client
-// connection's context ends.
+// connection's context ends; Dispatcher.Close joins it.
 type longPoll struct {
 	mu       sync.Mutex
 	results  chan<- result // nil while detached

@@ -120,3 +120,37 @@ func TestUnadoptedLongPollReleasesItsAnswer(t *testing.T) {
 		t.Fatalf("released %v, want brokers 2 and 3", freed)
 	}
 }
+
+// TestCloseJoinsLongPolls: the goroutines that wait for long polls an
+// early answer left behind are joined by Close once their connection ends.
+func TestCloseJoinsLongPolls(t *testing.T) {
+	d, f, _ := newTestDispatcher(t)
+	f.on(2, kmsg.Fetch, func(int, kmsg.Request) fakeReply { return fakeReply{idle: true} })
+	f.on(3, kmsg.Fetch, func(int, kmsg.Request) fakeReply { return fakeReply{idle: true} })
+	req := partAPIs[1].build(11, spread).(*kmsg.FetchRequest)
+	req.MinBytes, req.MaxWaitMillis = 1, 60_000
+	conn, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := d.Begin(conn, 1, Header{Key: req.Key(), Version: req.Version}, req.AppendTo(nil)).Finish(conn); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan struct{})
+	go func() {
+		d.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while two long polls still waited")
+	case <-time.After(50 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return after the connection ended")
+	}
+	if n := len(f.idleEnd); n != 2 {
+		t.Fatalf("%d idle waits ended, want 2", n)
+	}
+}

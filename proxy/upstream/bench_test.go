@@ -11,7 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
-	"github.com/kproxy/kproxy/proxy/apis"
 )
 
 // echoBroker answers every request at once with a 16-byte body, without
@@ -89,7 +88,7 @@ func BenchmarkSendWait(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		pend, err := p.Send(ctx, 1, 0, 3, 12, nil, apis.Raw(body))
+		pend, err := p.Send(ctx, 1, 0, Request{Key: 3, Version: 12, Body: Raw(body)})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/retry"
 )
@@ -48,14 +50,17 @@ type conn struct {
 	// unordered: the broker advertised unorderedFeature, so it may answer
 	// in any order. Written before ready is closed; read after.
 	unordered bool
+	// hello is the broker's handshake answer (nil if it did not decode);
+	// written before ready is closed, read after.
+	hello *kmsg.ApiVersionsResponse
 
 	mu           sync.Mutex
 	nc           net.Conn
 	err          error // set once, by fail
 	connected    bool  // handshake done
 	nextCorr     int32
-	inflight     map[int32]*request
-	queue        []*request
+	inflight     map[int32]*wireReq
+	queue        []*wireReq
 	written      deadlineHeap // written requests awaiting a response
 	readDeadline time.Time
 	lastDeadline time.Time // of the last written request
@@ -76,8 +81,20 @@ func newConn(bp *brokerPool, owner connOwner, idle time.Duration) *conn {
 		wake:      make(chan struct{}, 1),
 		dead:      make(chan struct{}),
 		ready:     make(chan struct{}),
-		inflight:  make(map[int32]*request),
+		inflight:  make(map[int32]*wireReq),
 		idleSince: time.Now(),
+	}
+}
+
+// handshaken waits for the connection's ApiVersions handshake.
+func (c *conn) handshaken(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	case <-c.dead:
+		return c.notSent(c.failure())
+	case <-ctx.Done():
+		return c.notSent(fmt.Errorf("wait for handshake: %w", context.Cause(ctx)))
 	}
 }
 
@@ -85,14 +102,10 @@ func newConn(bp *brokerPool, owner connOwner, idle time.Duration) *conn {
 // answers this connection one request at a time, in order (it did not
 // advertise unorderedFeature).
 func (c *conn) answersInOrder(ctx context.Context) (bool, error) {
-	select {
-	case <-c.ready:
-		return !c.unordered, nil
-	case <-c.dead:
-		return false, c.notSent(c.failure())
-	case <-ctx.Done():
-		return false, c.notSent(fmt.Errorf("wait for handshake: %w", context.Cause(ctx)))
+	if err := c.handshaken(ctx); err != nil {
+		return false, err
 	}
+	return !c.unordered, nil
 }
 
 func (c *conn) start() {
@@ -106,7 +119,7 @@ func (c *conn) notSent(cause error) error {
 
 // enqueue takes an in-flight token (waiting while the conn is full) and
 // queues r behind every request enqueued before it.
-func (c *conn) enqueue(ctx context.Context, r *request) error {
+func (c *conn) enqueue(ctx context.Context, r *wireReq) error {
 	select {
 	case c.sem <- struct{}{}:
 	default:
@@ -157,7 +170,7 @@ func (c *conn) allocCorrLocked() int32 {
 }
 
 // removeLocked forgets r and returns its in-flight token.
-func (c *conn) removeLocked(r *request) {
+func (c *conn) removeLocked(r *wireReq) {
 	delete(c.inflight, r.corr)
 	if r.state == stWritten {
 		heap.Remove(&c.written, r.hidx)
@@ -188,7 +201,7 @@ func (c *conn) armReadDeadlineLocked() {
 }
 
 // withdraw removes r if it is still queued, so that it is never written.
-func (c *conn) withdraw(r *request) bool {
+func (c *conn) withdraw(r *wireReq) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if r.state != stQueued || c.err != nil {
@@ -226,7 +239,7 @@ func (c *conn) failIf(kind string, cause error, onlyIdle bool) bool {
 		return false
 	}
 	c.err = cause
-	reqs := make([]*request, 0, len(c.inflight))
+	reqs := make([]*wireReq, 0, len(c.inflight))
 	errs := make([]error, 0, len(c.inflight))
 	for _, r := range c.inflight {
 		var err error
@@ -283,7 +296,7 @@ func (c *conn) writeLoop() {
 	c.bp.p.wg.Add(1)
 	go c.readLoop(br)
 
-	var batch []*request
+	var batch []*wireReq
 	var bufs, toWrite net.Buffers // toWrite escapes: declared once, not per batch
 	for {
 		batch = c.takeBatch(batch[:0])
@@ -308,7 +321,7 @@ func (c *conn) writeLoop() {
 
 // takeBatch waits for queued requests and takes up to writeBatchBytes of
 // them (at least one). It returns nil once the connection has failed.
-func (c *conn) takeBatch(batch []*request) []*request {
+func (c *conn) takeBatch(batch []*wireReq) []*wireReq {
 	for {
 		c.mu.Lock()
 		if c.err != nil {
@@ -372,9 +385,9 @@ func (c *conn) idleWaitLocked() time.Duration {
 
 // afterWrite records which frames of batch were fully written (the first n
 // bytes): those may have reached the broker; the rest definitely did not.
-func (c *conn) afterWrite(batch []*request, n int64) {
+func (c *conn) afterWrite(batch []*wireReq, n int64) {
 	now := time.Now()
-	var acked []*request
+	var acked []*wireReq
 	var off int64
 	c.mu.Lock()
 	for _, r := range batch {

@@ -36,7 +36,7 @@ func (c *conn) connect() (net.Conn, *bufio.Reader, string, error) {
 	c.mu.Unlock()
 
 	br := bufio.NewReaderSize(nc, readBufferBytes)
-	unordered, err := c.handshake(nc, br)
+	hello, err := c.handshake(nc, br)
 	if err != nil {
 		return nil, nil, kindHandshake, fmt.Errorf("handshake: %w", err)
 	}
@@ -46,17 +46,20 @@ func (c *conn) connect() (net.Conn, *bufio.Reader, string, error) {
 		return nil, nil, kindClosed, c.err
 	}
 	c.connected = true
-	c.unordered = unordered
+	c.hello = hello
+	c.unordered = hello != nil && advertisesUnordered(hello)
 	c.mu.Unlock()
 	close(c.ready)
 	c.bp.m.conns.Inc()
-	c.bp.p.log.Debug("broker connection open", "broker", c.bp.id, "addr", c.bp.addr, "unordered", unordered, "dedicated", c.idle > 0)
+	c.bp.p.log.Debug("broker connection open", "broker", c.bp.id, "addr", c.bp.addr, "unordered", c.unordered, "dedicated", c.idle > 0)
 	return nc, br, "", nil
 }
 
-// handshake sends ApiVersions and reports whether the broker advertised
-// unorderedFeature, i.e. will answer this connection out of order.
-func (c *conn) handshake(nc net.Conn, br *bufio.Reader) (bool, error) {
+// handshake identifies the proxy with ApiVersions (v3 carries the software
+// name that lets a stub broker answer out of order) and returns the
+// broker's answer (nil if it does not decode): its API versions, and
+// whether it advertised unorderedFeature.
+func (c *conn) handshake(nc net.Conn, br *bufio.Reader) (*kmsg.ApiVersionsResponse, error) {
 	cfg := &c.bp.p.cfg
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.Version = 3
@@ -68,33 +71,34 @@ func (c *conn) handshake(nc net.Conn, br *bufio.Reader) (bool, error) {
 
 	_ = nc.SetDeadline(time.Now().Add(cfg.DialTimeout))
 	if _, err := nc.Write(frame); err != nil {
-		return false, err
+		return nil, err
 	}
 	// ApiVersions responses always have header v0: just the correlation id.
 	buf, err := readFrame(br, nil)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	resp := *buf
 	if len(resp) < 6 || int32(binary.BigEndian.Uint32(resp)) != handshakeCorr {
-		return false, errors.New("malformed ApiVersions response")
+		return nil, errors.New("malformed ApiVersions response")
 	}
 	if code := int16(binary.BigEndian.Uint16(resp[4:])); code != 0 {
-		return false, fmt.Errorf("ApiVersions v3: %w", kerr.ErrorForCode(code))
+		return nil, fmt.Errorf("ApiVersions v3: %w", kerr.ErrorForCode(code))
 	}
-	return advertisesUnordered(resp[4:]), nc.SetDeadline(time.Time{})
+	// A body that does not decode leaves the connection usable, in order
+	// (the safe assumption) and with no versions known (see Pool.ApiVersions).
+	hello := kmsg.NewPtrApiVersionsResponse()
+	hello.Version = 3
+	if err := hello.ReadFrom(resp[4:]); err != nil {
+		hello = nil
+	}
+	return hello, nc.SetDeadline(time.Time{})
 }
 
-// advertisesUnordered reports whether an ApiVersions v3 response body lists
-// unorderedFeature at version 1. Anything else, including a body that does
-// not decode, means in order: the safe assumption, which Kafka itself
-// guarantees.
-func advertisesUnordered(body []byte) bool {
-	resp := kmsg.NewPtrApiVersionsResponse()
-	resp.Version = 3
-	if err := resp.ReadFrom(body); err != nil {
-		return false
-	}
+// advertisesUnordered reports whether an ApiVersions v3 response lists
+// unorderedFeature at version 1. Anything else means in order: the safe
+// assumption, which Kafka itself guarantees.
+func advertisesUnordered(resp *kmsg.ApiVersionsResponse) bool {
 	for _, f := range resp.SupportedFeatures {
 		if f.Name == unorderedFeature && f.MinVersion <= 1 && f.MaxVersion >= 1 {
 			return true
@@ -115,3 +119,5 @@ func readFrame(br *bufio.Reader, pool *kwire.BufPool) (*[]byte, error) {
 }
 
 var errProtocol = errors.New("protocol violation")
+
+const keyApiVersions = int16(kmsg.ApiVersions)

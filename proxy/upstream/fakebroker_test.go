@@ -154,6 +154,7 @@ func (fb *fakeBroker) serve(c *fakeConn) {
 			fb.hellos <- hello
 			resp := kmsg.NewPtrApiVersionsResponse()
 			resp.Version = r.version
+			resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: 3, MinVersion: 0, MaxVersion: 12}}
 			if !fb.inOrder {
 				f := kmsg.NewApiVersionsResponseSupportedFeature()
 				f.Name, f.MinVersion, f.MaxVersion = unorderedFeature, 1, 1

@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/kproxy/kproxy/proxy/apis"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const testWait = 5 * time.Second
@@ -17,6 +16,13 @@ type resolver struct {
 	mu    sync.Mutex
 	addrs map[int32]string
 }
+
+const (
+	keyFetch     = int16(kmsg.Fetch)
+	keyProduce   = int16(kmsg.Produce)
+	keyJoinGroup = int16(kmsg.JoinGroup)
+	keySyncGroup = int16(kmsg.SyncGroup)
+)
 
 func (r *resolver) set(id int32, addr string) {
 	r.mu.Lock()
@@ -69,16 +75,16 @@ func recv(t *testing.T, fb *fakeBroker) *received {
 	}
 }
 
-func send(t *testing.T, p *Pool, broker int32, aff uint64, version int16, topic string) apis.Pending {
+func send(t *testing.T, p *Pool, broker int32, aff uint64, version int16, topic string) Pending {
 	t.Helper()
-	pend, err := p.Send(context.Background(), broker, aff, 3, version, nil, apis.Raw(metadataReq(version, topic)))
+	pend, err := p.Send(context.Background(), broker, aff, Request{Key: 3, Version: version, Body: Raw(metadataReq(version, topic))})
 	if err != nil {
 		t.Fatalf("send %s: %v", topic, err)
 	}
 	return pend
 }
 
-func wait(t *testing.T, pend apis.Pending) ([]byte, error) {
+func wait(t *testing.T, pend Pending) ([]byte, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
@@ -93,7 +99,7 @@ func wait(t *testing.T, pend apis.Pending) ([]byte, error) {
 // dial that fails fast may fail the request before Send has queued it.
 func sendAndWait(t *testing.T, p *Pool, topic string) error {
 	t.Helper()
-	pend, err := p.Send(context.Background(), 1, 0, 3, 12, nil, apis.Raw(metadataReq(12, topic)))
+	pend, err := p.Send(context.Background(), 1, 0, Request{Key: 3, Version: 12, Body: Raw(metadataReq(12, topic))})
 	if err != nil {
 		return err
 	}

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // unorderedFeature is the KIP-584 supported feature a broker lists (at
@@ -16,59 +13,10 @@ import (
 // (broker.UnorderedResponsesFeature); upstream does not import the broker.
 const unorderedFeature = "kproxy.unordered-responses"
 
-// groupHoldAllowance is how long a broker may hold a SyncGroup (until the
-// leader's assignment arrives), or a JoinGroup whose rebalance timeout does
-// not parse: Kafka's default rebalance timeout (max.poll.interval.ms).
-const groupHoldAllowance = 5 * time.Minute
-
 var (
 	errIdle          = errors.New("dedicated connection closed when idle")
 	errLaneReclaimed = errors.New("idle dedicated connection closed to make room")
 )
-
-// class is what the pool needs to know of a request before sending it.
-type class struct {
-	// holds: the broker may hold the request for long, so against a broker
-	// answering in order it must not share a connection with strangers.
-	holds bool
-	// own is how long the broker may legitimately take to answer.
-	own    time.Duration
-	noResp bool // Produce with acks=0
-}
-
-// classify reads what the pool needs from an encoded request body.
-//
-// Requests held for long: Fetch with a positive MaxWait (a long poll),
-// JoinGroup (held until every member rejoined, up to its rebalance timeout),
-// SyncGroup (held until the leader's assignment), and the admin requests
-// that wait up to their own timeout for the cluster to converge
-// (CreateTopics, DeleteTopics, DeleteRecords, CreatePartitions). Produce
-// waits up to its timeout too, but stays shared: one client's produces must
-// reach the broker on one connection, in order.
-func classify(key, version int16, body []byte) class {
-	ms := func(v int32) time.Duration { return time.Duration(max(v, 0)) * time.Millisecond }
-	switch key {
-	case keyProduce:
-		if acks, timeout, ok := produceFields(version, body); ok {
-			return class{own: ms(timeout), noResp: acks == 0}
-		}
-	case keyFetch:
-		if wait, ok := fetchMaxWait(version, body); ok {
-			return class{holds: wait > 0, own: ms(wait)}
-		}
-		return class{holds: true} // unreadable: assume the worst
-	case keyJoinGroup:
-		if t, ok := joinGroupRebalanceTimeout(version, body); ok {
-			return class{holds: true, own: ms(t)}
-		}
-		return class{holds: true, own: groupHoldAllowance}
-	case keySyncGroup:
-		return class{holds: true, own: groupHoldAllowance}
-	case int16(kmsg.CreateTopics), int16(kmsg.DeleteTopics), int16(kmsg.DeleteRecords), int16(kmsg.CreatePartitions):
-		return class{holds: true}
-	}
-	return class{}
-}
 
 // lanes are a broker pool's dedicated connections, one per affinity, each
 // holding one of max tokens while it lives.

@@ -11,17 +11,33 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/retry"
 )
 
-func sendReq(t *testing.T, p *Pool, aff uint64, req kmsg.Request) apis.Pending {
+func sendReq(t *testing.T, p *Pool, aff uint64, req kmsg.Request) Pending {
 	t.Helper()
-	pend, err := p.Send(context.Background(), 1, aff, req.Key(), req.GetVersion(), nil, apis.Raw(req.AppendTo(nil)))
+	pend, err := p.Send(context.Background(), 1, aff, Request{Key: req.Key(), Version: req.GetVersion(), Body: Raw(req.AppendTo(nil)), Hold: testHold(req)})
 	if err != nil {
 		t.Fatalf("send %T for affinity %d: %v", req, aff, err)
 	}
 	return pend
+}
+
+// testHold is the Hold the proxy's apis package passes for the requests
+// these tests send.
+func testHold(req kmsg.Request) Hold {
+	switch r := req.(type) {
+	case *kmsg.FetchRequest:
+		w := time.Duration(r.MaxWaitMillis) * time.Millisecond
+		return Hold{Long: w > 0, Allowance: w}
+	case *kmsg.JoinGroupRequest:
+		return Hold{Long: true, Allowance: time.Duration(r.RebalanceTimeoutMillis) * time.Millisecond}
+	case *kmsg.SyncGroupRequest:
+		return Hold{Long: true, Allowance: 5 * time.Minute}
+	case *kmsg.ProduceRequest:
+		return Hold{Allowance: time.Duration(r.TimeoutMillis) * time.Millisecond, NoResponse: r.Acks == 0}
+	}
+	return Hold{}
 }
 
 func longPoll(maxWait int32) *kmsg.FetchRequest {
@@ -53,7 +69,7 @@ func recvKey(t *testing.T, fb *fakeBroker, key int16) *received {
 	return r
 }
 
-func mustWait(t *testing.T, pend apis.Pending, what string) {
+func mustWait(t *testing.T, pend Pending, what string) {
 	t.Helper()
 	if _, err := wait(t, pend); err != nil {
 		t.Fatalf("%s: %v", what, err)
@@ -103,7 +119,7 @@ func TestInOrderBrokerLongPollDoesNotBlockOthers(t *testing.T) {
 	rj3.replyEmpty()
 	rj2.replyEmpty()
 	rf.replyEmpty()
-	for _, pend := range []apis.Pending{fetch, join2, join3} {
+	for _, pend := range []Pending{fetch, join2, join3} {
 		mustWait(t, pend, "held request")
 	}
 	// The same affinity's next long poll and SyncGroup reuse its connection.
@@ -141,7 +157,7 @@ func TestUnorderedBrokerMultiplexes(t *testing.T) {
 	res.set(1, fb.addr())
 	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
 
-	pends := []apis.Pending{sendReq(t, p, 1, longPoll(60000)), sendReq(t, p, 2, joinGroup(60000)), sendReq(t, p, 3, produce())}
+	pends := []Pending{sendReq(t, p, 1, longPoll(60000)), sendReq(t, p, 2, joinGroup(60000)), sendReq(t, p, 3, produce())}
 	var got []*received
 	for range pends {
 		got = append(got, recv(t, fb))
@@ -177,12 +193,12 @@ func TestDedicatedConnsBounded(t *testing.T) {
 	r2 := recvKey(t, fb, keyFetch)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := p.Send(ctx, 1, 3, keyFetch, 12, nil, apis.Raw(longPoll(60000).AppendTo(nil))); !errors.Is(err, retry.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := p.Send(ctx, 1, 3, Request{Key: keyFetch, Version: 12, Body: Raw(longPoll(60000).AppendTo(nil)), Hold: Hold{Long: true, Allowance: time.Minute}}); !errors.Is(err, retry.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("held request beyond the bound: err = %v, want ErrNotSent after the deadline", err)
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.Send(context.Background(), 1, 3, keyFetch, 12, nil, apis.Raw(longPoll(60000).AppendTo(nil)))
+		_, err := p.Send(context.Background(), 1, 3, Request{Key: keyFetch, Version: 12, Body: Raw(longPoll(60000).AppendTo(nil)), Hold: Hold{Long: true, Allowance: time.Minute}})
 		done <- err
 	}()
 	r1.replyEmpty() // affinity 1's connection becomes idle: reclaimed for 3
@@ -272,7 +288,7 @@ func TestCloseWithDedicatedConnsLeaksNothing(t *testing.T) {
 	res := &resolver{}
 	res.set(1, fb.addr())
 	p := NewPool(Config{Resolve: res.resolve, ConnsPerBroker: 1, BlockingConnIdle: 10 * time.Millisecond})
-	pends := []apis.Pending{sendReq(t, p, 1, longPoll(60000)), sendReq(t, p, 2, joinGroup(60000))}
+	pends := []Pending{sendReq(t, p, 1, longPoll(60000)), sendReq(t, p, 2, joinGroup(60000))}
 	for range pends {
 		recv(t, fb)
 	}
@@ -287,7 +303,7 @@ func TestCloseWithDedicatedConnsLeaksNothing(t *testing.T) {
 			t.Fatalf("held request %d succeeded after Close", i)
 		}
 	}
-	if _, err := p.Send(context.Background(), 1, 1, keyFetch, 12, nil, apis.Raw(longPoll(60000).AppendTo(nil))); !errors.Is(err, retry.ErrNotSent) {
+	if _, err := p.Send(context.Background(), 1, 1, Request{Key: keyFetch, Version: 12, Body: Raw(longPoll(60000).AppendTo(nil)), Hold: Hold{Long: true, Allowance: time.Minute}}); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("send after Close: err = %v, want ErrNotSent", err)
 	}
 	fb.close()

@@ -1,5 +1,7 @@
 // Package upstream keeps pooled, multiplexed connections to brokers; it is
-// the apis.Sender behind the proxy.
+// the Sender behind the proxy's apis package, and imports nothing of the
+// proxy above it: the types that cross (Request, Hold, Body, Pending) are
+// defined here.
 //
 // Each broker gets a fixed number of shared connections. A request goes to
 // the connection its affinity selects, so requests with equal affinity to one
@@ -14,7 +16,7 @@
 // "kproxy.unordered-responses" (v1) in its ApiVersions response answers each
 // request when ready, and then every request shares the pooled connections.
 // Any other broker (Apache Kafka, kfake) answers one request at a time per
-// connection, so a request it may hold for long (see holdsConnection) would
+// connection, so a request it may hold for long (Hold.Long, set by the caller from the decoded request) would
 // delay every stranger's request queued behind it on a shared connection.
 // Against such a broker those requests go instead to a connection dedicated
 // to their affinity (the client connection): created on first use, reused for
@@ -36,9 +38,9 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
-	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/retry"
 )
 
@@ -119,7 +121,7 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Pool forwards requests to brokers. It implements apis.Sender.
+// Pool forwards requests to brokers.
 type Pool struct {
 	cfg  Config
 	log  *slog.Logger
@@ -140,8 +142,6 @@ type Pool struct {
 	byID atomic.Pointer[map[int32]*brokerPool]
 }
 
-var _ apis.Sender = (*Pool)(nil)
-
 var (
 	errPoolClosed = errors.New("upstream pool closed")
 	errEvicted    = errors.New("broker pool evicted or broker gone")
@@ -156,48 +156,49 @@ func NewPool(cfg Config) *Pool {
 	return p
 }
 
-// Send appends body to a request frame and queues it on the connection to
-// broker that affinity selects. It waits while that connection is full, and,
-// for a request the broker may hold long when the broker answers in order,
-// for the handshake and a free dedicated connection. Its errors wrap
-// retry.ErrNotSent. Produce requests with acks=0 get no response: their
-// Pending returns a nil body once the request is written.
+// Send appends req's body to a request frame and queues it on the
+// connection to broker that affinity selects. It waits while that
+// connection is full, and, for a request the broker may hold long
+// (req.Hold.Long) when the broker answers in order, for the handshake and a
+// free dedicated connection. Requests with equal affinity for one broker
+// are written in the order Send was called (long ones among themselves, on
+// their dedicated connection). Its errors wrap retry.ErrNotSent. A request
+// with Hold.NoResponse gets a Pending that returns a nil body once the
+// request is written. Send does not keep req.Body after it returns.
 //
 // Pending.Wait returns the response body (header stripped), or an error
 // wrapping retry.ErrNotSent when the request never fully reached the broker
 // (dial or handshake failure, connection lost before the write). If Wait's
 // context ends first, a request still queued is withdrawn (ErrNotSent); a
 // written one gets an ambiguous error and its late response is discarded.
-func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, version int16, clientID *string, body apis.Body) (apis.Pending, error) {
+func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, req Request) (Pending, error) {
 	if p.closed.Load() {
 		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, errPoolClosed)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, context.Cause(ctx))
 	}
-	flexible, known := p.flex.Lookup(key, version)
+	flexible, known := p.flex.Lookup(req.Key, req.Version)
 	if !known {
-		return nil, fmt.Errorf("send to broker %d: %w: unknown api key %d version %d", broker, retry.ErrNotSent, key, version)
+		return nil, fmt.Errorf("send to broker %d: %w: unknown api key %d version %d", broker, retry.ErrNotSent, req.Key, req.Version)
 	}
 	bp, err := p.brokerPool(broker)
 	if err != nil {
 		return nil, fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, err)
 	}
-	r := &request{flexResp: flexible && key != keyApiVersions, done: make(chan struct{})}
-	id := p.cfg.ClientID
-	if clientID != nil {
-		id = *clientID
+	r := &wireReq{flexResp: kwire.ResponseHeaderFlexible(req.Key, flexible), done: make(chan struct{})}
+	id := &p.cfg.ClientID
+	if req.ClientID != nil {
+		id = req.ClientID
 	}
-	r.frame = p.bufs.Get(4 + 10 + len(id) + 1 + body.SizeHint())
-	*r.frame = kwire.AppendRequestHeader(*r.frame, key, version, 0, &id, flexible)
-	hdr := len(*r.frame)
-	*r.frame = body.AppendBody(*r.frame)
+	r.frame = p.bufs.Get(4 + 10 + len(*id) + 1 + req.Body.SizeHint())
+	*r.frame = kwire.AppendRequestHeader(*r.frame, req.Key, req.Version, 0, id, flexible)
+	*r.frame = req.Body.AppendBody(*r.frame)
 	kwire.FinishFrame(*r.frame)
-	cl := classify(key, version, (*r.frame)[hdr:])
-	r.noResp = cl.noResp
-	r.patience = p.patience(ctx, cl.own)
+	r.noResp = req.Hold.NoResponse
+	r.patience = p.patience(ctx, max(req.Hold.Allowance, 0))
 	for attempt := 1; ; attempt++ {
-		c, err := bp.connFor(ctx, affinity, cl.holds)
+		c, err := bp.connFor(ctx, affinity, req.Hold.Long)
 		if err == nil {
 			err = c.enqueue(ctx, r)
 		}
@@ -215,6 +216,27 @@ func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, key, ver
 		}
 		return nil, err
 	}
+}
+
+// ApiVersions returns what broker advertised in the ApiVersions handshake
+// of its connections (the pool asks each connection once; nobody else
+// needs to ask again), dialing one if none is open.
+func (p *Pool) ApiVersions(ctx context.Context, broker int32) ([]kmsg.ApiVersionsResponseApiKey, error) {
+	bp, err := p.brokerPool(broker)
+	if err != nil {
+		return nil, fmt.Errorf("ApiVersions of broker %d: %w", broker, err)
+	}
+	c, err := bp.conn(0)
+	if err != nil {
+		return nil, fmt.Errorf("ApiVersions of broker %d: %w", broker, err)
+	}
+	if err := c.handshaken(ctx); err != nil {
+		return nil, fmt.Errorf("ApiVersions of broker %d: %w", broker, err)
+	}
+	if c.hello == nil {
+		return nil, fmt.Errorf("ApiVersions of broker %d: handshake answer did not decode: %w", broker, errProtocol)
+	}
+	return c.hello.ApiKeys, nil
 }
 
 // patience is how long a response to a request may take after its write:

@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
-	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/retry"
 )
 
@@ -27,7 +26,7 @@ func TestOutOfOrderMatching(t *testing.T) {
 			p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
 
 			const n = 20
-			pends := make([]apis.Pending, n)
+			pends := make([]Pending, n)
 			for i := range pends {
 				pends[i] = send(t, p, 1, 0, version, fmt.Sprintf("t%d", i))
 			}
@@ -77,7 +76,7 @@ func TestSameAffinityKeepsOrder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range perClient {
-				if _, err := p.Send(context.Background(), 1, uint64(c), 3, 12, nil, apis.Raw(metadataReq(12, fmt.Sprintf("%d/%d", c, i)))); err != nil {
+				if _, err := p.Send(context.Background(), 1, uint64(c), Request{Key: 3, Version: 12, Body: Raw(metadataReq(12, fmt.Sprintf("%d/%d", c, i)))}); err != nil {
 					errs <- err
 					return
 				}
@@ -170,7 +169,7 @@ func TestInFlightBound(t *testing.T) {
 	a, b := send(t, p, 1, 0, 12, "a"), send(t, p, 1, 0, 12, "b")
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := p.Send(ctx, 1, 0, 3, 12, nil, apis.Raw(metadataReq(12, "c"))); !errors.Is(err, retry.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := p.Send(ctx, 1, 0, Request{Key: 3, Version: 12, Body: Raw(metadataReq(12, "c"))}); !errors.Is(err, retry.ErrNotSent) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("send beyond the bound: err = %v, want ErrNotSent after the deadline", err)
 	}
 	if v := testutil.ToFloat64(p.m.inflight.WithLabelValues("1")); v != 2 {
@@ -179,7 +178,7 @@ func TestInFlightBound(t *testing.T) {
 	// A blocked Send proceeds once a response frees a slot.
 	done := make(chan error, 1)
 	go func() {
-		_, err := p.Send(context.Background(), 1, 0, 3, 12, nil, apis.Raw(metadataReq(12, "d")))
+		_, err := p.Send(context.Background(), 1, 0, Request{Key: 3, Version: 12, Body: Raw(metadataReq(12, "d"))})
 		done <- err
 	}()
 	ra := recv(t, fb)
@@ -195,7 +194,7 @@ func TestInFlightBound(t *testing.T) {
 	}
 	echo(rb)
 	echo(recv(t, fb))
-	for _, pend := range []apis.Pending{a, b} {
+	for _, pend := range []Pending{a, b} {
 		if _, err := wait(t, pend); err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +216,7 @@ func TestRedialWithBackoff(t *testing.T) {
 	if err := sendAndWait(t, p, "x"); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("dial failure: err = %v, want ErrNotSent", err)
 	}
-	if _, err := p.Send(context.Background(), 1, 0, 3, 12, nil, apis.Raw(metadataReq(12, "y"))); !errors.Is(err, retry.ErrNotSent) {
+	if _, err := p.Send(context.Background(), 1, 0, Request{Key: 3, Version: 12, Body: Raw(metadataReq(12, "y"))}); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("send during backoff: err = %v, want ErrNotSent", err)
 	}
 	if v := testutil.ToFloat64(p.m.errors.WithLabelValues("1", kindDial)); v != 1 {
@@ -250,7 +249,7 @@ func TestRedialAfterRefusal(t *testing.T) {
 
 	deadline := time.Now().Add(testWait)
 	for {
-		pend, err := p.Send(context.Background(), 1, 0, 3, 12, nil, apis.Raw(metadataReq(12, "y")))
+		pend, err := p.Send(context.Background(), 1, 0, Request{Key: 3, Version: 12, Body: Raw(metadataReq(12, "y"))})
 		if err == nil {
 			echo(recv(t, fb))
 			if _, err = wait(t, pend); err == nil {
@@ -290,7 +289,7 @@ func TestEvictionAndPruneCloseConnections(t *testing.T) {
 	res.del(2)
 	p.Prune()
 	expectClosed(t, fb2, "pruned broker 2")
-	if _, err := p.Send(context.Background(), 2, 0, 3, 12, nil, apis.Raw(metadataReq(12, "x"))); !errors.Is(err, retry.ErrNotSent) {
+	if _, err := p.Send(context.Background(), 2, 0, Request{Key: 3, Version: 12, Body: Raw(metadataReq(12, "x"))}); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("send to a gone broker: err = %v, want ErrNotSent", err)
 	}
 }
@@ -305,7 +304,7 @@ func TestAcksZeroProduce(t *testing.T) {
 		req.Version = version
 		req.Acks = 0
 		req.TransactionID = kmsg.StringPtr("txn")
-		pend, err := p.Send(context.Background(), 1, 0, 0, version, nil, apis.Raw(req.AppendTo(nil)))
+		pend, err := p.Send(context.Background(), 1, 0, Request{Key: 0, Version: version, Body: Raw(req.AppendTo(nil)), Hold: Hold{NoResponse: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -394,7 +393,7 @@ func TestCloseFailsInFlightAndLeaksNothing(t *testing.T) {
 	res.set(1, fb.addr())
 	res.set(2, fb.addr())
 	p := NewPool(Config{Resolve: res.resolve, ConnsPerBroker: 2})
-	pends := []apis.Pending{send(t, p, 1, 0, 12, "a"), send(t, p, 1, 1, 12, "b"), send(t, p, 2, 0, 4, "c")}
+	pends := []Pending{send(t, p, 1, 0, 12, "a"), send(t, p, 1, 1, 12, "b"), send(t, p, 2, 0, 4, "c")}
 	for range pends {
 		recv(t, fb)
 	}
@@ -404,7 +403,7 @@ func TestCloseFailsInFlightAndLeaksNothing(t *testing.T) {
 			t.Fatalf("request %d succeeded after Close", i)
 		}
 	}
-	if _, err := p.Send(context.Background(), 1, 0, 3, 12, nil, apis.Raw(metadataReq(12, "late"))); !errors.Is(err, retry.ErrNotSent) {
+	if _, err := p.Send(context.Background(), 1, 0, Request{Key: 3, Version: 12, Body: Raw(metadataReq(12, "late"))}); !errors.Is(err, retry.ErrNotSent) {
 		t.Fatalf("send after Close: err = %v, want ErrNotSent", err)
 	}
 	p.Close() // idempotent
@@ -421,7 +420,7 @@ func TestLongPollOutlivesReadTimeout(t *testing.T) {
 	p, _ := newTestPool(t, Config{ConnsPerBroker: 1, ReadTimeout: 50 * time.Millisecond}, res)
 	req := kmsg.NewPtrFetchRequest()
 	req.Version, req.MaxWaitMillis = 12, 2000
-	pend, err := p.Send(context.Background(), 1, 0, 1, 12, nil, apis.Raw(req.AppendTo(nil)))
+	pend, err := p.Send(context.Background(), 1, 0, Request{Key: 1, Version: 12, Body: Raw(req.AppendTo(nil)), Hold: Hold{Long: true, Allowance: 2 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +453,7 @@ func TestReleaseIsSafe(t *testing.T) {
 	if topic := decodeTopic(t, 12, body); topic != "early" {
 		t.Fatalf("topic %q after an early Release", topic)
 	}
-	size := cap(*pend.(*request).resp)
+	size := cap(*pend.(*wireReq).resp)
 	pend.Release()
 	pend.Release()
 	// Put twice, the frame would come out of the pool twice and two
@@ -485,7 +484,7 @@ func TestClientIDInHeader(t *testing.T) {
 	}{
 		{4, &app, app}, {12, &app, app}, {12, nil, "kproxy"},
 	} {
-		pend, err := p.Send(context.Background(), 1, 0, 3, tc.version, tc.id, apis.Raw(metadataReq(tc.version, "t")))
+		pend, err := p.Send(context.Background(), 1, 0, Request{Key: 3, Version: tc.version, ClientID: tc.id, Body: Raw(metadataReq(tc.version, "t"))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -497,5 +496,27 @@ func TestClientIDInHeader(t *testing.T) {
 		if _, err := wait(t, pend); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestApiVersionsFromHandshake: the versions a broker advertised come from
+// the connection's own handshake; asking for them sends nothing more.
+func TestApiVersionsFromHandshake(t *testing.T) {
+	fb := newFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+	for range 2 {
+		keys, err := p.ApiVersions(context.Background(), 1)
+		if err != nil || len(keys) != 1 || keys[0].ApiKey != 3 || keys[0].MaxVersion != 12 {
+			t.Fatalf("ApiVersions: %+v, %v", keys, err)
+		}
+	}
+	if n := len(fb.hellos); n != 1 {
+		t.Fatalf("%d ApiVersions requests, want the one handshake", n)
+	}
+	res.del(1)
+	if _, err := p.ApiVersions(context.Background(), 1); err == nil {
+		t.Fatal("ApiVersions of a broker that left: want an error")
 	}
 }

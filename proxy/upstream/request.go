@@ -2,123 +2,61 @@ package upstream
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/kproxy/kproxy/retry"
 )
 
-// request states; a request moves forward only.
-const (
-	stQueued  uint8 = iota // in the conn's queue; the queue owns the frame
-	stWriting              // handed to the writer; the writer owns the frame
-	stWritten              // fully written; awaiting its response
-	stDone                 // completed
-)
+// The types a caller (package apis) hands to Send. They live here, in the
+// lower layer, so that upstream imports nothing of the proxy above it.
 
-// request is one forwarded request; it implements apis.Pending. Every field
-// but done, body and err is guarded by the owning conn's mutex.
-type request struct {
-	c        *conn
-	corr     int32
-	flexResp bool // response header carries tagged fields
-	noResp   bool // Produce acks=0: the broker answers nothing
-	frame    *[]byte
-	state    uint8
-	orphan   bool // Wait gave up; the reader discards the response
-
-	// patience is how long after its write the response may take: the
-	// pool's ReadTimeout plus the request's own timeout (a produce's
-	// timeout, a fetch's max wait, the caller's deadline).
-	patience time.Duration
-	deadline time.Time // once written
-	hidx     int       // index in the conn's deadline heap
-
-	done chan struct{}
-	body []byte
-	resp *[]byte // pooled frame body aliases; Release hands it back
-	err  error
+// Request is one request for Pool.Send.
+type Request struct {
+	Key, Version int16
+	// ClientID goes into the request header, so that brokers see the
+	// client's own id (quotas, logs, ACLs by client id); nil sends the
+	// pool's Config.ClientID.
+	ClientID *string
+	Body     Body
+	Hold     Hold
 }
 
-// Wait returns the response body or an error wrapping retry.ErrNotSent when
-// the request definitely never reached the broker. If ctx ends first, a
-// request still queued is withdrawn (not sent); one already written is left
-// for the reader to discard and Wait returns an ambiguous error.
-func (r *request) Wait(ctx context.Context) ([]byte, error) {
-	select {
-	case <-r.done:
-		return r.body, r.err
-	default:
-	}
-	select {
-	case <-r.done:
-		return r.body, r.err
-	case <-ctx.Done():
-	}
-	if r.c.withdraw(r) {
-		return nil, fmt.Errorf("broker %d: wait: %w: %w", r.c.bp.id, retry.ErrNotSent, context.Cause(ctx))
-	}
-	if r.c.dying.Load() {
-		// The failing connection completes r at once, and knows better
-		// whether it was sent.
-		<-r.done
-		return r.body, r.err
-	}
-	select {
-	case <-r.done: // completed while we withdrew
-		return r.body, r.err
-	default:
-	}
-	return nil, fmt.Errorf("broker %d: wait for response: %w", r.c.bp.id, context.Cause(ctx))
+// Hold is what the pool must know of a request's timing, which only its
+// decoded body says: the caller decoded it, so the pool does not parse it
+// again.
+type Hold struct {
+	// Long: the broker may hold the request for long (a long poll,
+	// JoinGroup until every member rejoined, SyncGroup until the leader's
+	// assignment, admin requests that wait for the cluster to converge).
+	// Against a broker that answers in order such a request must not share
+	// a connection with strangers.
+	Long bool
+	// Allowance is how long the broker may legitimately take to answer (a
+	// produce's timeout, a fetch's MaxWait, a rebalance timeout).
+	Allowance time.Duration
+	// NoResponse: the broker answers nothing (Produce with acks=0).
+	NoResponse bool
 }
 
-func (r *request) complete(body []byte, err error) {
-	r.body, r.err = body, err
-	close(r.done)
+// Body is a request body for Send. Send has it append itself to the request
+// frame, so that a sub-request is encoded straight into the frame that is
+// written, not encoded and then copied.
+type Body interface {
+	// AppendBody appends the encoded body to dst.
+	AppendBody(dst []byte) []byte
+	// SizeHint is about how many bytes AppendBody appends.
+	SizeHint() int
 }
 
-// completeFrame completes r with the pooled response frame resp, whose body
-// starts at off.
-func (r *request) completeFrame(resp *[]byte, off int) {
-	r.resp = resp
-	r.complete((*resp)[off:], nil)
-}
+// Raw is a Body already encoded.
+type Raw []byte
 
-// Release hands the response frame back to the pool. The caller of Wait
-// calls it once nothing references the body any more; a request whose
-// caller never does leaves its frame to the garbage collector.
-func (r *request) Release() {
-	select {
-	case <-r.done:
-	default:
-		return // not complete: the reader may still fill it
-	}
-	if b := r.resp; b != nil {
-		r.resp, r.body = nil, nil
-		r.c.bp.p.bufs.Put(b)
-	}
-}
+func (b Raw) AppendBody(dst []byte) []byte { return append(dst, b...) }
+func (b Raw) SizeHint() int                { return len(b) }
 
-// deadlineHeap orders written requests by deadline, so that the connection's
-// read deadline is the earliest one.
-type deadlineHeap []*request
-
-func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
-func (h deadlineHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].hidx, h[j].hidx = i, j
-}
-func (h *deadlineHeap) Push(x any) {
-	r := x.(*request)
-	r.hidx = len(*h)
-	*h = append(*h, r)
-}
-func (h *deadlineHeap) Pop() any {
-	old := *h
-	r := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	r.hidx = -1
-	return r
+// Pending is a request written (or about to be written) to a broker.
+type Pending interface {
+	// Wait returns the response body (response header stripped) or an error.
+	Wait(ctx context.Context) ([]byte, error)
+	// Release lets the body's memory be reused. Call it after Wait, once
+	// nothing references the body any more; not calling it is safe.
+	Release()
 }

@@ -1,0 +1,124 @@
+package upstream
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kproxy/kproxy/retry"
+)
+
+// request states; a request moves forward only.
+const (
+	stQueued  uint8 = iota // in the conn's queue; the queue owns the frame
+	stWriting              // handed to the writer; the writer owns the frame
+	stWritten              // fully written; awaiting its response
+	stDone                 // completed
+)
+
+// wireReq is one forwarded request on a connection; it implements Pending. Every field
+// but done, body and err is guarded by the owning conn's mutex.
+type wireReq struct {
+	c        *conn
+	corr     int32
+	flexResp bool // response header carries tagged fields
+	noResp   bool // Produce acks=0: the broker answers nothing
+	frame    *[]byte
+	state    uint8
+	orphan   bool // Wait gave up; the reader discards the response
+
+	// patience is how long after its write the response may take: the
+	// pool's ReadTimeout plus the request's own timeout (a produce's
+	// timeout, a fetch's max wait, the caller's deadline).
+	patience time.Duration
+	deadline time.Time // once written
+	hidx     int       // index in the conn's deadline heap
+
+	done chan struct{}
+	body []byte
+	resp *[]byte // pooled frame body aliases; Release hands it back
+	err  error
+}
+
+// Wait returns the response body or an error wrapping retry.ErrNotSent when
+// the request definitely never reached the broker. If ctx ends first, a
+// request still queued is withdrawn (not sent); one already written is left
+// for the reader to discard and Wait returns an ambiguous error.
+func (r *wireReq) Wait(ctx context.Context) ([]byte, error) {
+	select {
+	case <-r.done:
+		return r.body, r.err
+	default:
+	}
+	select {
+	case <-r.done:
+		return r.body, r.err
+	case <-ctx.Done():
+	}
+	if r.c.withdraw(r) {
+		return nil, fmt.Errorf("broker %d: wait: %w: %w", r.c.bp.id, retry.ErrNotSent, context.Cause(ctx))
+	}
+	if r.c.dying.Load() {
+		// The failing connection completes r at once, and knows better
+		// whether it was sent.
+		<-r.done
+		return r.body, r.err
+	}
+	select {
+	case <-r.done: // completed while we withdrew
+		return r.body, r.err
+	default:
+	}
+	return nil, fmt.Errorf("broker %d: wait for response: %w", r.c.bp.id, context.Cause(ctx))
+}
+
+func (r *wireReq) complete(body []byte, err error) {
+	r.body, r.err = body, err
+	close(r.done)
+}
+
+// completeFrame completes r with the pooled response frame resp, whose body
+// starts at off.
+func (r *wireReq) completeFrame(resp *[]byte, off int) {
+	r.resp = resp
+	r.complete((*resp)[off:], nil)
+}
+
+// Release hands the response frame back to the pool. The caller of Wait
+// calls it once nothing references the body any more; a request whose
+// caller never does leaves its frame to the garbage collector.
+func (r *wireReq) Release() {
+	select {
+	case <-r.done:
+	default:
+		return // not complete: the reader may still fill it
+	}
+	if b := r.resp; b != nil {
+		r.resp, r.body = nil, nil
+		r.c.bp.p.bufs.Put(b)
+	}
+}
+
+// deadlineHeap orders written requests by deadline, so that the connection's
+// read deadline is the earliest one.
+type deadlineHeap []*wireReq
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].deadline.Before(h[j].deadline) }
+func (h deadlineHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hidx, h[j].hidx = i, j
+}
+func (h *deadlineHeap) Push(x any) {
+	r := x.(*wireReq)
+	r.hidx = len(*h)
+	*h = append(*h, r)
+}
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	r.hidx = -1
+	return r
+}
