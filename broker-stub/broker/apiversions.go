@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"cmp"
 	"context"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -9,13 +11,8 @@ import (
 	"github.com/kproxy/kproxy/broker-stub/broker/group"
 )
 
-const (
-	produceKey     = 0
-	apiVersionsKey = 18
-)
-
 // handler answers one decoded request.
-type handler func(ctx context.Context, c *conn, h header, req kmsg.Request) kmsg.Response
+type handler func(b *Broker, ctx context.Context, c *conn, h header, req kmsg.Request) kmsg.Response
 
 // versionRange is what the broker implements of one API. Every minimum is
 // 0: librdkafka 2.0 enables compression only when the broker lists Produce
@@ -26,47 +23,55 @@ type handler func(ctx context.Context, c *conn, h header, req kmsg.Request) kmsg
 // stored.
 type versionRange struct{ min, max int16 }
 
-// implemented lists every API this broker answers; anything else (including
-// all transactional APIs) is not advertised and closes the connection.
-var implemented = map[int16]versionRange{
-	0:  {0, 13}, // Produce
-	1:  {0, 18}, // Fetch
-	2:  {0, 11}, // ListOffsets
-	3:  {0, 13}, // Metadata
-	8:  {0, 10}, // OffsetCommit
-	9:  {0, 10}, // OffsetFetch
-	10: {0, 6},  // FindCoordinator
-	11: {0, 9},  // JoinGroup
-	12: {0, 4},  // Heartbeat
-	13: {0, 5},  // LeaveGroup
-	14: {0, 5},  // SyncGroup
-	15: {0, 6},  // DescribeGroups
-	16: {0, 5},  // ListGroups
-	18: {0, 4},  // ApiVersions
-	19: {0, 7},  // CreateTopics
-	20: {0, 6},  // DeleteTopics
-	21: {0, 2},  // DeleteRecords
-	22: {0, 5},  // InitProducerID
-	23: {0, 4},  // OffsetForLeaderEpoch
-	32: {0, 4},  // DescribeConfigs
-	37: {0, 3},  // CreatePartitions
-	42: {0, 2},  // DeleteGroups
-	47: {0, 0},  // OffsetDelete
-	60: {0, 2},  // DescribeCluster
+// api is what the broker serves of one API key.
+type api struct {
+	versions versionRange
+	// handle answers the request; nil for Produce and ApiVersions, which
+	// the connection treats specially (ordering, the connection's mode).
+	handle handler
+}
+
+// implemented is the one table of APIs this broker answers, from which
+// ApiVersions is derived; anything else (including all transactional APIs)
+// is not advertised and closes the connection.
+var implemented = map[kmsg.Key]api{
+	kmsg.Produce:              {versionRange{0, 13}, nil},
+	kmsg.Fetch:                {versionRange{0, 18}, (*Broker).handleFetch},
+	kmsg.ListOffsets:          {versionRange{0, 11}, (*Broker).handleListOffsets},
+	kmsg.Metadata:             {versionRange{0, 13}, (*Broker).handleMetadata},
+	kmsg.OffsetCommit:         {versionRange{0, 10}, (*Broker).handleGroupRequest},
+	kmsg.OffsetFetch:          {versionRange{0, 10}, (*Broker).handleGroupRequest},
+	kmsg.FindCoordinator:      {versionRange{0, 6}, (*Broker).handleFindCoordinator},
+	kmsg.JoinGroup:            {versionRange{0, 9}, (*Broker).handleGroupRequest},
+	kmsg.Heartbeat:            {versionRange{0, 4}, (*Broker).handleGroupRequest},
+	kmsg.LeaveGroup:           {versionRange{0, 5}, (*Broker).handleGroupRequest},
+	kmsg.SyncGroup:            {versionRange{0, 5}, (*Broker).handleGroupRequest},
+	kmsg.DescribeGroups:       {versionRange{0, 6}, (*Broker).handleGroupRequest},
+	kmsg.ListGroups:           {versionRange{0, 5}, (*Broker).handleGroupRequest},
+	kmsg.ApiVersions:          {versionRange{0, 4}, nil},
+	kmsg.CreateTopics:         {versionRange{0, 7}, (*Broker).handleCreateTopics},
+	kmsg.DeleteTopics:         {versionRange{0, 6}, (*Broker).handleDeleteTopics},
+	kmsg.DeleteRecords:        {versionRange{0, 2}, (*Broker).handleDeleteRecords},
+	kmsg.InitProducerID:       {versionRange{0, 5}, (*Broker).handleInitProducerID},
+	kmsg.OffsetForLeaderEpoch: {versionRange{0, 4}, (*Broker).handleOffsetForLeaderEpoch},
+	kmsg.DescribeConfigs:      {versionRange{0, 4}, (*Broker).handleDescribeConfigs},
+	kmsg.CreatePartitions:     {versionRange{0, 3}, (*Broker).handleCreatePartitions},
+	kmsg.DeleteGroups:         {versionRange{0, 2}, (*Broker).handleGroupRequest},
+	kmsg.OffsetDelete:         {versionRange{0, 0}, (*Broker).handleGroupRequest},
+	kmsg.DescribeCluster:      {versionRange{0, 2}, (*Broker).handleDescribeCluster},
 }
 
 func (b *Broker) supports(key, version int16) bool {
-	r, ok := implemented[key]
-	return ok && version >= r.min && version <= r.max
+	a, ok := implemented[kmsg.Key(key)]
+	return ok && version >= a.versions.min && version <= a.versions.max
 }
 
 func apiKeys() []kmsg.ApiVersionsResponseApiKey {
 	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(implemented))
-	for key := int16(0); key < 100; key++ {
-		if r, ok := implemented[key]; ok {
-			out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: key, MinVersion: r.min, MaxVersion: r.max})
-		}
+	for key, a := range implemented {
+		out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: int16(key), MinVersion: a.versions.min, MaxVersion: a.versions.max})
 	}
+	slices.SortFunc(out, func(x, y kmsg.ApiVersionsResponseApiKey) int { return cmp.Compare(x.ApiKey, y.ApiKey) })
 	return out
 }
 
@@ -106,38 +111,6 @@ func (b *Broker) unsupportedApiVersions() kmsg.Response {
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
 	resp.ApiKeys = apiKeys()
 	return resp
-}
-
-// handlerFor returns the handler of an implemented API other than Produce
-// and ApiVersions, which the connection treats specially.
-func (b *Broker) handlerFor(key int16) handler {
-	switch key {
-	case 1:
-		return b.handleFetch
-	case 2:
-		return b.handleListOffsets
-	case 3:
-		return b.handleMetadata
-	case 10:
-		return b.handleFindCoordinator
-	case 19:
-		return b.handleCreateTopics
-	case 20:
-		return b.handleDeleteTopics
-	case 21:
-		return b.handleDeleteRecords
-	case 22:
-		return b.handleInitProducerID
-	case 23:
-		return b.handleOffsetForLeaderEpoch
-	case 32:
-		return b.handleDescribeConfigs
-	case 37:
-		return b.handleCreatePartitions
-	case 60:
-		return b.handleDescribeCluster
-	}
-	return b.handleGroupRequest // 8, 9, 11-16, 42, 47
 }
 
 func (b *Broker) handleGroupRequest(ctx context.Context, c *conn, h header, req kmsg.Request) kmsg.Response {

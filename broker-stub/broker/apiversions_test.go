@@ -48,3 +48,18 @@ func TestApiVersionsAdvertisesUnorderedResponses(t *testing.T) {
 		})
 	}
 }
+
+// TestImplementedTable: every API the broker advertises has a handler (but
+// the two the connection answers itself) and versions kmsg can decode.
+func TestImplementedTable(t *testing.T) {
+	for key, a := range implemented {
+		special := key == kmsg.Produce || key == kmsg.ApiVersions
+		if (a.handle == nil) != special {
+			t.Errorf("%s: handler set = %v, want %v", key.Name(), a.handle != nil, !special)
+		}
+		req := kmsg.RequestForKey(int16(key))
+		if req == nil || a.versions.min < 0 || a.versions.max > req.MaxVersion() || a.versions.min > a.versions.max {
+			t.Errorf("%s: versions %+v outside what kmsg decodes", key.Name(), a.versions)
+		}
+	}
+}

@@ -110,7 +110,7 @@ func (c *conn) readLoop() error {
 func (c *conn) dispatch(frame []byte) error {
 	h, req, err := c.decode(frame)
 	if err != nil {
-		if h.key == apiVersionsKey && errors.Is(err, errUnsupported) {
+		if h.key == int16(kmsg.ApiVersions) && errors.Is(err, errUnsupported) {
 			c.respondNow(h, c.b.unsupportedApiVersions())
 			return nil
 		}
@@ -138,8 +138,8 @@ func (c *conn) dispatch(frame []byte) error {
 		c.async(h, func(ctx context.Context) kmsg.Response { return wait(ctx) })
 		return nil
 	}
-	handler := c.b.handlerFor(h.key)
-	c.async(h, func(ctx context.Context) kmsg.Response { return handler(ctx, c, h, req) })
+	handle := implemented[kmsg.Key(h.key)].handle // supported: decode checked
+	c.async(h, func(ctx context.Context) kmsg.Response { return handle(c.b, ctx, c, h, req) })
 	return nil
 }
 
@@ -177,7 +177,7 @@ func (c *conn) decode(frame []byte) (header, kmsg.Request, error) {
 // readBody decodes without copying for produce (the frame is not reused and
 // record bytes are copied once, into the segment) and safely otherwise.
 func readBody(req kmsg.Request, body []byte) error {
-	if u, ok := req.(kmsg.UnsafeReadFrom); ok && req.Key() == produceKey {
+	if u, ok := req.(kmsg.UnsafeReadFrom); ok && req.Key() == int16(kmsg.Produce) {
 		return u.UnsafeReadFrom(body)
 	}
 	return req.ReadFrom(body)

@@ -112,7 +112,7 @@ func TestApiVersionsUnsupportedVersion(t *testing.T) {
 	b := c.start(1, nil)
 	rc := dialRaw(t, b.Addr())
 	frame := binary.BigEndian.AppendUint32(nil, 10)
-	frame = binary.BigEndian.AppendUint16(frame, apiVersionsKey)
+	frame = binary.BigEndian.AppendUint16(frame, uint16(kmsg.ApiVersions))
 	frame = binary.BigEndian.AppendUint16(frame, 99)
 	frame = binary.BigEndian.AppendUint32(frame, 42)
 	frame = binary.BigEndian.AppendUint16(frame, 0xffff)
@@ -131,7 +131,7 @@ func TestApiVersionsUnsupportedVersion(t *testing.T) {
 	}
 	found := false
 	for _, k := range resp.ApiKeys {
-		if k.ApiKey == apiVersionsKey {
+		if k.ApiKey == int16(kmsg.ApiVersions) {
 			found = k.MaxVersion >= 3
 		}
 		if k.MinVersion > k.MaxVersion || k.MaxVersion > kmsg.RequestForKey(k.ApiKey).MaxVersion() {

@@ -163,34 +163,13 @@ func (d *Dispatcher) Begin(ctx context.Context, conn uint64, h Header, body []by
 		c.reply, c.err = d.unsupported(h, body)
 		return c
 	}
-	var err error
-	switch h.Key {
-	case int16(kmsg.Produce):
-		c.op, c.reply, err = d.beginProduce(ctx, conn, h, body)
-	case int16(kmsg.Fetch):
-		c.op, err = d.beginFetch(ctx, conn, h, body)
-	case int16(kmsg.ListOffsets), int16(kmsg.OffsetForLeaderEpoch), int16(kmsg.DeleteRecords):
-		c.op, err = d.beginOffsets(ctx, conn, h, body)
-	case int16(kmsg.Metadata):
-		c.op, c.reply, err = d.beginMetadata(ctx, h, body)
-	case int16(kmsg.ApiVersions):
-		c.op, c.reply, err = d.beginApiVersions(h, body)
-	case int16(kmsg.FindCoordinator):
-		c.reply, err = d.answerFindCoordinator(h, body)
-	case int16(kmsg.DescribeCluster):
-		c.reply, err = d.answerDescribeCluster(h, body)
-	case int16(kmsg.ListGroups):
-		c.op, err = d.beginListGroups(ctx, conn, h, body)
-	default:
-		switch apiTable[h.Key].kind {
-		case kindGroup:
-			c.op, c.reply, err = d.beginGroup(ctx, conn, h, body)
-		case kindAny:
-			c.op, c.reply, err = d.beginAdmin(ctx, conn, h, body)
-		default:
-			err = fmt.Errorf("no handler for %s v%d", kmsg.NameForKey(h.Key), h.Version)
-		}
+	begin := apiTable[h.Key].begin // Supported: h.Key is in the table's range
+	if begin == nil {
+		c.err = fmt.Errorf("no handler for %s v%d", kmsg.NameForKey(h.Key), h.Version)
+		return c
 	}
+	var err error
+	c.op, c.reply, err = begin(d, ctx, conn, h, body)
 	if err != nil {
 		c.err = fmt.Errorf("%s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
 	}

@@ -33,11 +33,11 @@ type fanAsk struct {
 	err    error
 }
 
-func (d *Dispatcher) beginListGroups(ctx context.Context, conn uint64, h Header, body []byte) (op, error) {
+func (d *Dispatcher) beginListGroups(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
 	req := kmsg.NewPtrListGroupsRequest()
 	req.Version = h.Version
 	if err := req.ReadFrom(body); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
+		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
 	o := &listGroupsOp{d: d, h: h, conn: conn, own: body, deadline: d.budget(0)}
 	brokers := d.routes.Brokers()
@@ -47,7 +47,7 @@ func (d *Dispatcher) beginListGroups(ctx context.Context, conn uint64, h Header,
 		o.send(ctx, &o.asks[i])
 	}
 	d.m.split(h.Key, len(brokers))
-	return o, nil
+	return o, Reply{}, nil
 }
 
 func (o *listGroupsOp) send(ctx context.Context, a *fanAsk) {

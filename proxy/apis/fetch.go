@@ -62,7 +62,7 @@ type fetchOp struct {
 	inline   int // of which in record sets small enough to stay inline (vecMinBytes)
 }
 
-func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body []byte) (op, error) {
+func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
 	o, _ := d.fetchPool.Get().(*fetchOp)
 	if o == nil {
 		o = &fetchOp{}
@@ -73,7 +73,7 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 	o.req = kmsg.FetchRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
 	if err := o.req.UnsafeReadFrom(o.s.own); err != nil {
 		o.release()
-		return nil, fmt.Errorf("decode: %w", err)
+		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
 	o.byID = h.Version >= 13
 	o.s.deadline = retry.Budget(d.now(), time.Duration(o.req.MaxWaitMillis)*time.Millisecond, 0)
@@ -94,7 +94,7 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 		whole = o.s.own // already sessionless
 	}
 	o.s.dispatch(ctx, whole)
-	return o, nil
+	return o, Reply{}, nil
 }
 
 func (o *fetchOp) finish(ctx context.Context) (Reply, error) {

@@ -24,7 +24,7 @@ type metadataOp struct {
 	created []string // topics being created
 }
 
-func (d *Dispatcher) beginMetadata(ctx context.Context, h Header, body []byte) (op, Reply, error) {
+func (d *Dispatcher) beginMetadata(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.Version = h.Version
 	if err := req.ReadFrom(body); err != nil {
@@ -234,11 +234,11 @@ func (d *Dispatcher) topicMetadata(t routing.Topic, replicas []int32) kmsg.Metad
 	return out
 }
 
-func (d *Dispatcher) answerFindCoordinator(h Header, body []byte) (Reply, error) {
+func (d *Dispatcher) beginFindCoordinator(_ context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.Version = h.Version
 	if err := req.ReadFrom(body); err != nil {
-		return Reply{}, fmt.Errorf("decode: %w", err)
+		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
 	code := int16(0)
 	var msg *string
@@ -250,7 +250,7 @@ func (d *Dispatcher) answerFindCoordinator(h Header, body []byte) (Reply, error)
 	if h.Version < 4 {
 		resp.ErrorCode, resp.ErrorMessage = code, msg
 		resp.NodeID, resp.Host, resp.Port = d.cfg.NodeID, d.cfg.AdvertisedHost, d.cfg.AdvertisedPort
-		return Reply{Body: resp.AppendTo(nil)}, nil
+		return nil, Reply{Body: resp.AppendTo(nil)}, nil
 	}
 	for _, key := range req.CoordinatorKeys {
 		resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{
@@ -258,14 +258,14 @@ func (d *Dispatcher) answerFindCoordinator(h Header, body []byte) (Reply, error)
 			ErrorCode: code, ErrorMessage: msg,
 		})
 	}
-	return Reply{Body: resp.AppendTo(nil)}, nil
+	return nil, Reply{Body: resp.AppendTo(nil)}, nil
 }
 
-func (d *Dispatcher) answerDescribeCluster(h Header, body []byte) (Reply, error) {
+func (d *Dispatcher) beginDescribeCluster(_ context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
 	req := kmsg.NewPtrDescribeClusterRequest()
 	req.Version = h.Version
 	if err := req.ReadFrom(body); err != nil {
-		return Reply{}, fmt.Errorf("decode: %w", err)
+		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
 	resp := kmsg.NewPtrDescribeClusterResponse()
 	resp.Version = h.Version
@@ -276,5 +276,5 @@ func (d *Dispatcher) answerDescribeCluster(h Header, body []byte) (Reply, error)
 	resp.ClusterID = d.cfg.ClusterID
 	resp.ControllerID = d.cfg.NodeID
 	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
-	return Reply{Body: resp.AppendTo(nil)}, nil
+	return nil, Reply{Body: resp.AppendTo(nil)}, nil
 }

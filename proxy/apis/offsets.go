@@ -14,7 +14,7 @@ import (
 // split by partition owner like Produce, but carry no records and no
 // leader hints, so one small adapter per API suffices.
 
-func (d *Dispatcher) beginOffsets(ctx context.Context, conn uint64, h Header, body []byte) (op, error) {
+func (d *Dispatcher) beginOffsets(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
 	var o interface {
 		partOps
 		op
@@ -33,10 +33,10 @@ func (d *Dispatcher) beginOffsets(ctx context.Context, conn uint64, h Header, bo
 	s.init(d, o, h, conn)
 	s.own = body
 	if err := o.decode(d); err != nil {
-		return nil, fmt.Errorf("decode: %w", err)
+		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
 	s.dispatch(ctx, s.own)
-	return o, nil
+	return o, Reply{}, nil
 }
 
 // budget is the retry deadline for a request with an optional timeout.

@@ -13,58 +13,6 @@ import (
 	"github.com/kproxy/kproxy/routing"
 )
 
-// apiKind says how the proxy answers an API.
-type apiKind uint8
-
-const (
-	kindNone      apiKind = iota
-	kindLocal             // answered by the proxy itself
-	kindPartition         // split by partition owner
-	kindGroup             // sent to the group's coordinator (split if batched)
-	kindFanOut            // sent to every live broker, merged
-	kindAny               // sent to any broker
-)
-
-// numKeys covers every API key kmsg knows.
-const numKeys = 128
-
-type apiSpec struct {
-	kind apiKind
-	// maxImpl caps the versions this package handles (-1: whatever kmsg
-	// decodes). Every API here is implemented from v0.
-	maxImpl int16
-}
-
-// apiTable is the immutable list of APIs this package implements. Anything
-// else (SASL, inter-broker and KRaft APIs, share groups, ...) is never
-// advertised and answered with UNSUPPORTED_VERSION.
-var apiTable = func() (t [numKeys]apiSpec) {
-	set := func(k kmsg.Key, kind apiKind) { t[k] = apiSpec{kind: kind, maxImpl: -1} }
-	for _, k := range []kmsg.Key{kmsg.Produce, kmsg.Fetch, kmsg.ListOffsets, kmsg.DeleteRecords, kmsg.OffsetForLeaderEpoch} {
-		set(k, kindPartition)
-	}
-	for _, k := range []kmsg.Key{kmsg.Metadata, kmsg.ApiVersions, kmsg.FindCoordinator, kmsg.DescribeCluster} {
-		set(k, kindLocal)
-	}
-	for _, k := range []kmsg.Key{
-		kmsg.OffsetCommit, kmsg.OffsetFetch, kmsg.JoinGroup, kmsg.Heartbeat, kmsg.LeaveGroup,
-		kmsg.SyncGroup, kmsg.DescribeGroups, kmsg.TxnOffsetCommit, kmsg.DeleteGroups, kmsg.OffsetDelete,
-		kmsg.ConsumerGroupHeartbeat, kmsg.ConsumerGroupDescribe,
-	} {
-		set(k, kindGroup)
-	}
-	set(kmsg.ListGroups, kindFanOut)
-	for _, k := range []kmsg.Key{
-		kmsg.CreateTopics, kmsg.DeleteTopics, kmsg.InitProducerID, kmsg.AddPartitionsToTxn,
-		kmsg.AddOffsetsToTxn, kmsg.EndTxn, kmsg.DescribeACLs, kmsg.CreateACLs, kmsg.DeleteACLs,
-		kmsg.DescribeConfigs, kmsg.AlterConfigs, kmsg.DescribeLogDirs, kmsg.CreatePartitions,
-		kmsg.IncrementalAlterConfigs, kmsg.DescribeClientQuotas, kmsg.AlterClientQuotas,
-	} {
-		set(k, kindAny)
-	}
-	return t
-}()
-
 // vrange is a version range; min > max means none.
 type vrange struct{ min, max int16 }
 
@@ -89,26 +37,6 @@ func (t *vtable) get(key int16) vrange {
 		return noVersions
 	}
 	return t.r[key]
-}
-
-// staticTable is what kmsg decodes intersected with what this package
-// implements, before any broker is asked.
-func staticTable() *vtable {
-	t := &vtable{complete: true}
-	for k := range numKeys {
-		spec := apiTable[k]
-		req := kmsg.RequestForKey(int16(k))
-		if spec.kind == kindNone || req == nil {
-			t.r[k] = noVersions
-			continue
-		}
-		hi := req.MaxVersion()
-		if spec.maxImpl >= 0 {
-			hi = min(hi, spec.maxImpl)
-		}
-		t.r[k] = vrange{min: 0, max: hi}
-	}
-	return t
 }
 
 // versions tracks what every live broker serves. Brokers are probed with
@@ -258,7 +186,7 @@ type apiVersionsOp struct {
 	version int16
 }
 
-func (d *Dispatcher) beginApiVersions(h Header, body []byte) (op, Reply, error) {
+func (d *Dispatcher) beginApiVersions(_ context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.Version = h.Version
 	if err := req.ReadFrom(body); err != nil {
