@@ -53,7 +53,7 @@ type fetchOp struct {
 	dec      kmsg.FetchResponse // scratch for broker answers
 	out      kmsg.FetchResponse // scratch for the answer
 	vec      vecEncoder
-	slots    []kmsg.FetchResponseTopicPartition
+	answers  []kmsg.FetchResponseTopicPartition
 	tstart   []int32
 	throttle int32
 	hints    bool
@@ -68,7 +68,6 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 		o = &fetchOp{}
 	}
 	o.s.init(d, o, h, conn)
-	o.s.concurrent = true
 	o.s.own = body
 	o.req = kmsg.FetchRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
 	if err := o.req.UnsafeReadFrom(o.s.own); err != nil {
@@ -78,17 +77,15 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 	o.byID = h.Version >= 13
 	o.s.deadline = retry.Budget(d.now(), time.Duration(o.req.MaxWaitMillis)*time.Millisecond, 0)
 	n := countParts(o.req.Topics, fetchParts)
-	o.slots = slices.Grow(o.slots[:0], n)[:n]
-	o.s.items = slices.Grow(o.s.items[:0], n)
-	o.tstart = slices.Grow(o.tstart[:0], len(o.req.Topics)+1)
+	o.answers = slices.Grow(o.answers[:0], n)[:n]
+	o.s.reserve(n)
+	o.tstart = topicStarts(o.tstart, o.req.Topics, fetchParts)
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
-		o.tstart = append(o.tstart, int32(len(o.s.items)))
 		for pi := range t.Partitions {
 			d.addPartition(&o.s, t.Topic, t.TopicID, o.byID, t.Partitions[pi].Partition, int32(ti), int32(pi))
 		}
 	}
-	o.tstart = append(o.tstart, int32(len(o.s.items)))
 	var whole []byte
 	if h.Version < 7 || (o.req.SessionID == 0 && o.req.SessionEpoch == -1 && len(o.req.ForgottenTopics) == 0) {
 		whole = o.s.own // already sessionless
@@ -107,7 +104,7 @@ func (o *fetchOp) finish(ctx context.Context) (Reply, error) {
 func (o *fetchOp) release() {
 	d := o.s.d
 	o.s.reset()
-	clear(o.slots)
+	clear(o.answers)
 	clear(o.out.Topics[:cap(o.out.Topics)])
 	o.throttle, o.hints, o.byID, o.bytes, o.inline = 0, false, false, 0, 0
 	d.fetchPool.Put(o)
@@ -135,7 +132,7 @@ func (o *fetchOp) encode(dst []byte, idx []int32, nsubs int) []byte {
 // maxWait is the MaxWait of the sub-request being sent: the client's, or,
 // for a retry, what is left of it.
 func (o *fetchOp) maxWait() int32 {
-	if len(o.s.subs) == 0 {
+	if o.s.firstRound() {
 		return o.req.MaxWaitMillis
 	}
 	return int32(max(0, o.s.deadline.Sub(o.s.d.now()).Milliseconds()))
@@ -154,12 +151,7 @@ func (o *fetchOp) absorb(body []byte, si int) (bool, error) {
 	if r.ErrorCode != 0 {
 		// A request-level error (there should be none without sessions)
 		// answers every partition of this sub-request.
-		for _, i := range o.s.subs[si].idx {
-			if o.s.items[i].state == itemSent {
-				o.slots[i] = errorPartition(o.s.items[i].part, r.ErrorCode)
-				o.s.answered(i, r.ErrorCode)
-			}
-		}
+		o.s.answeredAll(si, r.ErrorCode, func(i int32) { o.answers[i] = errorPartition(o.s.keyOf(i).part, r.ErrorCode) })
 		return false, nil
 	}
 	m := o.s.matcher(si)
@@ -187,7 +179,7 @@ func (o *fetchOp) absorb(body []byte, si int) (bool, error) {
 				p.RecordBatches = noRecords
 				clean = false
 			}
-			o.slots[i] = *p
+			o.answers[i] = *p
 			o.bytes += len(p.RecordBatches)
 			if len(p.RecordBatches) < vecMinBytes {
 				o.inline += len(p.RecordBatches)
@@ -199,7 +191,7 @@ func (o *fetchOp) absorb(body []byte, si int) (bool, error) {
 }
 
 func (o *fetchOp) fail(i int32, code int16) {
-	o.slots[i] = errorPartition(o.s.items[i].part, code)
+	o.answers[i] = errorPartition(o.s.keyOf(i).part, code)
 }
 
 func errorPartition(part int32, code int16) kmsg.FetchResponseTopicPartition {
@@ -227,9 +219,8 @@ func (o *fetchOp) signature(dst []byte, idx []int32) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(r.Rack)))
 	dst = append(dst, r.Rack...)
 	sorted := slices.Clone(idx)
-	items := o.s.items
 	slices.SortFunc(sorted, func(a, b int32) int {
-		x, y := &items[a], &items[b]
+		x, y := o.s.keyOf(a), o.s.keyOf(b)
 		if c := strings.Compare(x.topic, y.topic); c != 0 {
 			return c
 		}
@@ -239,7 +230,7 @@ func (o *fetchOp) signature(dst []byte, idx []int32) []byte {
 		return cmp.Compare(x.part, y.part)
 	})
 	for _, i := range sorted {
-		it := &items[i]
+		it := o.s.keyOf(i)
 		p := &r.Topics[it.ti].Partitions[it.pi]
 		dst = binary.AppendUvarint(dst, uint64(len(it.topic)))
 		dst = append(dst, it.topic...)
@@ -264,12 +255,12 @@ func (o *fetchOp) response() *kmsg.FetchResponse {
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
 		lo, hi := o.tstart[ti], o.tstart[ti+1]
-		parts := o.slots[lo:hi]
+		parts := o.answers[lo:hi]
 		if !o.allDone(lo, hi) {
 			parts = nil
 			for i := lo; i < hi; i++ {
-				if o.s.items[i].state == itemDone {
-					parts = append(parts, o.slots[i])
+				if o.s.settled(i) {
+					parts = append(parts, o.answers[i])
 				}
 			}
 		}
@@ -277,7 +268,7 @@ func (o *fetchOp) response() *kmsg.FetchResponse {
 			resp.Topics = append(resp.Topics, kmsg.FetchResponseTopic{Topic: t.Topic, TopicID: t.TopicID, Partitions: parts})
 		}
 	}
-	if o.hints && o.s.version >= 16 && slices.ContainsFunc(o.slots, func(p kmsg.FetchResponseTopicPartition) bool { return p.CurrentLeader.LeaderID >= 0 }) {
+	if o.hints && o.s.version >= 16 && slices.ContainsFunc(o.answers, func(p kmsg.FetchResponseTopicPartition) bool { return p.CurrentLeader.LeaderID >= 0 }) {
 		d := o.s.d // the hint's endpoint: the proxy
 		resp.Brokers = []kmsg.FetchResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
 	}
@@ -290,14 +281,14 @@ func (o *fetchOp) merge(dst []byte) []byte { return o.response().AppendTo(dst) }
 // the brokers' frames (see vecEncoder).
 func (o *fetchOp) mergeParts() (skel *[]byte, parts [][]byte, ok bool) {
 	o.vec.secret = o.s.d.secret
-	skel = o.s.d.getBuf(o.inline + 64*len(o.slots) + 256)
+	skel = o.s.d.getBuf(o.inline + 64*len(o.answers) + 256)
 	*skel, parts, ok = o.vec.encode(o.response(), *skel)
 	return skel, parts, ok
 }
 
 func (o *fetchOp) allDone(lo, hi int32) bool {
 	for i := lo; i < hi; i++ {
-		if o.s.items[i].state != itemDone {
+		if !o.s.settled(i) {
 			return false
 		}
 	}

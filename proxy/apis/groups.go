@@ -21,7 +21,7 @@ func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, body
 		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
 	var gl interface {
-		partOps
+		adapter
 		op
 		sp() *splitter
 		addItems()
@@ -122,7 +122,7 @@ type groupList[Q, R any] struct {
 	list    func(kmsg.Response) *[]R
 	answer  func(*R) (string, int16)
 	failed  func(string, int16) R
-	slots   []R
+	answers []R
 	scratch []Q
 	thr     int32
 }
@@ -136,20 +136,19 @@ func newGroupList[Q, R any](req kmsg.Request, groups *[]Q, name func(*Q) string,
 func (g *groupList[Q, R]) sp() *splitter { return &g.s }
 
 func (g *groupList[Q, R]) addItems() {
-	g.slots = make([]R, len(g.all))
-	g.s.items = make([]item, 0, len(g.all))
+	g.answers = make([]R, len(g.all))
+	g.s.reserve(len(g.all))
 	for i := range g.all {
 		g.s.add(g.name(&g.all[i]), [16]byte{}, 0, int32(i), 0)
 	}
 }
 
 func (g *groupList[Q, R]) finish(ctx context.Context) (Reply, error) { return g.s.finish(ctx) }
-func (g *groupList[Q, R]) enough() bool                              { return false }
 
 func (g *groupList[Q, R]) encode(dst []byte, idx []int32, _ int) []byte {
 	sub := g.scratch[:0]
 	for _, i := range idx {
-		sub = append(sub, g.all[g.s.items[i].ti])
+		sub = append(sub, g.all[g.s.keyOf(i).ti])
 	}
 	g.scratch = sub
 	*g.groups = sub
@@ -172,18 +171,20 @@ func (g *groupList[Q, R]) absorb(body []byte, si int) (bool, error) {
 	for j := range list {
 		name, code := g.answer(&list[j])
 		if i := m.find(name, [16]byte{}, false, 0); i >= 0 {
-			g.slots[i] = list[j]
+			g.answers[i] = list[j]
 			g.s.answered(i, code)
 		}
 	}
 	return true, nil
 }
 
-func (g *groupList[Q, R]) fail(i int32, code int16) { g.slots[i] = g.failed(g.s.items[i].topic, code) }
+func (g *groupList[Q, R]) fail(i int32, code int16) {
+	g.answers[i] = g.failed(g.s.keyOf(i).topic, code)
+}
 
 func (g *groupList[Q, R]) merge(dst []byte) []byte {
 	resp := g.req.ResponseKind()
-	*g.list(resp) = g.slots
+	*g.list(resp) = g.answers
 	if t, ok := resp.(kmsg.SetThrottleResponse); ok {
 		t.SetThrottle(g.thr)
 	}

@@ -1,5 +1,7 @@
 package apis
 
+import "slices"
+
 // matcher finds the items of one sub-request answer by topic (or topic
 // id) and partition. Brokers answer in request order, so the search
 // starts where the last one ended and is linear overall.
@@ -60,4 +62,17 @@ func countParts[T, P any](src []T, partsOf func(*T) *[]P) int {
 		n += len(*partsOf(&src[i]))
 	}
 	return n
+}
+
+// topicStarts fills dst with the number of each request topic's first item
+// and, last, the number of items: items are numbered in the client's
+// order, one per partition.
+func topicStarts[T, P any](dst []int32, src []T, partsOf func(*T) *[]P) []int32 {
+	dst = slices.Grow(dst[:0], len(src)+1)
+	n := int32(0)
+	for i := range src {
+		dst = append(dst, n)
+		n += int32(len(*partsOf(&src[i])))
+	}
+	return append(dst, n)
 }

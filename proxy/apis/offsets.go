@@ -12,30 +12,38 @@ import (
 
 // The offset APIs (ListOffsets, OffsetForLeaderEpoch, DeleteRecords) are
 // split by partition owner like Produce, but carry no records and no
-// leader hints, so one small adapter per API suffices.
+// leader hints, so one generic adapter (partList) serves all three; each
+// API only names its fields (partListSpec).
 
 func (d *Dispatcher) beginOffsets(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
-	var o interface {
-		partOps
-		op
-		decode(d *Dispatcher) error
-		sp() *splitter
-	}
-	switch kmsg.Key(h.Key) {
-	case kmsg.ListOffsets:
-		o = &listOffsetsOp{}
-	case kmsg.OffsetForLeaderEpoch:
-		o = &epochOp{}
-	default:
-		o = &deleteRecordsOp{}
-	}
-	s := o.sp()
-	s.init(d, o, h, conn)
-	s.own = body
-	if err := o.decode(d); err != nil {
+	req := kmsg.RequestForKey(h.Key)
+	req.SetVersion(h.Version)
+	if err := req.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body); err != nil {
 		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
-	s.dispatch(ctx, s.own)
+	var o interface {
+		adapter
+		op
+		start(ctx context.Context, d *Dispatcher, h Header, conn uint64, body []byte, timeoutMillis int32)
+	}
+	var timeout int32 // the request's own retry budget; 0: Config.RetryBudget
+	switch r := req.(type) {
+	case *kmsg.ListOffsetsRequest:
+		o = newPartList(r, &r.Topics, listOffsetsSpec)
+		// TimeoutMillis exists from v10 on; before that the decoded struct
+		// holds kmsg's default (30 s), which is no budget the client asked for.
+		if h.Version >= 10 {
+			timeout = r.TimeoutMillis
+		}
+	case *kmsg.OffsetForLeaderEpochRequest:
+		o = newPartList(r, &r.Topics, epochSpec)
+	case *kmsg.DeleteRecordsRequest:
+		o = newPartList(r, &r.Topics, deleteRecordsSpec)
+		timeout = r.TimeoutMillis
+	default:
+		return nil, Reply{}, fmt.Errorf("no offsets adapter for %T", req)
+	}
+	o.start(ctx, d, h, conn, body, timeout)
 	return o, Reply{}, nil
 }
 
@@ -48,258 +56,175 @@ func (d *Dispatcher) budget(timeoutMillis int32) time.Time {
 	return retry.Budget(d.now(), t, minBudget)
 }
 
-// addTopics adds every partition of a request's topics to s, by name.
-func addTopics[T, P any](d *Dispatcher, s *splitter, topics []T, name func(*T) string, partsOf func(*T) *[]P, part func(*P) int32) {
-	s.items = make([]item, 0, countParts(topics, partsOf))
-	for ti := range topics {
-		t := &topics[ti]
-		ps := *partsOf(t)
-		for pi := range ps {
-			d.addPartition(s, name(t), [16]byte{}, false, part(&ps[pi]), int32(ti), int32(pi))
-		}
-	}
+// partListSpec names the fields of one offset API: request topics QT with
+// partitions QP, response topics RT with partitions RP.
+type partListSpec[QT, QP, RT, RP any] struct {
+	topic    func(*QT) string
+	parts    func(*QT) *[]QP
+	part     func(*QP) int32
+	answers  func(kmsg.Response) *[]RT
+	answerOf func(*RT) (topic string, parts []RP)
+	codeOf   func(*RP) (part int32, code int16)
+	failed   func(part int32, code int16) RP
+	answer   func(topic string, parts []RP) RT
 }
 
-// slotsByTopic cuts the per-item answers into the client's topics.
-func slotsByTopic[P any](s *splitter, slots []P, ntopics int, emit func(ti int, parts []P)) {
-	lo := 0
-	for ti := range ntopics {
-		hi := lo
-		for hi < len(s.items) && s.items[hi].ti == int32(ti) {
-			hi++
+// partList adapts a request of topics and partitions to the split engine:
+// items are partitions, routed by owner, answered per partition.
+type partList[QT, QP, RT, RP any] struct {
+	s        splitter
+	req      kmsg.Request
+	topics   *[]QT // the request's list; swapped for a subset while encoding
+	all      []QT
+	spec     partListSpec[QT, QP, RT, RP]
+	answers  []RP // item i's answer
+	scratch  []QT
+	scratchP []QP
+	thr      int32
+}
+
+func newPartList[QT, QP, RT, RP any](req kmsg.Request, topics *[]QT, spec partListSpec[QT, QP, RT, RP]) *partList[QT, QP, RT, RP] {
+	return &partList[QT, QP, RT, RP]{req: req, topics: topics, all: *topics, spec: spec}
+}
+
+func (o *partList[QT, QP, RT, RP]) start(ctx context.Context, d *Dispatcher, h Header, conn uint64, body []byte, timeoutMillis int32) {
+	s := &o.s
+	s.init(d, o, h, conn)
+	s.own, s.deadline, s.hold = body, d.budget(timeoutMillis), holdOf(o.req)
+	o.answers = make([]RP, countParts(o.all, o.spec.parts))
+	s.reserve(len(o.answers))
+	for ti := range o.all {
+		t := &o.all[ti]
+		ps := *o.spec.parts(t)
+		for pi := range ps {
+			d.addPartition(s, o.spec.topic(t), [16]byte{}, false, o.spec.part(&ps[pi]), int32(ti), int32(pi))
 		}
-		emit(ti, slots[lo:hi])
+	}
+	s.dispatch(ctx, s.own)
+}
+
+func (o *partList[QT, QP, RT, RP]) finish(ctx context.Context) (Reply, error) { return o.s.finish(ctx) }
+
+func (o *partList[QT, QP, RT, RP]) encode(dst []byte, idx []int32, _ int) []byte {
+	o.scratch = subset(&o.s, idx, o.all, o.spec.parts, o.scratch, &o.scratchP)
+	*o.topics = o.scratch
+	dst = o.req.AppendTo(dst)
+	*o.topics = o.all
+	return dst
+}
+
+func (o *partList[QT, QP, RT, RP]) absorb(body []byte, si int) (bool, error) {
+	resp := o.req.ResponseKind()
+	if err := resp.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body); err != nil {
+		return false, err
+	}
+	if t, ok := resp.(kmsg.ThrottleResponse); ok {
+		thr, _ := t.Throttle()
+		o.thr = max(o.thr, thr)
+	}
+	m := o.s.matcher(si)
+	list := *o.spec.answers(resp)
+	for ti := range list {
+		topic, parts := o.spec.answerOf(&list[ti])
+		for pi := range parts {
+			part, code := o.spec.codeOf(&parts[pi])
+			if i := m.find(topic, [16]byte{}, false, part); i >= 0 {
+				o.answers[i] = parts[pi]
+				o.s.answered(i, code)
+			}
+		}
+	}
+	return true, nil
+}
+
+func (o *partList[QT, QP, RT, RP]) fail(i int32, code int16) {
+	o.answers[i] = o.spec.failed(o.s.keyOf(i).part, code)
+}
+
+func (o *partList[QT, QP, RT, RP]) merge(dst []byte) []byte {
+	resp := o.req.ResponseKind()
+	if t, ok := resp.(kmsg.SetThrottleResponse); ok {
+		t.SetThrottle(o.thr)
+	}
+	out := make([]RT, len(o.all))
+	lo := 0
+	for ti := range o.all {
+		hi := lo + len(*o.spec.parts(&o.all[ti])) // items are numbered in the client's order
+		out[ti] = o.spec.answer(o.spec.topic(&o.all[ti]), o.answers[lo:hi])
 		lo = hi
 	}
-}
-
-// ListOffsets.
-
-type listOffsetsOp struct {
-	s       splitter
-	req     kmsg.ListOffsetsRequest
-	enc     kmsg.ListOffsetsRequest
-	scratch []kmsg.ListOffsetsRequestTopicPartition
-	slots   []kmsg.ListOffsetsResponseTopicPartition
-	thr     int32
-}
-
-func (o *listOffsetsOp) sp() *splitter { return &o.s }
-
-func (o *listOffsetsOp) decode(d *Dispatcher) error {
-	o.req.Version = o.s.version
-	if err := o.req.UnsafeReadFrom(o.s.own); err != nil {
-		return err
-	}
-	// TimeoutMillis exists from v10 on; before that the decoded struct holds
-	// kmsg's default (30 s), which is no budget the client asked for.
-	var timeout int32
-	if o.s.version >= 10 {
-		timeout = o.req.TimeoutMillis
-	}
-	o.s.deadline = d.budget(timeout)
-	o.s.hold = holdOf(&o.req)
-	o.slots = make([]kmsg.ListOffsetsResponseTopicPartition, countParts(o.req.Topics, loParts))
-	addTopics(d, &o.s, o.req.Topics, func(t *kmsg.ListOffsetsRequestTopic) string { return t.Topic }, loParts,
-		func(p *kmsg.ListOffsetsRequestTopicPartition) int32 { return p.Partition })
-	return nil
-}
-
-func loParts(t *kmsg.ListOffsetsRequestTopic) *[]kmsg.ListOffsetsRequestTopicPartition {
-	return &t.Partitions
-}
-
-func (o *listOffsetsOp) finish(ctx context.Context) (Reply, error) { return o.s.finish(ctx) }
-func (o *listOffsetsOp) enough() bool                              { return false }
-
-func (o *listOffsetsOp) encode(dst []byte, idx []int32, _ int) []byte {
-	topics := o.enc.Topics // the scratch, not the request's
-	o.enc = o.req
-	o.enc.Topics = subset(&o.s, idx, o.req.Topics, loParts, topics, &o.scratch)
-	return o.enc.AppendTo(dst)
-}
-
-func (o *listOffsetsOp) absorb(body []byte, si int) (bool, error) {
-	r := &kmsg.ListOffsetsResponse{Version: o.s.version}
-	if err := r.UnsafeReadFrom(body); err != nil {
-		return false, err
-	}
-	o.thr = max(o.thr, r.ThrottleMillis)
-	m := o.s.matcher(si)
-	for ti := range r.Topics {
-		t := &r.Topics[ti]
-		for pi := range t.Partitions {
-			p := &t.Partitions[pi]
-			if i := m.find(t.Topic, [16]byte{}, false, p.Partition); i >= 0 {
-				o.slots[i] = *p
-				o.s.answered(i, p.ErrorCode)
-			}
-		}
-	}
-	return true, nil
-}
-
-func (o *listOffsetsOp) fail(i int32, code int16) {
-	p := kmsg.NewListOffsetsResponseTopicPartition()
-	p.Partition, p.ErrorCode = o.s.items[i].part, code
-	o.slots[i] = p
-}
-
-func (o *listOffsetsOp) merge(dst []byte) []byte {
-	resp := kmsg.ListOffsetsResponse{Version: o.s.version, ThrottleMillis: o.thr}
-	resp.Topics = make([]kmsg.ListOffsetsResponseTopic, len(o.req.Topics))
-	slotsByTopic(&o.s, o.slots, len(o.req.Topics), func(ti int, ps []kmsg.ListOffsetsResponseTopicPartition) {
-		resp.Topics[ti] = kmsg.ListOffsetsResponseTopic{Topic: o.req.Topics[ti].Topic, Partitions: ps}
-	})
+	*o.spec.answers(resp) = out
 	return resp.AppendTo(dst)
 }
 
-// OffsetForLeaderEpoch.
-
-type epochOp struct {
-	s       splitter
-	req     kmsg.OffsetForLeaderEpochRequest
-	enc     kmsg.OffsetForLeaderEpochRequest
-	scratch []kmsg.OffsetForLeaderEpochRequestTopicPartition
-	slots   []kmsg.OffsetForLeaderEpochResponseTopicPartition
-	thr     int32
+var listOffsetsSpec = partListSpec[kmsg.ListOffsetsRequestTopic, kmsg.ListOffsetsRequestTopicPartition,
+	kmsg.ListOffsetsResponseTopic, kmsg.ListOffsetsResponseTopicPartition]{
+	topic: func(t *kmsg.ListOffsetsRequestTopic) string { return t.Topic },
+	parts: func(t *kmsg.ListOffsetsRequestTopic) *[]kmsg.ListOffsetsRequestTopicPartition { return &t.Partitions },
+	part:  func(p *kmsg.ListOffsetsRequestTopicPartition) int32 { return p.Partition },
+	answers: func(r kmsg.Response) *[]kmsg.ListOffsetsResponseTopic {
+		return &r.(*kmsg.ListOffsetsResponse).Topics
+	},
+	answerOf: func(t *kmsg.ListOffsetsResponseTopic) (string, []kmsg.ListOffsetsResponseTopicPartition) {
+		return t.Topic, t.Partitions
+	},
+	codeOf: func(p *kmsg.ListOffsetsResponseTopicPartition) (int32, int16) { return p.Partition, p.ErrorCode },
+	failed: func(part int32, code int16) kmsg.ListOffsetsResponseTopicPartition {
+		p := kmsg.NewListOffsetsResponseTopicPartition()
+		p.Partition, p.ErrorCode = part, code
+		return p
+	},
+	answer: func(topic string, ps []kmsg.ListOffsetsResponseTopicPartition) kmsg.ListOffsetsResponseTopic {
+		return kmsg.ListOffsetsResponseTopic{Topic: topic, Partitions: ps}
+	},
 }
 
-func (o *epochOp) sp() *splitter { return &o.s }
-
-func (o *epochOp) decode(d *Dispatcher) error {
-	o.req.Version = o.s.version
-	if err := o.req.UnsafeReadFrom(o.s.own); err != nil {
-		return err
-	}
-	o.s.deadline = d.budget(0)
-	o.s.hold = holdOf(&o.req)
-	o.slots = make([]kmsg.OffsetForLeaderEpochResponseTopicPartition, countParts(o.req.Topics, oeParts))
-	addTopics(d, &o.s, o.req.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) string { return t.Topic }, oeParts,
-		func(p *kmsg.OffsetForLeaderEpochRequestTopicPartition) int32 { return p.Partition })
-	return nil
+var epochSpec = partListSpec[kmsg.OffsetForLeaderEpochRequestTopic, kmsg.OffsetForLeaderEpochRequestTopicPartition,
+	kmsg.OffsetForLeaderEpochResponseTopic, kmsg.OffsetForLeaderEpochResponseTopicPartition]{
+	topic: func(t *kmsg.OffsetForLeaderEpochRequestTopic) string { return t.Topic },
+	parts: func(t *kmsg.OffsetForLeaderEpochRequestTopic) *[]kmsg.OffsetForLeaderEpochRequestTopicPartition {
+		return &t.Partitions
+	},
+	part: func(p *kmsg.OffsetForLeaderEpochRequestTopicPartition) int32 { return p.Partition },
+	answers: func(r kmsg.Response) *[]kmsg.OffsetForLeaderEpochResponseTopic {
+		return &r.(*kmsg.OffsetForLeaderEpochResponse).Topics
+	},
+	answerOf: func(t *kmsg.OffsetForLeaderEpochResponseTopic) (string, []kmsg.OffsetForLeaderEpochResponseTopicPartition) {
+		return t.Topic, t.Partitions
+	},
+	codeOf: func(p *kmsg.OffsetForLeaderEpochResponseTopicPartition) (int32, int16) {
+		return p.Partition, p.ErrorCode
+	},
+	failed: func(part int32, code int16) kmsg.OffsetForLeaderEpochResponseTopicPartition {
+		p := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+		p.Partition, p.ErrorCode, p.LeaderEpoch, p.EndOffset = part, code, -1, -1
+		return p
+	},
+	answer: func(topic string, ps []kmsg.OffsetForLeaderEpochResponseTopicPartition) kmsg.OffsetForLeaderEpochResponseTopic {
+		return kmsg.OffsetForLeaderEpochResponseTopic{Topic: topic, Partitions: ps}
+	},
 }
 
-func oeParts(t *kmsg.OffsetForLeaderEpochRequestTopic) *[]kmsg.OffsetForLeaderEpochRequestTopicPartition {
-	return &t.Partitions
-}
-
-func (o *epochOp) finish(ctx context.Context) (Reply, error) { return o.s.finish(ctx) }
-func (o *epochOp) enough() bool                              { return false }
-
-func (o *epochOp) encode(dst []byte, idx []int32, _ int) []byte {
-	topics := o.enc.Topics // the scratch, not the request's
-	o.enc = o.req
-	o.enc.Topics = subset(&o.s, idx, o.req.Topics, oeParts, topics, &o.scratch)
-	return o.enc.AppendTo(dst)
-}
-
-func (o *epochOp) absorb(body []byte, si int) (bool, error) {
-	r := &kmsg.OffsetForLeaderEpochResponse{Version: o.s.version}
-	if err := r.UnsafeReadFrom(body); err != nil {
-		return false, err
-	}
-	o.thr = max(o.thr, r.ThrottleMillis)
-	m := o.s.matcher(si)
-	for ti := range r.Topics {
-		t := &r.Topics[ti]
-		for pi := range t.Partitions {
-			p := &t.Partitions[pi]
-			if i := m.find(t.Topic, [16]byte{}, false, p.Partition); i >= 0 {
-				o.slots[i] = *p
-				o.s.answered(i, p.ErrorCode)
-			}
-		}
-	}
-	return true, nil
-}
-
-func (o *epochOp) fail(i int32, code int16) {
-	p := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-	p.Partition, p.ErrorCode, p.LeaderEpoch, p.EndOffset = o.s.items[i].part, code, -1, -1
-	o.slots[i] = p
-}
-
-func (o *epochOp) merge(dst []byte) []byte {
-	resp := kmsg.OffsetForLeaderEpochResponse{Version: o.s.version, ThrottleMillis: o.thr}
-	resp.Topics = make([]kmsg.OffsetForLeaderEpochResponseTopic, len(o.req.Topics))
-	slotsByTopic(&o.s, o.slots, len(o.req.Topics), func(ti int, ps []kmsg.OffsetForLeaderEpochResponseTopicPartition) {
-		resp.Topics[ti] = kmsg.OffsetForLeaderEpochResponseTopic{Topic: o.req.Topics[ti].Topic, Partitions: ps}
-	})
-	return resp.AppendTo(dst)
-}
-
-// DeleteRecords.
-
-type deleteRecordsOp struct {
-	s       splitter
-	req     kmsg.DeleteRecordsRequest
-	enc     kmsg.DeleteRecordsRequest
-	scratch []kmsg.DeleteRecordsRequestTopicPartition
-	slots   []kmsg.DeleteRecordsResponseTopicPartition
-	thr     int32
-}
-
-func (o *deleteRecordsOp) sp() *splitter { return &o.s }
-
-func (o *deleteRecordsOp) decode(d *Dispatcher) error {
-	o.req.Version = o.s.version
-	if err := o.req.UnsafeReadFrom(o.s.own); err != nil {
-		return err
-	}
-	o.s.deadline = d.budget(o.req.TimeoutMillis)
-	o.s.hold = holdOf(&o.req)
-	o.slots = make([]kmsg.DeleteRecordsResponseTopicPartition, countParts(o.req.Topics, drParts))
-	addTopics(d, &o.s, o.req.Topics, func(t *kmsg.DeleteRecordsRequestTopic) string { return t.Topic }, drParts,
-		func(p *kmsg.DeleteRecordsRequestTopicPartition) int32 { return p.Partition })
-	return nil
-}
-
-func drParts(t *kmsg.DeleteRecordsRequestTopic) *[]kmsg.DeleteRecordsRequestTopicPartition {
-	return &t.Partitions
-}
-
-func (o *deleteRecordsOp) finish(ctx context.Context) (Reply, error) { return o.s.finish(ctx) }
-func (o *deleteRecordsOp) enough() bool                              { return false }
-
-func (o *deleteRecordsOp) encode(dst []byte, idx []int32, _ int) []byte {
-	topics := o.enc.Topics // the scratch, not the request's
-	o.enc = o.req
-	o.enc.Topics = subset(&o.s, idx, o.req.Topics, drParts, topics, &o.scratch)
-	return o.enc.AppendTo(dst)
-}
-
-func (o *deleteRecordsOp) absorb(body []byte, si int) (bool, error) {
-	r := &kmsg.DeleteRecordsResponse{Version: o.s.version}
-	if err := r.UnsafeReadFrom(body); err != nil {
-		return false, err
-	}
-	o.thr = max(o.thr, r.ThrottleMillis)
-	m := o.s.matcher(si)
-	for ti := range r.Topics {
-		t := &r.Topics[ti]
-		for pi := range t.Partitions {
-			p := &t.Partitions[pi]
-			if i := m.find(t.Topic, [16]byte{}, false, p.Partition); i >= 0 {
-				o.slots[i] = *p
-				o.s.answered(i, p.ErrorCode)
-			}
-		}
-	}
-	return true, nil
-}
-
-func (o *deleteRecordsOp) fail(i int32, code int16) {
-	p := kmsg.NewDeleteRecordsResponseTopicPartition()
-	p.Partition, p.ErrorCode, p.LowWatermark = o.s.items[i].part, code, -1
-	o.slots[i] = p
-}
-
-func (o *deleteRecordsOp) merge(dst []byte) []byte {
-	resp := kmsg.DeleteRecordsResponse{Version: o.s.version, ThrottleMillis: o.thr}
-	resp.Topics = make([]kmsg.DeleteRecordsResponseTopic, len(o.req.Topics))
-	slotsByTopic(&o.s, o.slots, len(o.req.Topics), func(ti int, ps []kmsg.DeleteRecordsResponseTopicPartition) {
-		resp.Topics[ti] = kmsg.DeleteRecordsResponseTopic{Topic: o.req.Topics[ti].Topic, Partitions: ps}
-	})
-	return resp.AppendTo(dst)
+var deleteRecordsSpec = partListSpec[kmsg.DeleteRecordsRequestTopic, kmsg.DeleteRecordsRequestTopicPartition,
+	kmsg.DeleteRecordsResponseTopic, kmsg.DeleteRecordsResponseTopicPartition]{
+	topic: func(t *kmsg.DeleteRecordsRequestTopic) string { return t.Topic },
+	parts: func(t *kmsg.DeleteRecordsRequestTopic) *[]kmsg.DeleteRecordsRequestTopicPartition {
+		return &t.Partitions
+	},
+	part: func(p *kmsg.DeleteRecordsRequestTopicPartition) int32 { return p.Partition },
+	answers: func(r kmsg.Response) *[]kmsg.DeleteRecordsResponseTopic {
+		return &r.(*kmsg.DeleteRecordsResponse).Topics
+	},
+	answerOf: func(t *kmsg.DeleteRecordsResponseTopic) (string, []kmsg.DeleteRecordsResponseTopicPartition) {
+		return t.Topic, t.Partitions
+	},
+	codeOf: func(p *kmsg.DeleteRecordsResponseTopicPartition) (int32, int16) { return p.Partition, p.ErrorCode },
+	failed: func(part int32, code int16) kmsg.DeleteRecordsResponseTopicPartition {
+		p := kmsg.NewDeleteRecordsResponseTopicPartition()
+		p.Partition, p.ErrorCode, p.LowWatermark = part, code, -1
+		return p
+	},
+	answer: func(topic string, ps []kmsg.DeleteRecordsResponseTopicPartition) kmsg.DeleteRecordsResponseTopic {
+		return kmsg.DeleteRecordsResponseTopic{Topic: topic, Partitions: ps}
+	},
 }

@@ -28,7 +28,7 @@ type produceOp struct {
 	encParts []kmsg.ProduceRequestTopicPartition
 	dec      kmsg.ProduceResponse                 // scratch for broker answers
 	out      kmsg.ProduceResponse                 // scratch for the merged answer
-	slots    []kmsg.ProduceResponseTopicPartition // item i's answer
+	answers  []kmsg.ProduceResponseTopicPartition // item i's answer
 	tstart   []int32                              // first item of each request topic
 	throttle int32
 	hints    bool // a leader hint was rewritten to point at the proxy
@@ -61,17 +61,15 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 
 func (o *produceOp) addItems() {
 	n := countParts(o.req.Topics, produceParts)
-	o.slots = slices.Grow(o.slots[:0], n)[:n]
-	o.s.items = slices.Grow(o.s.items[:0], n)
-	o.tstart = slices.Grow(o.tstart[:0], len(o.req.Topics)+1)
+	o.answers = slices.Grow(o.answers[:0], n)[:n]
+	o.s.reserve(n)
+	o.tstart = topicStarts(o.tstart, o.req.Topics, produceParts)
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
-		o.tstart = append(o.tstart, int32(len(o.s.items)))
 		for pi := range t.Partitions {
 			o.s.d.addPartition(&o.s, t.Topic, t.TopicID, o.byID, t.Partitions[pi].Partition, int32(ti), int32(pi))
 		}
 	}
-	o.tstart = append(o.tstart, int32(len(o.s.items)))
 }
 
 // fireAndForget sends an acks=0 produce: there is no answer to wait for,
@@ -81,16 +79,13 @@ func (o *produceOp) fireAndForget(ctx context.Context) (Reply, error) {
 	o.s.dispatch(ctx, o.s.own)
 	defer o.release()
 	var errs []error
-	for i := range o.s.items {
-		if c := o.slots[i].ErrorCode; c != 0 {
-			errs = append(errs, fmt.Errorf("acks=0 produce to %s/%d: %w", o.s.items[i].topic, o.s.items[i].part, kerr.ErrorForCode(c)))
+	for i := range o.answers {
+		if c := o.answers[i].ErrorCode; c != 0 {
+			k := o.s.keyOf(int32(i))
+			errs = append(errs, fmt.Errorf("acks=0 produce to %s/%d: %w", k.topic, k.part, kerr.ErrorForCode(c)))
 		}
 	}
-	for _, sb := range o.s.subs {
-		if sb.err != nil {
-			errs = append(errs, sb.err)
-		}
-	}
+	errs = append(errs, o.s.sendErrors()...)
 	return Reply{NoResponse: true}, errors.Join(errs...)
 }
 
@@ -104,7 +99,7 @@ func (o *produceOp) finish(ctx context.Context) (Reply, error) {
 func (o *produceOp) release() {
 	d := o.s.d
 	o.s.reset()
-	clear(o.slots)
+	clear(o.answers)
 	o.throttle, o.hints, o.byID = 0, false, false
 	d.producePool.Put(o)
 }
@@ -169,7 +164,7 @@ func (o *produceOp) absorb(body []byte, si int) (bool, error) {
 				p.CurrentLeader.LeaderID = o.s.d.cfg.NodeID
 				o.hints, clean = true, false
 			}
-			o.slots[i] = *p
+			o.answers[i] = *p
 			o.s.answered(i, p.ErrorCode)
 		}
 	}
@@ -178,21 +173,19 @@ func (o *produceOp) absorb(body []byte, si int) (bool, error) {
 
 func (o *produceOp) fail(i int32, code int16) {
 	p := kmsg.NewProduceResponseTopicPartition()
-	p.Partition = o.s.items[i].part
+	p.Partition = o.s.keyOf(i).part
 	p.ErrorCode = code
-	o.slots[i] = p
+	o.answers[i] = p
 }
-
-func (o *produceOp) enough() bool { return false }
 
 func (o *produceOp) merge(dst []byte) []byte {
 	o.out = kmsg.ProduceResponse{Version: o.s.version, ThrottleMillis: o.throttle, Topics: slices.Grow(o.out.Topics[:0], len(o.req.Topics))[:len(o.req.Topics)]}
 	resp := &o.out
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
-		resp.Topics[ti] = kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID, Partitions: o.slots[o.tstart[ti]:o.tstart[ti+1]]}
+		resp.Topics[ti] = kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID, Partitions: o.answers[o.tstart[ti]:o.tstart[ti+1]]}
 	}
-	if o.hints && slices.ContainsFunc(o.slots, func(p kmsg.ProduceResponseTopicPartition) bool { return p.CurrentLeader.LeaderID >= 0 }) {
+	if o.hints && slices.ContainsFunc(o.answers, func(p kmsg.ProduceResponseTopicPartition) bool { return p.CurrentLeader.LeaderID >= 0 }) {
 		d := o.s.d // the hint's endpoint: the proxy
 		resp.Brokers = []kmsg.ProduceResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
 	}

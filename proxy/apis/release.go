@@ -6,7 +6,7 @@ package apis
 // it: right after a merge that copied from it, or once the client write is
 // done (Reply.Release).
 
-// partsMerger is a partOps whose answer can leave record sets in the
+// partsMerger is an adapter whose answer can leave record sets in the
 // brokers' answers (fetch; see vecEncoder).
 type partsMerger interface {
 	// mergeParts encodes the answer's skeleton into a buffer from the

@@ -15,40 +15,69 @@ import (
 )
 
 // The split engine serves every request made of independent items
-// (partitions, or groups in batched group requests): it routes each item,
-// sends one sub-request per broker, retries items a broker refused on a
-// fresh route, and has the API's adapter merge the answers in the client's
-// order. Items are numbered in the client's order, and an adapter keeps
-// item i's answer in slot i, so merging is a walk over the slots.
+// (partitions, or groups in batched group requests).
+//
+// What an adapter provides (one per API, embedding a splitter):
+//   - decode: its begin function decodes the client's request, calls init,
+//     sets own, deadline and hold, and adds the items in the client's order
+//     (reserve, add, addLocal, or Dispatcher.addPartition), then dispatch;
+//   - adapter.encode: the sub-request for a subset of the items;
+//   - adapter.absorb: a broker's answer to one sub-request, each item's
+//     answer stored by the adapter (at the item's number) and reported with
+//     answered, items found with matcher;
+//   - adapter.fail: a local answer for one item;
+//   - adapter.merge: the client's response, from every item's answer.
+//
+// What the engine does: routes each item, sends one sub-request per
+// broker, retries items a broker refused on a fresh route within the
+// budget, collects the answers and has the adapter merge them (finish).
+// Adapters read an item's identity with keyOf, and whether it is settled
+// with settled; nothing else of the engine is theirs.
+//
+// Optional parts, checked once by init: a longPoller (fetch) may answer
+// before every broker did and parks its abandoned long polls (wait.go); a
+// partsMerger (fetch) leaves record sets in the brokers' frames
+// (release.go).
 //
 // Memory: the request is decoded from the client's body, which stays valid
 // until Finish returns, so retries re-encode from the decoded request;
 // record batches are copied only into the Sender's frame.
 
-// partOps adapts one API to the engine.
-type partOps interface {
+// adapter adapts one API to the engine.
+type adapter interface {
 	// encode appends the sub-request for items idx (ascending) to dst;
 	// nsubs is how many sub-requests this round sends.
 	encode(dst []byte, idx []int32, nsubs int) []byte
-	// absorb decodes a broker's answer to sub si, stores each partition's
-	// answer in its slot and reports it with splitter.answered. clean
-	// means the answer needed no rewriting (no leader hints).
+	// absorb decodes a broker's answer to sub-request si, stores each
+	// item's answer and reports it with splitter.answered. clean means the
+	// answer needed no rewriting (no leader hints).
 	absorb(body []byte, si int) (clean bool, err error)
-	// fail stores a local answer with code in slot i.
+	// fail stores a local answer with code for item i.
 	fail(i int32, code int16)
 	// merge appends the client's response to dst.
 	merge(dst []byte) []byte
-	// enough says the answers so far should go to the client now, without
-	// waiting for outstanding brokers (fetch only).
-	enough() bool
 }
 
-// signer is a partOps whose first-round long polls may be parked and
-// adopted (fetch; see longPoll).
-type signer interface {
+// longPoller is an adapter whose sub-requests are long polls (fetch): its
+// answer may go out once enough is in hand, and its first-round long polls
+// that answer leaves behind may be parked and adopted (see longPoll).
+type longPoller interface {
+	// enough says the answers so far should go to the client now, without
+	// waiting for outstanding brokers (after a grace, see graceFor).
+	enough() bool
 	// signature appends to dst what identifies the sub-request for items
 	// idx, whatever their order.
 	signature(dst []byte, idx []int32) []byte
+	// maxWait is how long the broker may hold the sub-request being sent.
+	maxWait() int32
+}
+
+// itemKey is what identifies an item in the client's request.
+type itemKey struct {
+	topic  string // topic (or group) name, for routing and matching
+	id     [16]byte
+	part   int32
+	ti, pi int32 // topic index in the client's request, partition index in that topic
 }
 
 const (
@@ -59,15 +88,12 @@ const (
 )
 
 type item struct {
-	topic  string // topic (or group) name, for routing and matching
-	id     [16]byte
-	part   int32
-	ti, pi int32         // topic index in the client's request, partition index in that topic
+	itemKey
 	broker int32         // broker of the current attempt
 	avoid  routing.Avoid // brokers that refused this item so far
 	tries  int32         // attempts sent
 	state  uint8
-	filled bool   // the slot holds an answer
+	filled bool   // the adapter holds an answer for it
 	mark   uint32 // absorb pass that matched the item
 	due    time.Time
 }
@@ -84,7 +110,7 @@ type sub struct {
 	p      Pending
 	err    error // Send failed
 	state  uint8
-	held   bool      // its answer was absorbed: slots may reference it
+	held   bool      // its answer was absorbed: item answers may reference it
 	lp     *longPoll // the wait of a subWaiting sub
 	first  bool      // of the first round: its long poll may be parked
 }
@@ -97,15 +123,17 @@ type result struct {
 
 type splitter struct {
 	d        *Dispatcher
-	ops      partOps
+	ops      adapter
+	poller   longPoller  // ops, if it is one
+	merger   partsMerger // ops, if it is one
 	key      int16
 	version  int16
 	conn     uint64
 	clientID *string // the client's, forwarded in sub-requests
 	byGroup  bool    // items are groups: route by coordinator
 	readOnly bool    // a maybe-processed attempt may be repeated
-	// concurrent waits for all brokers at once (goroutines), so that the
-	// adapter can answer early; otherwise answers are awaited in turn,
+	// concurrent waits for all brokers at once (goroutines), so that a
+	// longPoller can answer early; otherwise answers are awaited in turn,
 	// which costs no goroutine (every attempt is in flight anyway).
 	concurrent bool
 	ambCode    int16         // answer for items whose attempt may have been processed
@@ -140,18 +168,55 @@ func (s *splitter) reset() {
 	*s = splitter{items: s.items[:0], subs: s.subs[:0], idx: s.idx[:0], results: s.results}
 }
 
-func (s *splitter) init(d *Dispatcher, ops partOps, h Header, conn uint64) {
+func (s *splitter) init(d *Dispatcher, ops adapter, h Header, conn uint64) {
 	s.d, s.ops, s.key, s.version, s.conn, s.clientID = d, ops, h.Key, h.Version, conn, h.ClientID
+	s.poller, _ = ops.(longPoller)
+	s.merger, _ = ops.(partsMerger)
+	s.concurrent = s.poller != nil
 	s.readOnly = readOnly(h.Key)
 	s.ambCode = kerr.RequestTimedOut.Code
 	s.lostCode = kerr.NotLeaderForPartition.Code
 	s.noRoute = kerr.LeaderNotAvailable.Code
 }
 
-// add appends an item to be routed; it returns the item's index.
+// reserve makes room for n items.
+func (s *splitter) reserve(n int) { s.items = slices.Grow(s.items[:0], n) }
+
+// add appends an item to be routed; it returns the item's number.
 func (s *splitter) add(topic string, id [16]byte, part, ti, pi int32) int32 {
-	s.items = append(s.items, item{topic: topic, id: id, part: part, ti: ti, pi: pi, broker: -1})
+	s.items = append(s.items, item{itemKey: itemKey{topic: topic, id: id, part: part, ti: ti, pi: pi}, broker: -1})
 	return int32(len(s.items) - 1)
+}
+
+// keyOf is item i's identity in the client's request.
+func (s *splitter) keyOf(i int32) itemKey { return s.items[i].itemKey }
+
+// settled says whether item i has its final answer.
+func (s *splitter) settled(i int32) bool { return s.items[i].state == itemDone }
+
+// firstRound says whether no sub-request was sent yet.
+func (s *splitter) firstRound() bool { return len(s.subs) == 0 }
+
+// answeredAll reports every item of sub-request si still waiting for an
+// answer as answered with code, the adapter having stored store(i).
+func (s *splitter) answeredAll(si int, code int16, store func(i int32)) {
+	for _, i := range s.subs[si].idx {
+		if s.items[i].state == itemSent {
+			store(i)
+			s.answered(i, code)
+		}
+	}
+}
+
+// sendErrors joins the errors of sub-requests that could not be sent.
+func (s *splitter) sendErrors() []error {
+	var errs []error
+	for _, sb := range s.subs {
+		if sb.err != nil {
+			errs = append(errs, sb.err)
+		}
+	}
+	return errs
 }
 
 // addLocal appends an item the proxy answers itself with code.
@@ -230,8 +295,7 @@ func containsID(ids []int32, id int32) bool {
 }
 
 func (s *splitter) send(ctx context.Context, broker int32, idx []int32, whole []byte, nsubs int) {
-	_, parkable := s.ops.(signer)
-	parkable = parkable && !s.retrying
+	parkable := s.poller != nil && !s.retrying
 	if parkable && s.adopt(broker, idx) {
 		return
 	}
@@ -254,8 +318,8 @@ func (s *splitter) send(ctx context.Context, broker int32, idx []int32, whole []
 // holdNow is the Hold of the sub-request about to be sent: a fetch's
 // retries wait only for what is left of MaxWait.
 func (s *splitter) holdNow() upstream.Hold {
-	if f, ok := s.ops.(interface{ maxWait() int32 }); ok {
-		return fetchHold(f.maxWait())
+	if s.poller != nil {
+		return fetchHold(s.poller.maxWait())
 	}
 	return s.hold
 }
@@ -284,7 +348,7 @@ func (s *splitter) adopt(broker int32, idx []int32) bool {
 	if !s.d.parked.has(k) { // the common case: no signature to compute
 		return false
 	}
-	lp := s.d.parked.adopt(k, s.ops.(signer).signature(nil, idx))
+	lp := s.d.parked.adopt(k, s.poller.signature(nil, idx))
 	if lp == nil {
 		return false
 	}
@@ -307,8 +371,8 @@ func (s *splitter) finish(ctx context.Context) (Reply, error) {
 		s.subs[0].held = false // see afterAbsorb: the only sub, with a Pending
 		return Reply{Body: s.raw, Release: s.subs[0].p.Release}, nil
 	}
-	if pm, ok := s.ops.(partsMerger); ok {
-		buf, parts, ok := pm.mergeParts()
+	if s.merger != nil {
+		buf, parts, ok := s.merger.mergeParts()
 		skel := *buf
 		if ok && parts != nil {
 			return Reply{Parts: parts, Release: s.releaseLater(buf)}, nil
@@ -395,7 +459,8 @@ func (s *splitter) afterAbsorb(si int, body []byte, clean bool) {
 	s.raw = body
 }
 
-// answered records a broker's answer (already in slot i) with code.
+// answered records a broker's answer to item i (already stored by the
+// adapter) with code.
 func (s *splitter) answered(i int32, code int16) {
 	it := &s.items[i]
 	it.filled = true

@@ -27,7 +27,7 @@ func (s *splitter) loop(ctx context.Context) error {
 			return nil
 		}
 		now := s.d.now()
-		if s.ops.enough() {
+		if s.poller != nil && s.poller.enough() {
 			if s.grace.IsZero() {
 				s.grace = now.Add(graceFor(now.Sub(s.start)))
 			}
@@ -132,8 +132,8 @@ func (s *splitter) launch(ctx context.Context) {
 		sb.lp = &longPoll{results: s.results, si: si, p: sb.p}
 		sb.state = subWaiting
 		s.waiting++
-		lp, p := sb.lp, sb.p
-		s.d.polls.Go(func() { lp.wait(ctx, p) })
+		s.d.polls.Add(1)
+		go sb.lp.wait(ctx, sb.p, &s.d.polls) // no closure: the hot path allocates no more than the goroutine
 	}
 }
 
@@ -155,7 +155,7 @@ func (s *splitter) cleanup(ctx context.Context) {
 		if sb.lp.detach() {
 			<-s.results // delivered, never read: keep the pooled channel empty
 		} else if ctx.Err() == nil && sb.first {
-			sig := s.ops.(signer).signature(nil, sb.idx)
+			sig := s.poller.signature(nil, sb.idx)
 			s.d.parked.park(parkKey{conn: s.conn, broker: sb.broker}, sb.lp, sig)
 		}
 		sb.lp = nil
@@ -192,7 +192,8 @@ type longPoll struct {
 	sig      []byte // the sub-request it answers (fetchOp.signature)
 }
 
-func (lp *longPoll) wait(ctx context.Context, p Pending) {
+func (lp *longPoll) wait(ctx context.Context, p Pending, wg *sync.WaitGroup) {
+	defer wg.Done()
 	body, err := p.Wait(ctx)
 	lp.mu.Lock()
 	defer lp.mu.Unlock()
