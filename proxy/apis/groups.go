@@ -79,7 +79,7 @@ func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, body
 	}
 	s := gl.sp()
 	s.init(d, gl, h, conn)
-	s.own, s.byGroup, s.deadline = body, true, d.budget(0)
+	s.own, s.routeBy, s.deadline = body, byGroup, d.budget(0)
 	s.lostCode, s.noRoute = kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorNotAvailable.Code
 	gl.addItems()
 	s.dispatch(ctx, body)

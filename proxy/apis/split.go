@@ -14,72 +14,6 @@ import (
 	"github.com/kproxy/kproxy/routing"
 )
 
-// The split engine serves every request made of independent items
-// (partitions, or groups in batched group requests).
-//
-// What an adapter provides (one per API, embedding a splitter):
-//   - decode: its begin function decodes the client's request, calls init,
-//     sets own, deadline and hold, and adds the items in the client's order
-//     (reserve, add, addLocal, or Dispatcher.addPartition), then dispatch;
-//   - adapter.encode: the sub-request for a subset of the items;
-//   - adapter.absorb: a broker's answer to one sub-request, each item's
-//     answer stored by the adapter (at the item's number) and reported with
-//     answered, items found with matcher;
-//   - adapter.fail: a local answer for one item;
-//   - adapter.merge: the client's response, from every item's answer.
-//
-// What the engine does: routes each item, sends one sub-request per
-// broker, retries items a broker refused on a fresh route within the
-// budget, collects the answers and has the adapter merge them (finish).
-// Adapters read an item's identity with keyOf, and whether it is settled
-// with settled; nothing else of the engine is theirs.
-//
-// Optional parts, checked once by init: a longPoller (fetch) may answer
-// before every broker did and parks its abandoned long polls (wait.go); a
-// partsMerger (fetch) leaves record sets in the brokers' frames
-// (release.go).
-//
-// Memory: the request is decoded from the client's body, which stays valid
-// until Finish returns, so retries re-encode from the decoded request;
-// record batches are copied only into the Sender's frame.
-
-// adapter adapts one API to the engine.
-type adapter interface {
-	// encode appends the sub-request for items idx (ascending) to dst;
-	// nsubs is how many sub-requests this round sends.
-	encode(dst []byte, idx []int32, nsubs int) []byte
-	// absorb decodes a broker's answer to sub-request si, stores each
-	// item's answer and reports it with splitter.answered. clean means the
-	// answer needed no rewriting (no leader hints).
-	absorb(body []byte, si int) (clean bool, err error)
-	// fail stores a local answer with code for item i.
-	fail(i int32, code int16)
-	// merge appends the client's response to dst.
-	merge(dst []byte) []byte
-}
-
-// longPoller is an adapter whose sub-requests are long polls (fetch): its
-// answer may go out once enough is in hand, and its first-round long polls
-// that answer leaves behind may be parked and adopted (see longPoll).
-type longPoller interface {
-	// enough says the answers so far should go to the client now, without
-	// waiting for outstanding brokers (after a grace, see graceFor).
-	enough() bool
-	// signature appends to dst what identifies the sub-request for items
-	// idx, whatever their order.
-	signature(dst []byte, idx []int32) []byte
-	// maxWait is how long the broker may hold the sub-request being sent.
-	maxWait() int32
-}
-
-// itemKey is what identifies an item in the client's request.
-type itemKey struct {
-	topic  string // topic (or group) name, for routing and matching
-	id     [16]byte
-	part   int32
-	ti, pi int32 // topic index in the client's request, partition index in that topic
-}
-
 const (
 	itemIdle  uint8 = iota // to be routed and sent
 	itemSent               // an attempt is in flight
@@ -130,7 +64,8 @@ type splitter struct {
 	version  int16
 	conn     uint64
 	clientID *string // the client's, forwarded in sub-requests
-	byGroup  bool    // items are groups: route by coordinator
+	routeBy  routeBy // how items are routed
+	whole    bool    // one item, forwarded whole (forward.go): not counted as split
 	readOnly bool    // a maybe-processed attempt may be repeated
 	// concurrent waits for all brokers at once (goroutines), so that a
 	// longPoller can answer early; otherwise answers are awaited in turn,
@@ -179,57 +114,15 @@ func (s *splitter) init(d *Dispatcher, ops adapter, h Header, conn uint64) {
 	s.noRoute = kerr.LeaderNotAvailable.Code
 }
 
-// reserve makes room for n items.
-func (s *splitter) reserve(n int) { s.items = slices.Grow(s.items[:0], n) }
-
-// add appends an item to be routed; it returns the item's number.
-func (s *splitter) add(topic string, id [16]byte, part, ti, pi int32) int32 {
-	s.items = append(s.items, item{itemKey: itemKey{topic: topic, id: id, part: part, ti: ti, pi: pi}, broker: -1})
-	return int32(len(s.items) - 1)
-}
-
-// keyOf is item i's identity in the client's request.
-func (s *splitter) keyOf(i int32) itemKey { return s.items[i].itemKey }
-
-// settled says whether item i has its final answer.
-func (s *splitter) settled(i int32) bool { return s.items[i].state == itemDone }
-
-// firstRound says whether no sub-request was sent yet.
-func (s *splitter) firstRound() bool { return len(s.subs) == 0 }
-
-// answeredAll reports every item of sub-request si still waiting for an
-// answer as answered with code, the adapter having stored store(i).
-func (s *splitter) answeredAll(si int, code int16, store func(i int32)) {
-	for _, i := range s.subs[si].idx {
-		if s.items[i].state == itemSent {
-			store(i)
-			s.answered(i, code)
-		}
-	}
-}
-
-// sendErrors joins the errors of sub-requests that could not be sent.
-func (s *splitter) sendErrors() []error {
-	var errs []error
-	for _, sb := range s.subs {
-		if sb.err != nil {
-			errs = append(errs, sb.err)
-		}
-	}
-	return errs
-}
-
-// addLocal appends an item the proxy answers itself with code.
-func (s *splitter) addLocal(topic string, id [16]byte, part, ti, pi int32, code int16) {
-	i := s.add(topic, id, part, ti, pi)
-	s.items[i].state = itemDone
-	s.items[i].filled = true
-	s.ops.fail(i, code)
-}
-
 func (s *splitter) route(it *item) (int32, bool) {
-	if s.byGroup {
+	switch s.routeBy {
+	case byGroup:
 		return s.d.routes.RouteGroupAvoiding(it.topic, it.avoid)
+	case byAnyBroker:
+		return s.d.routes.AnyBrokerAvoiding(it.topic, it.avoid)
+	case byBroker:
+		_, live := s.d.routes.Broker(it.part)
+		return it.part, live
 	}
 	return s.d.routes.RouteAvoiding(it.topic, it.part, it.avoid)
 }
@@ -280,7 +173,7 @@ func (s *splitter) dispatch(ctx context.Context, whole []byte) {
 		}
 		s.send(ctx, b, s.idx[start:len(s.idx):len(s.idx)], whole, len(distinct))
 	}
-	if first {
+	if first && !s.whole {
 		s.d.m.split(s.key, len(distinct))
 	}
 }
@@ -506,12 +399,15 @@ func (s *splitter) refused(i int32, code int16, err error) bool {
 // ownerMoved says whether routing already names a live owner that has not
 // refused this item, so the retry need not wait.
 func (s *splitter) ownerMoved(it *item) bool {
-	if s.byGroup {
+	switch s.routeBy {
+	case byGroup:
 		b, owned := s.d.routes.Coordinator(it.topic)
 		return owned && !it.avoid.Has(b)
+	case byPartition:
+		b, _, owned := s.d.routes.Owner(it.topic, it.part)
+		return owned && !it.avoid.Has(b)
 	}
-	b, _, owned := s.d.routes.Owner(it.topic, it.part)
-	return owned && !it.avoid.Has(b)
+	return false
 }
 
 // resendDue sends the retries that are due, or whose owner moved; it
