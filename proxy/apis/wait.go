@@ -171,10 +171,10 @@ func (s *splitter) cleanup(ctx context.Context) {
 // instead of sending another long poll.
 //
 // Why: a broker holds a fetch for its MaxWait whatever the proxy does. An
-// abandoned long poll keeps an in-flight slot of the client's upstream
+// abandoned long poll takes room in flight on the client's upstream
 // connection for that long, so a client that fetches quickly (data on
 // other brokers) piles up abandoned polls on an idle broker until Send
-// waits for slots and every fetch waits out an old poll's MaxWait. With
+// waits for room and every fetch waits out an old poll's MaxWait. With
 // adoption each connection keeps at most one long poll per idle broker.
 //
 // Its goroutine ends when the broker answers (by MaxWait) or the client

@@ -126,7 +126,7 @@ func (c *conn) enqueue(ctx context.Context, r *wireReq) error {
 		select {
 		case c.sem <- struct{}{}:
 		case <-ctx.Done():
-			return c.notSent(fmt.Errorf("wait for in-flight slot: %w", context.Cause(ctx)))
+			return c.notSent(fmt.Errorf("wait for room in flight: %w", context.Cause(ctx)))
 		case <-c.dead:
 			return c.notSent(c.failure())
 		}
@@ -258,9 +258,9 @@ func (c *conn) failIf(kind string, cause error, onlyIdle bool) bool {
 	clear(c.queue)
 	c.queue = nil
 	nc, connected := c.nc, c.connected
-	// Under c.mu, so that request.Wait and slot.get never see a failed
+	// Under c.mu, so that wireReq.Wait and sharedConn.get never see a failed
 	// connection that is not marked dying, nor a dying one whose failure
-	// the slot's backoff has not counted.
+	// the sharedConn's backoff has not counted.
 	c.owner.onDead(c, connected, cause)
 	c.mu.Unlock()
 

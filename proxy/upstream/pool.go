@@ -331,7 +331,7 @@ func (p *Pool) Close() {
 	p.wg.Wait()
 }
 
-// brokerPool is one broker's fixed set of shared connection slots plus its
+// brokerPool is one broker's fixed set of shared connections plus its
 // dedicated connections (lanes.go).
 type brokerPool struct {
 	p      *Pool
@@ -340,7 +340,7 @@ type brokerPool struct {
 	m      *brokerMetrics
 	ctx    context.Context
 	cancel context.CancelFunc
-	slots  []slot
+	shared []sharedConn
 	closed atomic.Bool
 	lanes  lanes
 }
@@ -348,13 +348,13 @@ type brokerPool struct {
 func newBrokerPool(p *Pool, id int32, addr string) *brokerPool {
 	ctx, cancel := context.WithCancel(p.ctx)
 	bp := &brokerPool{p: p, id: id, addr: addr, m: p.m.forBroker(id), ctx: ctx, cancel: cancel,
-		slots: make([]slot, p.cfg.ConnsPerBroker)}
+		shared: make([]sharedConn, p.cfg.ConnsPerBroker)}
 	bp.lanes.init(p.cfg.MaxBlockingConnsPerBroker)
 	return bp
 }
 
 func (bp *brokerPool) conn(affinity uint64) (*conn, error) {
-	return bp.slots[affinity%uint64(len(bp.slots))].get(bp)
+	return bp.shared[affinity%uint64(len(bp.shared))].get(bp)
 }
 
 // connFor returns the connection for a request of affinity: the shared one,
@@ -376,15 +376,15 @@ func (bp *brokerPool) connFor(ctx context.Context, affinity uint64, holds bool) 
 func (bp *brokerPool) close(cause error) {
 	bp.closed.Store(true)
 	bp.cancel()
-	for i := range bp.slots {
-		bp.slots[i].close(cause)
+	for i := range bp.shared {
+		bp.shared[i].close(cause)
 	}
 	bp.closeLanes(cause)
 }
 
-// slot holds one connection position of a broker pool and the redial
+// sharedConn holds one of a broker pool's shared connections and the redial
 // backoff after consecutive dial failures.
-type slot struct {
+type sharedConn struct {
 	cur      atomic.Pointer[conn]
 	mu       sync.Mutex
 	failures int
@@ -392,7 +392,7 @@ type slot struct {
 	lastErr  error
 }
 
-func (s *slot) get(bp *brokerPool) (*conn, error) {
+func (s *sharedConn) get(bp *brokerPool) (*conn, error) {
 	if c := s.cur.Load(); c != nil && !c.dying.Load() {
 		return c, nil
 	}
@@ -413,10 +413,10 @@ func (s *slot) get(bp *brokerPool) (*conn, error) {
 	return c, nil
 }
 
-// onDead marks c dying and frees the slot for a new connection. A
+// onDead marks c dying and makes room for a new connection. A
 // connection that never completed its handshake counts as a dial failure and
 // extends the backoff. c.fail calls it with c.mu held.
-func (s *slot) onDead(c *conn, connected bool, cause error) {
+func (s *sharedConn) onDead(c *conn, connected bool, cause error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c.dying.Store(true)
@@ -438,7 +438,7 @@ func (s *slot) onDead(c *conn, connected bool, cause error) {
 	s.retryAt = time.Now().Add(backoff)
 }
 
-func (s *slot) close(cause error) {
+func (s *sharedConn) close(cause error) {
 	s.mu.Lock()
 	c := s.cur.Load()
 	s.mu.Unlock() // c.fail takes c.mu, then s.mu: never hold s.mu into it
