@@ -1,7 +1,9 @@
-// Package apis answers the Kafka requests a client sends to the proxy: it
-// decodes what routing needs, splits partition- and group-scoped requests by
-// owner, forwards them through a Sender, retries definite failures on the
-// current owner and merges the answers in the client's order. Connections,
+// Package apis answers the Kafka requests a client sends to the proxy: one
+// table (table.go) names each API's handler; each handler decodes what
+// routing needs and is an adapter of the split engine (package split),
+// which routes partition- and group-scoped items by owner, forwards them
+// through a Sender, retries definite failures on the current owner and has
+// the adapter merge the answers in the client's order. Connections,
 // framing and response ordering belong to package proxy; pooled broker
 // connections belong to package upstream.
 //

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/retry"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -59,6 +60,11 @@ type Config struct {
 	Seed uint64
 }
 
+// answerReply is a split engine answer as a Reply.
+func answerReply(a split.Answer, err error) (Reply, error) {
+	return Reply{Body: a.Body, Parts: a.Parts, Release: a.Release}, err
+}
+
 // Dispatcher answers client requests; it is safe for concurrent use.
 type Dispatcher struct {
 	cfg    Config
@@ -70,13 +76,12 @@ type Dispatcher struct {
 	m      *metrics
 	vers   *versions
 	ids    topicIDs
-	bufs   kwire.BufPool       // requests' own copies, sub-requests and merged answers
+	bufs   kwire.BufPool       // merged answers
 	secret [markerLen - 4]byte // starts the markers of vecEncoder
 
-	producePool sync.Pool      // *produceOp
-	fetchPool   sync.Pool      // *fetchOp
-	parked      parkedPolls    // long polls an early fetch answer left (wait.go)
-	polls       sync.WaitGroup // the long polls' goroutines (wait.go)
+	producePool sync.Pool // *produceOp
+	fetchPool   sync.Pool // *fetchOp
+	eng         split.Env // what the split engine shares across calls
 
 	randMu sync.Mutex
 	rnd    *rand.Rand
@@ -124,6 +129,9 @@ func New(cfg Config) (*Dispatcher, error) {
 		now: cfg.Now, policy: cfg.Retry, m: m, rnd: cfg.Rand,
 	}
 	crand.Read(d.secret[:]) // never fails (Go 1.24+)
+	d.eng = split.Env{
+		Routes: d.routes, Sender: d.sender, Log: d.log, Now: d.now, Backoff: d.backoff, Metrics: m, Bufs: &d.bufs,
+	}
 	d.vers = newVersions(d)
 	return d, nil
 }
@@ -132,7 +140,7 @@ func New(cfg Config) (*Dispatcher, error) {
 // its broker answers or its client connection's context ends, so call Close
 // once every client connection is gone or the Sender is closed (which fails
 // what is in flight). Begin must not be called after Close.
-func (d *Dispatcher) Close() { d.polls.Wait() }
+func (d *Dispatcher) Close() { d.eng.Close() }
 
 func setDuration(d *time.Duration, def time.Duration) {
 	if *d <= 0 {

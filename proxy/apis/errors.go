@@ -4,20 +4,12 @@ import (
 	"errors"
 	"reflect"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/retry"
 )
 
 func isNotSent(err error) bool { return errors.Is(err, retry.ErrNotSent) }
-
-// readOnly says whether repeating key's request is harmless, so that an
-// attempt that may have been processed can be retried. retry.Classify
-// already encodes this for timeouts.
-func readOnly(key int16) bool {
-	return retry.Classify(key, kerr.RequestTimedOut.Code) == retry.Definite
-}
 
 // errorResponse builds req's response, at req's version, that fails
 // everything req asked about with code: the top-level error code is set and

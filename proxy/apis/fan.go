@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/proxy/apis/split"
 )
 
 // listGroupsOp asks every live broker for the groups it coordinates and
@@ -17,7 +19,7 @@ import (
 // the budget; if one still fails, the merged answer carries its error so
 // the client retries rather than trusting a partial list.
 type listGroupsOp struct {
-	s       splitter
+	s       split.Engine
 	answers []*kmsg.ListGroupsResponse // per broker; nil: skipped
 	codes   []int16                    // per broker: a local failure
 }
@@ -34,39 +36,42 @@ func (d *Dispatcher) beginListGroups(ctx context.Context, conn uint64, h Header,
 	}
 	o := &listGroupsOp{}
 	s := &o.s
-	s.init(d, o, h, conn)
-	s.own, s.deadline, s.routeBy = body, d.budget(0), byBroker
-	s.lostCode, s.noRoute = kerr.CoordinatorNotAvailable.Code, brokerGone
+	s.Init(&d.eng, o, split.Request{
+		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: body, Deadline: d.budget(0),
+		RouteBy: split.ByBroker, LostCode: kerr.CoordinatorNotAvailable.Code, NoRoute: brokerGone,
+	})
 	brokers := d.routes.Brokers()
 	o.answers, o.codes = make([]*kmsg.ListGroupsResponse, len(brokers)), make([]int16, len(brokers))
-	s.reserve(len(brokers))
+	s.Reserve(len(brokers))
 	for i, b := range brokers {
-		s.add("", [16]byte{}, b.ID, int32(i), 0)
+		s.Add("", [16]byte{}, b.ID, int32(i), 0)
 	}
-	s.dispatch(ctx, body)
+	s.Dispatch(ctx, body)
 	return o, Reply{}, nil
 }
 
-func (o *listGroupsOp) finish(ctx context.Context) (Reply, error) { return o.s.finish(ctx) }
+func (o *listGroupsOp) finish(ctx context.Context) (Reply, error) {
+	return answerReply(o.s.Finish(ctx))
+}
 
-func (o *listGroupsOp) encode(dst []byte, _ []int32, _ int) []byte { return append(dst, o.s.own...) }
+func (o *listGroupsOp) Encode(dst []byte, _ []int32, _ int) []byte { return append(dst, o.s.Own()...) }
 
-func (o *listGroupsOp) absorb(body []byte, si int) (bool, error) {
+func (o *listGroupsOp) Absorb(body []byte, si int) (bool, error) {
 	resp := kmsg.NewPtrListGroupsResponse()
-	resp.Version = o.s.version
+	resp.Version = o.s.Version()
 	if err := resp.ReadFrom(body); err != nil {
 		return false, err
 	}
-	for _, i := range o.s.itemsOf(si) { // one: the broker's
+	for _, i := range o.s.ItemsOf(si) { // one: the broker's
 		o.answers[i], o.codes[i] = resp, 0
-		o.s.answered(i, resp.ErrorCode)
+		o.s.Answered(i, resp.ErrorCode)
 	}
 	return true, nil
 }
 
 // fail records a broker's local failure; a broker gone before it answered
 // is skipped, one gone after a refusal keeps its refusal.
-func (o *listGroupsOp) fail(i int32, code int16) {
+func (o *listGroupsOp) Fail(i int32, code int16) {
 	if code == brokerGone {
 		if o.answers[i] == nil {
 			o.codes[i] = 0
@@ -76,9 +81,9 @@ func (o *listGroupsOp) fail(i int32, code int16) {
 	o.answers[i], o.codes[i] = nil, code
 }
 
-func (o *listGroupsOp) merge(dst []byte) []byte {
+func (o *listGroupsOp) Merge(dst []byte) []byte {
 	merged := kmsg.NewPtrListGroupsResponse()
-	merged.Version = o.s.version
+	merged.Version = o.s.Version()
 	if len(o.answers) == 0 {
 		merged.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	}

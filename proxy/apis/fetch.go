@@ -12,6 +12,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/split"
+	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/retry"
 )
 
@@ -45,7 +47,8 @@ import (
 // MaxWait themselves, and one that is slow to read from the object store
 // must not be cut off every time (the client would re-fetch forever).
 type fetchOp struct {
-	s   splitter
+	d   *Dispatcher
+	s   split.Engine
 	req kmsg.FetchRequest
 
 	enc      kmsg.FetchRequest
@@ -67,19 +70,21 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 	if o == nil {
 		o = &fetchOp{}
 	}
-	o.s.init(d, o, h, conn)
-	o.s.own = body
+	o.d = d
 	o.req = kmsg.FetchRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
-	if err := o.req.UnsafeReadFrom(o.s.own); err != nil {
+	if err := o.req.UnsafeReadFrom(body); err != nil {
 		o.release()
 		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
 	o.byID = h.Version >= 13
-	o.s.deadline = retry.Budget(d.now(), time.Duration(o.req.MaxWaitMillis)*time.Millisecond, 0)
-	n := countParts(o.req.Topics, fetchParts)
+	o.s.Init(&d.eng, o, split.Request{
+		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: body,
+		Deadline: retry.Budget(d.now(), time.Duration(o.req.MaxWaitMillis)*time.Millisecond, 0),
+	})
+	n := split.CountParts(o.req.Topics, fetchParts)
 	o.answers = slices.Grow(o.answers[:0], n)[:n]
-	o.s.reserve(n)
-	o.tstart = topicStarts(o.tstart, o.req.Topics, fetchParts)
+	o.s.Reserve(n)
+	o.tstart = split.TopicStarts(o.tstart, o.req.Topics, fetchParts)
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
 		for pi := range t.Partitions {
@@ -88,29 +93,29 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 	}
 	var whole []byte
 	if h.Version < 7 || (o.req.SessionID == 0 && o.req.SessionEpoch == -1 && len(o.req.ForgottenTopics) == 0) {
-		whole = o.s.own // already sessionless
+		whole = body // already sessionless
 	}
-	o.s.dispatch(ctx, whole)
+	o.s.Dispatch(ctx, whole)
 	return o, Reply{}, nil
 }
 
 func (o *fetchOp) finish(ctx context.Context) (Reply, error) {
-	r, err := o.s.finish(ctx)
+	r, err := answerReply(o.s.Finish(ctx))
 	o.release()
 	return r, err
 }
 
 // release returns o to the pool once its answer is encoded.
 func (o *fetchOp) release() {
-	d := o.s.d
-	o.s.reset()
+	d := o.d
+	o.s.Reset()
 	clear(o.answers)
 	clear(o.out.Topics[:cap(o.out.Topics)])
 	o.throttle, o.hints, o.byID, o.bytes, o.inline = 0, false, false, 0, 0
 	d.fetchPool.Put(o)
 }
 
-func (o *fetchOp) encode(dst []byte, idx []int32, nsubs int) []byte {
+func (o *fetchOp) Encode(dst []byte, idx []int32, nsubs int) []byte {
 	e := &o.enc
 	r := &o.req
 	*e = kmsg.FetchRequest{
@@ -125,23 +130,26 @@ func (o *fetchOp) encode(dst []byte, idx []int32, nsubs int) []byte {
 		// drops a connection whose response exceeds its receive limit).
 		e.MaxBytes = int32((int64(e.MaxBytes) + int64(nsubs) - 1) / int64(nsubs))
 	}
-	e.Topics = subset(&o.s, idx, r.Topics, fetchParts, e.Topics, &o.encParts)
+	e.Topics = split.Subset(&o.s, idx, r.Topics, fetchParts, e.Topics, &o.encParts)
 	return e.AppendTo(dst)
 }
+
+// Hold is the Hold of the sub-request being sent (split.LongPoller).
+func (o *fetchOp) Hold() upstream.Hold { return fetchHold(o.maxWait()) }
 
 // maxWait is the MaxWait of the sub-request being sent: the client's, or,
 // for a retry, what is left of it.
 func (o *fetchOp) maxWait() int32 {
-	if o.s.firstRound() {
+	if o.s.FirstRound() {
 		return o.req.MaxWaitMillis
 	}
-	return int32(max(0, o.s.deadline.Sub(o.s.d.now()).Milliseconds()))
+	return int32(max(0, o.s.Deadline().Sub(o.d.now()).Milliseconds()))
 }
 
 func fetchParts(t *kmsg.FetchRequestTopic) *[]kmsg.FetchRequestTopicPartition { return &t.Partitions }
 
-func (o *fetchOp) absorb(body []byte, si int) (bool, error) {
-	o.dec = kmsg.FetchResponse{Version: o.s.version, Topics: o.dec.Topics} // see produceOp.absorb
+func (o *fetchOp) Absorb(body []byte, si int) (bool, error) {
+	o.dec = kmsg.FetchResponse{Version: o.s.Version(), Topics: o.dec.Topics} // see produceOp.absorb
 	r := &o.dec
 	if err := r.UnsafeReadFrom(body); err != nil {
 		return false, err
@@ -151,16 +159,16 @@ func (o *fetchOp) absorb(body []byte, si int) (bool, error) {
 	if r.ErrorCode != 0 {
 		// A request-level error (there should be none without sessions)
 		// answers every partition of this sub-request.
-		o.s.answeredAll(si, r.ErrorCode, func(i int32) { o.answers[i] = errorPartition(o.s.keyOf(i).part, r.ErrorCode) })
+		o.s.AnsweredAll(si, r.ErrorCode, func(i int32) { o.answers[i] = errorPartition(o.s.KeyOf(i).Part, r.ErrorCode) })
 		return false, nil
 	}
-	m := o.s.matcher(si)
-	nodeID := o.s.d.cfg.NodeID
+	m := o.s.Matcher(si)
+	nodeID := o.d.cfg.NodeID
 	for ti := range r.Topics {
 		t := &r.Topics[ti]
 		for pi := range t.Partitions {
 			p := &t.Partitions[pi]
-			i := m.find(t.Topic, t.TopicID, o.byID, p.Partition)
+			i := m.Find(t.Topic, t.TopicID, o.byID, p.Partition)
 			if i < 0 {
 				continue
 			}
@@ -184,14 +192,14 @@ func (o *fetchOp) absorb(body []byte, si int) (bool, error) {
 			if len(p.RecordBatches) < vecMinBytes {
 				o.inline += len(p.RecordBatches)
 			}
-			o.s.answered(i, p.ErrorCode)
+			o.s.Answered(i, p.ErrorCode)
 		}
 	}
 	return clean, nil
 }
 
-func (o *fetchOp) fail(i int32, code int16) {
-	o.answers[i] = errorPartition(o.s.keyOf(i).part, code)
+func (o *fetchOp) Fail(i int32, code int16) {
+	o.answers[i] = errorPartition(o.s.KeyOf(i).Part, code)
 }
 
 func errorPartition(part int32, code int16) kmsg.FetchResponseTopicPartition {
@@ -210,7 +218,7 @@ var noRecords = []byte{}
 // signature identifies a first-round sub-request by what the broker's
 // answer depends on: the request's limits and, in a fixed order, each
 // partition's fetch position (clients rotate partitions between fetches).
-func (o *fetchOp) signature(dst []byte, idx []int32) []byte {
+func (o *fetchOp) Signature(dst []byte, idx []int32) []byte {
 	r := &o.req
 	dst = binary.BigEndian.AppendUint16(dst, uint16(r.Version))
 	for _, v := range []int32{r.MaxWaitMillis, r.MinBytes, r.MaxBytes, int32(r.IsolationLevel), r.ReplicaID} {
@@ -220,21 +228,21 @@ func (o *fetchOp) signature(dst []byte, idx []int32) []byte {
 	dst = append(dst, r.Rack...)
 	sorted := slices.Clone(idx)
 	slices.SortFunc(sorted, func(a, b int32) int {
-		x, y := o.s.keyOf(a), o.s.keyOf(b)
-		if c := strings.Compare(x.topic, y.topic); c != 0 {
+		x, y := o.s.KeyOf(a), o.s.KeyOf(b)
+		if c := strings.Compare(x.Topic, y.Topic); c != 0 {
 			return c
 		}
-		if c := bytes.Compare(x.id[:], y.id[:]); c != 0 {
+		if c := bytes.Compare(x.ID[:], y.ID[:]); c != 0 {
 			return c
 		}
-		return cmp.Compare(x.part, y.part)
+		return cmp.Compare(x.Part, y.Part)
 	})
 	for _, i := range sorted {
-		it := o.s.keyOf(i)
-		p := &r.Topics[it.ti].Partitions[it.pi]
-		dst = binary.AppendUvarint(dst, uint64(len(it.topic)))
-		dst = append(dst, it.topic...)
-		dst = append(dst, it.id[:]...)
+		it := o.s.KeyOf(i)
+		p := &r.Topics[it.TI].Partitions[it.PI]
+		dst = binary.AppendUvarint(dst, uint64(len(it.Topic)))
+		dst = append(dst, it.Topic...)
+		dst = append(dst, it.ID[:]...)
 		for _, v := range []int64{int64(p.Partition), int64(p.CurrentLeaderEpoch), p.FetchOffset, int64(p.LastFetchedEpoch), p.LogStartOffset, int64(p.PartitionMaxBytes)} {
 			dst = binary.AppendVarint(dst, v)
 		}
@@ -242,7 +250,7 @@ func (o *fetchOp) signature(dst []byte, idx []int32) []byte {
 	return dst
 }
 
-func (o *fetchOp) enough() bool {
+func (o *fetchOp) Enough() bool {
 	return o.bytes > 0 && o.bytes >= int(o.req.MinBytes)
 }
 
@@ -251,7 +259,7 @@ func (o *fetchOp) enough() bool {
 // a retry are left out.
 func (o *fetchOp) response() *kmsg.FetchResponse {
 	resp := &o.out
-	*resp = kmsg.FetchResponse{Version: o.s.version, ThrottleMillis: o.throttle, Topics: resp.Topics[:0]}
+	*resp = kmsg.FetchResponse{Version: o.s.Version(), ThrottleMillis: o.throttle, Topics: resp.Topics[:0]}
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
 		lo, hi := o.tstart[ti], o.tstart[ti+1]
@@ -259,7 +267,7 @@ func (o *fetchOp) response() *kmsg.FetchResponse {
 		if !o.allDone(lo, hi) {
 			parts = nil
 			for i := lo; i < hi; i++ {
-				if o.s.settled(i) {
+				if o.s.Settled(i) {
 					parts = append(parts, o.answers[i])
 				}
 			}
@@ -268,27 +276,27 @@ func (o *fetchOp) response() *kmsg.FetchResponse {
 			resp.Topics = append(resp.Topics, kmsg.FetchResponseTopic{Topic: t.Topic, TopicID: t.TopicID, Partitions: parts})
 		}
 	}
-	if o.hints && o.s.version >= 16 && slices.ContainsFunc(o.answers, func(p kmsg.FetchResponseTopicPartition) bool { return p.CurrentLeader.LeaderID >= 0 }) {
-		d := o.s.d // the hint's endpoint: the proxy
+	if o.hints && o.s.Version() >= 16 && slices.ContainsFunc(o.answers, func(p kmsg.FetchResponseTopicPartition) bool { return p.CurrentLeader.LeaderID >= 0 }) {
+		d := o.d // the hint's endpoint: the proxy
 		resp.Brokers = []kmsg.FetchResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
 	}
 	return resp
 }
 
-func (o *fetchOp) merge(dst []byte) []byte { return o.response().AppendTo(dst) }
+func (o *fetchOp) Merge(dst []byte) []byte { return o.response().AppendTo(dst) }
 
 // mergeParts encodes the answer in pieces that leave large record sets in
 // the brokers' frames (see vecEncoder).
-func (o *fetchOp) mergeParts() (skel *[]byte, parts [][]byte, ok bool) {
-	o.vec.secret = o.s.d.secret
-	skel = o.s.d.getBuf(o.inline + 64*len(o.answers) + 256)
+func (o *fetchOp) MergeParts() (skel *[]byte, parts [][]byte, ok bool) {
+	o.vec.secret = o.d.secret
+	skel = o.d.getBuf(o.inline + 64*len(o.answers) + 256)
 	*skel, parts, ok = o.vec.encode(o.response(), *skel)
 	return skel, parts, ok
 }
 
 func (o *fetchOp) allDone(lo, hi int32) bool {
 	for i := lo; i < hi; i++ {
-		if !o.s.settled(i) {
+		if !o.s.Settled(i) {
 			return false
 		}
 	}

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/proxy/apis/split"
 )
 
 // forwardOp sends a request that one broker answers (a group's
@@ -15,7 +17,7 @@ import (
 // engine's adapter for a request of one item: the engine routes, retries
 // within the budget and passes a clean answer through as it came.
 type forwardOp struct {
-	s      splitter
+	s      split.Engine
 	req    kmsg.Request // decoded from s.own, for local error answers
 	answer []byte       // the last broker answer, or a local one
 }
@@ -25,38 +27,40 @@ type forwardOp struct {
 // answer carries the coordinator-not-available (group) or timed-out code.
 func (d *Dispatcher) forward(ctx context.Context, conn uint64, h Header, req kmsg.Request, own []byte, target string, byGroupTarget bool) (op, Reply, error) {
 	o := &forwardOp{req: req}
-	s := &o.s
-	s.init(d, o, h, conn)
-	s.own, s.deadline, s.hold, s.whole = own, d.budget(0), holdOf(req), true
-	s.routeBy, s.lostCode = byAnyBroker, kerr.RequestTimedOut.Code
-	if byGroupTarget {
-		s.routeBy, s.lostCode = byGroup, kerr.CoordinatorNotAvailable.Code
+	r := split.Request{
+		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: own, Deadline: d.budget(0),
+		Hold: holdOf(req), Whole: true, RouteBy: split.ByAnyBroker, LostCode: kerr.RequestTimedOut.Code,
 	}
-	s.noRoute = s.lostCode
-	s.add(target, [16]byte{}, 0, 0, 0)
-	s.dispatch(ctx, own)
+	if byGroupTarget {
+		r.RouteBy, r.LostCode = split.ByGroup, kerr.CoordinatorNotAvailable.Code
+	}
+	r.NoRoute = r.LostCode
+	s := &o.s
+	s.Init(&d.eng, o, r)
+	s.Add(target, [16]byte{}, 0, 0, 0)
+	s.Dispatch(ctx, own)
 	return o, Reply{}, nil
 }
 
-func (o *forwardOp) finish(ctx context.Context) (Reply, error) { return o.s.finish(ctx) }
+func (o *forwardOp) finish(ctx context.Context) (Reply, error) { return answerReply(o.s.Finish(ctx)) }
 
 // encode re-sends the client's body (retries; the first attempt sends it
 // as it is).
-func (o *forwardOp) encode(dst []byte, _ []int32, _ int) []byte { return append(dst, o.s.own...) }
+func (o *forwardOp) Encode(dst []byte, _ []int32, _ int) []byte { return append(dst, o.s.Own()...) }
 
 // absorb keeps the answer and reports its first definite refusal, if any.
 // A garbled answer is an error: the broker may have processed the request.
-func (o *forwardOp) absorb(body []byte, _ int) (bool, error) {
+func (o *forwardOp) Absorb(body []byte, _ int) (bool, error) {
 	resp := o.req.ResponseKind()
-	resp.SetVersion(o.s.version)
+	resp.SetVersion(o.s.Version())
 	if err := resp.ReadFrom(body); err != nil {
 		return false, err
 	}
 	o.answer = body
-	o.s.answered(0, definiteCode(o.s.key, resp))
+	o.s.Answered(0, definiteCode(o.s.Key(), resp))
 	return true, nil
 }
 
-func (o *forwardOp) fail(_ int32, code int16) { o.answer = errorResponse(o.req, code).AppendTo(nil) }
+func (o *forwardOp) Fail(_ int32, code int16) { o.answer = errorResponse(o.req, code).AppendTo(nil) }
 
-func (o *forwardOp) merge(dst []byte) []byte { return append(dst, o.answer...) }
+func (o *forwardOp) Merge(dst []byte) []byte { return append(dst, o.answer...) }

@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/proxy/apis/split"
 )
 
 // Group requests go to the group's coordinator. A request naming one group
@@ -21,9 +23,9 @@ func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, body
 		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
 	var gl interface {
-		adapter
+		split.Adapter
 		op
-		sp() *splitter
+		sp() *split.Engine
 		addItems()
 	}
 	switch r := req.(type) {
@@ -77,12 +79,13 @@ func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, body
 		}
 		return d.forward(ctx, conn, h, req, body, group, true)
 	}
-	s := gl.sp()
-	s.init(d, gl, h, conn)
-	s.own, s.routeBy, s.deadline = body, byGroup, d.budget(0)
-	s.lostCode, s.noRoute = kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorNotAvailable.Code
+	gl.sp().Init(&d.eng, gl, split.Request{
+		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: body, Deadline: d.budget(0),
+		Hold: holdOf(req), RouteBy: split.ByGroup,
+		LostCode: kerr.CoordinatorNotAvailable.Code, NoRoute: kerr.CoordinatorNotAvailable.Code,
+	})
 	gl.addItems()
-	s.dispatch(ctx, body)
+	gl.sp().Dispatch(ctx, body)
 	return gl, Reply{}, nil
 }
 
@@ -114,7 +117,7 @@ func groupOf(req kmsg.Request) (string, bool) {
 // groupList adapts a request listing groups (request elements Q, response
 // elements R) to the split engine: items are groups, routed by coordinator.
 type groupList[Q, R any] struct {
-	s       splitter
+	s       split.Engine
 	req     kmsg.Request
 	groups  *[]Q // the request's list; swapped for a subset while encoding
 	all     []Q
@@ -133,22 +136,24 @@ func newGroupList[Q, R any](req kmsg.Request, groups *[]Q, name func(*Q) string,
 	return &groupList[Q, R]{req: req, groups: groups, all: *groups, name: name, list: list, answer: answer, failed: failed}
 }
 
-func (g *groupList[Q, R]) sp() *splitter { return &g.s }
+func (g *groupList[Q, R]) sp() *split.Engine { return &g.s }
 
 func (g *groupList[Q, R]) addItems() {
 	g.answers = make([]R, len(g.all))
-	g.s.reserve(len(g.all))
+	g.s.Reserve(len(g.all))
 	for i := range g.all {
-		g.s.add(g.name(&g.all[i]), [16]byte{}, 0, int32(i), 0)
+		g.s.Add(g.name(&g.all[i]), [16]byte{}, 0, int32(i), 0)
 	}
 }
 
-func (g *groupList[Q, R]) finish(ctx context.Context) (Reply, error) { return g.s.finish(ctx) }
+func (g *groupList[Q, R]) finish(ctx context.Context) (Reply, error) {
+	return answerReply(g.s.Finish(ctx))
+}
 
-func (g *groupList[Q, R]) encode(dst []byte, idx []int32, _ int) []byte {
+func (g *groupList[Q, R]) Encode(dst []byte, idx []int32, _ int) []byte {
 	sub := g.scratch[:0]
 	for _, i := range idx {
-		sub = append(sub, g.all[g.s.keyOf(i).ti])
+		sub = append(sub, g.all[g.s.KeyOf(i).TI])
 	}
 	g.scratch = sub
 	*g.groups = sub
@@ -157,7 +162,7 @@ func (g *groupList[Q, R]) encode(dst []byte, idx []int32, _ int) []byte {
 	return dst
 }
 
-func (g *groupList[Q, R]) absorb(body []byte, si int) (bool, error) {
+func (g *groupList[Q, R]) Absorb(body []byte, si int) (bool, error) {
 	resp := g.req.ResponseKind()
 	if err := resp.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body); err != nil {
 		return false, err
@@ -166,23 +171,23 @@ func (g *groupList[Q, R]) absorb(body []byte, si int) (bool, error) {
 		thr, _ := t.Throttle()
 		g.thr = max(g.thr, thr)
 	}
-	m := g.s.matcher(si)
+	m := g.s.Matcher(si)
 	list := *g.list(resp)
 	for j := range list {
 		name, code := g.answer(&list[j])
-		if i := m.find(name, [16]byte{}, false, 0); i >= 0 {
+		if i := m.Find(name, [16]byte{}, false, 0); i >= 0 {
 			g.answers[i] = list[j]
-			g.s.answered(i, code)
+			g.s.Answered(i, code)
 		}
 	}
 	return true, nil
 }
 
-func (g *groupList[Q, R]) fail(i int32, code int16) {
-	g.answers[i] = g.failed(g.s.keyOf(i).topic, code)
+func (g *groupList[Q, R]) Fail(i int32, code int16) {
+	g.answers[i] = g.failed(g.s.KeyOf(i).Topic, code)
 }
 
-func (g *groupList[Q, R]) merge(dst []byte) []byte {
+func (g *groupList[Q, R]) Merge(dst []byte) []byte {
 	resp := g.req.ResponseKind()
 	*g.list(resp) = g.answers
 	if t, ok := resp.(kmsg.SetThrottleResponse); ok {

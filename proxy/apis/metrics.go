@@ -45,7 +45,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // brokerLabels avoids formatting the common broker counts.
 var brokerLabels = [...]string{"0", "1", "2", "3", "4", "5", "6", "7", "8"}
 
-func (m *metrics) split(key int16, brokers int) {
+// Split counts a request whose first round went to brokers brokers.
+func (m *metrics) Split(key int16, brokers int) {
 	label := ">8"
 	if brokers < len(brokerLabels) {
 		label = brokerLabels[brokers]
@@ -53,11 +54,14 @@ func (m *metrics) split(key int16, brokers int) {
 	m.splits.WithLabelValues(kmsg.NameForKey(key), label).Inc()
 }
 
-// retried counts one retry; reason is a Kafka error code or, when code is
+// Retried counts one retry; reason is a Kafka error code or, when code is
 // 0, a transport error.
-func (m *metrics) retried(key int16, code int16, err error) {
+func (m *metrics) Retried(key int16, code int16, err error) {
 	m.retries.WithLabelValues(kmsg.NameForKey(key), reason(code, err)).Inc()
 }
+
+// Early counts a fetch answered before every broker did.
+func (m *metrics) Early() { m.early.Inc() }
 
 func reason(code int16, err error) string {
 	if code != 0 {

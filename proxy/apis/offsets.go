@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/retry"
 )
 
@@ -22,7 +23,7 @@ func (d *Dispatcher) beginOffsets(ctx context.Context, conn uint64, h Header, bo
 		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
 	var o interface {
-		adapter
+		split.Adapter
 		op
 		start(ctx context.Context, d *Dispatcher, h Header, conn uint64, body []byte, timeoutMillis int32)
 	}
@@ -72,7 +73,7 @@ type partListSpec[QT, QP, RT, RP any] struct {
 // partList adapts a request of topics and partitions to the split engine:
 // items are partitions, routed by owner, answered per partition.
 type partList[QT, QP, RT, RP any] struct {
-	s        splitter
+	s        split.Engine
 	req      kmsg.Request
 	topics   *[]QT // the request's list; swapped for a subset while encoding
 	all      []QT
@@ -89,10 +90,12 @@ func newPartList[QT, QP, RT, RP any](req kmsg.Request, topics *[]QT, spec partLi
 
 func (o *partList[QT, QP, RT, RP]) start(ctx context.Context, d *Dispatcher, h Header, conn uint64, body []byte, timeoutMillis int32) {
 	s := &o.s
-	s.init(d, o, h, conn)
-	s.own, s.deadline, s.hold = body, d.budget(timeoutMillis), holdOf(o.req)
-	o.answers = make([]RP, countParts(o.all, o.spec.parts))
-	s.reserve(len(o.answers))
+	s.Init(&d.eng, o, split.Request{
+		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: body,
+		Deadline: d.budget(timeoutMillis), Hold: holdOf(o.req),
+	})
+	o.answers = make([]RP, split.CountParts(o.all, o.spec.parts))
+	s.Reserve(len(o.answers))
 	for ti := range o.all {
 		t := &o.all[ti]
 		ps := *o.spec.parts(t)
@@ -100,20 +103,22 @@ func (o *partList[QT, QP, RT, RP]) start(ctx context.Context, d *Dispatcher, h H
 			d.addPartition(s, o.spec.topic(t), [16]byte{}, false, o.spec.part(&ps[pi]), int32(ti), int32(pi))
 		}
 	}
-	s.dispatch(ctx, s.own)
+	s.Dispatch(ctx, body)
 }
 
-func (o *partList[QT, QP, RT, RP]) finish(ctx context.Context) (Reply, error) { return o.s.finish(ctx) }
+func (o *partList[QT, QP, RT, RP]) finish(ctx context.Context) (Reply, error) {
+	return answerReply(o.s.Finish(ctx))
+}
 
-func (o *partList[QT, QP, RT, RP]) encode(dst []byte, idx []int32, _ int) []byte {
-	o.scratch = subset(&o.s, idx, o.all, o.spec.parts, o.scratch, &o.scratchP)
+func (o *partList[QT, QP, RT, RP]) Encode(dst []byte, idx []int32, _ int) []byte {
+	o.scratch = split.Subset(&o.s, idx, o.all, o.spec.parts, o.scratch, &o.scratchP)
 	*o.topics = o.scratch
 	dst = o.req.AppendTo(dst)
 	*o.topics = o.all
 	return dst
 }
 
-func (o *partList[QT, QP, RT, RP]) absorb(body []byte, si int) (bool, error) {
+func (o *partList[QT, QP, RT, RP]) Absorb(body []byte, si int) (bool, error) {
 	resp := o.req.ResponseKind()
 	if err := resp.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body); err != nil {
 		return false, err
@@ -122,26 +127,26 @@ func (o *partList[QT, QP, RT, RP]) absorb(body []byte, si int) (bool, error) {
 		thr, _ := t.Throttle()
 		o.thr = max(o.thr, thr)
 	}
-	m := o.s.matcher(si)
+	m := o.s.Matcher(si)
 	list := *o.spec.answers(resp)
 	for ti := range list {
 		topic, parts := o.spec.answerOf(&list[ti])
 		for pi := range parts {
 			part, code := o.spec.codeOf(&parts[pi])
-			if i := m.find(topic, [16]byte{}, false, part); i >= 0 {
+			if i := m.Find(topic, [16]byte{}, false, part); i >= 0 {
 				o.answers[i] = parts[pi]
-				o.s.answered(i, code)
+				o.s.Answered(i, code)
 			}
 		}
 	}
 	return true, nil
 }
 
-func (o *partList[QT, QP, RT, RP]) fail(i int32, code int16) {
-	o.answers[i] = o.spec.failed(o.s.keyOf(i).part, code)
+func (o *partList[QT, QP, RT, RP]) Fail(i int32, code int16) {
+	o.answers[i] = o.spec.failed(o.s.KeyOf(i).Part, code)
 }
 
-func (o *partList[QT, QP, RT, RP]) merge(dst []byte) []byte {
+func (o *partList[QT, QP, RT, RP]) Merge(dst []byte) []byte {
 	resp := o.req.ResponseKind()
 	if t, ok := resp.(kmsg.SetThrottleResponse); ok {
 		t.SetThrottle(o.thr)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -64,13 +65,13 @@ func (x *topicIDs) rebuild(routes *routing.Table, seen *idIndex) *idIndex {
 // addPartition resolves one partition of a client request (by topic id
 // when byID) and adds it to s: routed when the topic and partition exist,
 // answered locally with the unknown-topic code otherwise.
-func (d *Dispatcher) addPartition(s *splitter, name string, id [16]byte, byID bool, part, ti, pi int32) {
+func (d *Dispatcher) addPartition(s *split.Engine, name string, id [16]byte, byID bool, part, ti, pi int32) {
 	unknown := kerr.UnknownTopicOrPartition.Code
 	if byID {
 		unknown = kerr.UnknownTopicID.Code
 		n, ok := d.ids.name(d.routes, id)
 		if !ok {
-			s.addLocal(name, id, part, ti, pi, unknown)
+			s.AddLocal(name, id, part, ti, pi, unknown)
 			return
 		}
 		name = n
@@ -80,8 +81,8 @@ func (d *Dispatcher) addPartition(s *splitter, name string, id [16]byte, byID bo
 		if ok {
 			unknown = kerr.UnknownTopicOrPartition.Code
 		}
-		s.addLocal(name, id, part, ti, pi, unknown)
+		s.AddLocal(name, id, part, ti, pi, unknown)
 		return
 	}
-	s.add(name, t.ID, part, ti, pi)
+	s.Add(name, t.ID, part, ti, pi)
 }

@@ -1,28 +1,28 @@
-package apis
+package split
 
 import "slices"
 
-// matcher finds the items of one sub-request answer by topic (or topic
+// Matcher finds the items of one sub-request answer by topic (or topic
 // id) and partition. Brokers answer in request order, so the search
 // starts where the last one ended and is linear overall.
-type matcher struct {
-	s   *splitter
+type Matcher struct {
+	s   *Engine
 	idx []int32
 	pos int
 }
 
-func (s *splitter) matcher(si int) matcher { return matcher{s: s, idx: s.subs[si].idx} }
+func (s *Engine) Matcher(si int) Matcher { return Matcher{s: s, idx: s.subs[si].idx} }
 
-func (m *matcher) find(topic string, id [16]byte, byID bool, part int32) int32 {
+func (m *Matcher) Find(topic string, id [16]byte, byID bool, part int32) int32 {
 	n := len(m.idx)
 	for k := range n {
 		j := (m.pos + k) % n
 		i := m.idx[j]
 		it := &m.s.items[i]
-		if it.part != part || it.mark == m.s.seq || it.state != itemSent {
+		if it.Part != part || it.mark == m.s.seq || it.state != itemSent {
 			continue
 		}
-		if (byID && it.id == id) || (!byID && it.topic == topic) {
+		if (byID && it.ID == id) || (!byID && it.Topic == topic) {
 			m.pos = j + 1
 			return i
 		}
@@ -35,7 +35,7 @@ func (m *matcher) find(topic string, id [16]byte, byID bool, part int32) int32 {
 // whose partitions are the picked ones. Partition values (and the record
 // bytes they point to) are shared with src, not copied; scratch is reused
 // across calls.
-func subset[T, P any](s *splitter, idx []int32, src []T, partsOf func(*T) *[]P, dst []T, scratch *[]P) []T {
+func Subset[T, P any](s *Engine, idx []int32, src []T, partsOf func(*T) *[]P, dst []T, scratch *[]P) []T {
 	dst = dst[:0]
 	if cap(*scratch) < len(idx) {
 		*scratch = make([]P, 0, len(s.items))
@@ -44,11 +44,11 @@ func subset[T, P any](s *splitter, idx []int32, src []T, partsOf func(*T) *[]P, 
 	last, start := int32(-1), 0
 	for _, i := range idx {
 		it := &s.items[i]
-		if it.ti != last {
-			dst = append(dst, src[it.ti])
-			last, start = it.ti, len(ps)
+		if it.TI != last {
+			dst = append(dst, src[it.TI])
+			last, start = it.TI, len(ps)
 		}
-		ps = append(ps, (*partsOf(&src[it.ti]))[it.pi])
+		ps = append(ps, (*partsOf(&src[it.TI]))[it.PI])
 		*partsOf(&dst[len(dst)-1]) = ps[start:len(ps):len(ps)]
 	}
 	*scratch = ps
@@ -56,7 +56,7 @@ func subset[T, P any](s *splitter, idx []int32, src []T, partsOf func(*T) *[]P, 
 }
 
 // countParts sizes the per-item state of a request with topics src.
-func countParts[T, P any](src []T, partsOf func(*T) *[]P) int {
+func CountParts[T, P any](src []T, partsOf func(*T) *[]P) int {
 	n := 0
 	for i := range src {
 		n += len(*partsOf(&src[i]))
@@ -67,7 +67,7 @@ func countParts[T, P any](src []T, partsOf func(*T) *[]P) int {
 // topicStarts fills dst with the number of each request topic's first item
 // and, last, the number of items: items are numbered in the client's
 // order, one per partition.
-func topicStarts[T, P any](dst []int32, src []T, partsOf func(*T) *[]P) []int32 {
+func TopicStarts[T, P any](dst []int32, src []T, partsOf func(*T) *[]P) []int32 {
 	dst = slices.Grow(dst[:0], len(src)+1)
 	n := int32(0)
 	for i := range src {

@@ -1,6 +1,7 @@
-package apis
+package split
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -22,12 +23,12 @@ const (
 )
 
 type item struct {
-	itemKey
+	Key
 	broker int32         // broker of the current attempt
 	avoid  routing.Avoid // brokers that refused this item so far
 	tries  int32         // attempts sent
 	state  uint8
-	filled bool   // the adapter holds an answer for it
+	filled bool   // the Adapter holds an answer for it
 	mark   uint32 // absorb pass that matched the item
 	due    time.Time
 }
@@ -41,7 +42,7 @@ const (
 type sub struct {
 	broker int32
 	idx    []int32
-	p      Pending
+	p      upstream.Pending
 	err    error // Send failed
 	state  uint8
 	held   bool      // its answer was absorbed: item answers may reference it
@@ -55,20 +56,22 @@ type result struct {
 	err  error
 }
 
-type splitter struct {
-	d        *Dispatcher
-	ops      adapter
-	poller   longPoller  // ops, if it is one
-	merger   partsMerger // ops, if it is one
+// Engine is one client request in the split engine; an adapter embeds
+// it (see contract.go). The zero value is ready for Init.
+type Engine struct {
+	env      *Env
+	ops      Adapter
+	poller   LongPoller  // ops, if it is one
+	merger   PartsMerger // ops, if it is one
 	key      int16
 	version  int16
 	conn     uint64
 	clientID *string // the client's, forwarded in sub-requests
-	routeBy  routeBy // how items are routed
-	whole    bool    // one item, forwarded whole (forward.go): not counted as split
+	routeBy  RouteBy // how items are routed
+	whole    bool    // one item, forwarded whole : not counted as split
 	readOnly bool    // a maybe-processed attempt may be repeated
 	// concurrent waits for all brokers at once (goroutines), so that a
-	// longPoller can answer early; otherwise answers are awaited in turn,
+	// LongPoller can answer early; otherwise answers are awaited in turn,
 	// which costs no goroutine (every attempt is in flight anyway).
 	concurrent bool
 	ambCode    int16         // answer for items whose attempt may have been processed
@@ -95,42 +98,55 @@ type splitter struct {
 	results     chan result
 }
 
-// reset empties s for reuse by a pooled adapter, keeping its capacity and
+// Reset empties s for reuse by a pooled Adapter, keeping its capacity and
 // dropping references to answers.
-func (s *splitter) reset() {
+func (s *Engine) Reset() {
 	clear(s.items)
 	clear(s.subs)
-	*s = splitter{items: s.items[:0], subs: s.subs[:0], idx: s.idx[:0], results: s.results}
+	*s = Engine{items: s.items[:0], subs: s.subs[:0], idx: s.idx[:0], results: s.results}
 }
 
-func (s *splitter) init(d *Dispatcher, ops adapter, h Header, conn uint64) {
-	s.d, s.ops, s.key, s.version, s.conn, s.clientID = d, ops, h.Key, h.Version, conn, h.ClientID
-	s.poller, _ = ops.(longPoller)
-	s.merger, _ = ops.(partsMerger)
+// Init starts s for the request r that adapter a decoded; items are added
+// next, then Dispatch sends the first attempts.
+func (s *Engine) Init(env *Env, a Adapter, r Request) {
+	s.env, s.ops, s.key, s.version, s.conn, s.clientID = env, a, r.Key, r.Version, r.Conn, r.ClientID
+	s.own, s.deadline, s.hold, s.routeBy, s.whole = r.Own, r.Deadline, r.Hold, r.RouteBy, r.Whole
+	s.poller, _ = a.(LongPoller)
+	s.merger, _ = a.(PartsMerger)
 	s.concurrent = s.poller != nil
-	s.readOnly = readOnly(h.Key)
+	s.readOnly = retry.Classify(r.Key, kerr.RequestTimedOut.Code) == retry.Definite
 	s.ambCode = kerr.RequestTimedOut.Code
-	s.lostCode = kerr.NotLeaderForPartition.Code
-	s.noRoute = kerr.LeaderNotAvailable.Code
+	s.lostCode = cmp.Or(r.LostCode, kerr.NotLeaderForPartition.Code)
+	s.noRoute = cmp.Or(r.NoRoute, kerr.LeaderNotAvailable.Code)
 }
 
-func (s *splitter) route(it *item) (int32, bool) {
+// Key is the API key of the request; Version its version.
+func (s *Engine) Key() int16     { return s.key }
+func (s *Engine) Version() int16 { return s.version }
+
+// Own is the client's request body.
+func (s *Engine) Own() []byte { return s.own }
+
+// Deadline is when retries end.
+func (s *Engine) Deadline() time.Time { return s.deadline }
+
+func (s *Engine) route(it *item) (int32, bool) {
 	switch s.routeBy {
-	case byGroup:
-		return s.d.routes.RouteGroupAvoiding(it.topic, it.avoid)
-	case byAnyBroker:
-		return s.d.routes.AnyBrokerAvoiding(it.topic, it.avoid)
-	case byBroker:
-		_, live := s.d.routes.Broker(it.part)
-		return it.part, live
+	case ByGroup:
+		return s.env.Routes.RouteGroupAvoiding(it.Topic, it.avoid)
+	case ByAnyBroker:
+		return s.env.Routes.AnyBrokerAvoiding(it.Topic, it.avoid)
+	case ByBroker:
+		_, live := s.env.Routes.Broker(it.Part)
+		return it.Part, live
 	}
-	return s.d.routes.RouteAvoiding(it.topic, it.part, it.avoid)
+	return s.env.Routes.RouteAvoiding(it.Topic, it.Part, it.avoid)
 }
 
-// dispatch routes the idle items and sends one sub-request per broker.
+// Dispatch routes the idle items and sends one sub-request per broker.
 // whole, if not nil, is the client's encoded request: when every item is
 // idle and goes to one broker it is forwarded as it is.
-func (s *splitter) dispatch(ctx context.Context, whole []byte) {
+func (s *Engine) Dispatch(ctx context.Context, whole []byte) {
 	var brokers [8]int32
 	distinct := brokers[:0]
 	idle := 0
@@ -158,7 +174,7 @@ func (s *splitter) dispatch(ctx context.Context, whole []byte) {
 	}
 	first := len(s.subs) == 0
 	if first {
-		s.start = s.d.now()
+		s.start = s.env.Now()
 	}
 	s.retrying = !first
 	s.idx = slices.Grow(s.idx, idle)
@@ -174,7 +190,7 @@ func (s *splitter) dispatch(ctx context.Context, whole []byte) {
 		s.send(ctx, b, s.idx[start:len(s.idx):len(s.idx)], whole, len(distinct))
 	}
 	if first && !s.whole {
-		s.d.m.split(s.key, len(distinct))
+		s.env.Metrics.Split(s.key, len(distinct))
 	}
 }
 
@@ -187,17 +203,17 @@ func containsID(ids []int32, id int32) bool {
 	return false
 }
 
-func (s *splitter) send(ctx context.Context, broker int32, idx []int32, whole []byte, nsubs int) {
+func (s *Engine) send(ctx context.Context, broker int32, idx []int32, whole []byte, nsubs int) {
 	parkable := s.poller != nil && !s.retrying
 	if parkable && s.adopt(broker, idx) {
 		return
 	}
-	var body Body = Raw(whole)
+	var body upstream.Body = upstream.Raw(whole)
 	if whole == nil {
 		s.enc = subBody{s: s, idx: idx, nsubs: nsubs}
 		body = &s.enc
 	}
-	p, err := s.d.sender.Send(ctx, broker, s.conn, upstream.Request{
+	p, err := s.env.Sender.Send(ctx, broker, s.conn, upstream.Request{
 		Key: s.key, Version: s.version, ClientID: s.clientID, Body: body, Hold: s.holdNow(),
 	})
 	s.enc = subBody{}
@@ -210,21 +226,21 @@ func (s *splitter) send(ctx context.Context, broker int32, idx []int32, whole []
 
 // holdNow is the Hold of the sub-request about to be sent: a fetch's
 // retries wait only for what is left of MaxWait.
-func (s *splitter) holdNow() upstream.Hold {
+func (s *Engine) holdNow() upstream.Hold {
 	if s.poller != nil {
-		return fetchHold(s.poller.maxWait())
+		return s.poller.Hold()
 	}
 	return s.hold
 }
 
 // subBody encodes sub-request idx into Send's frame.
 type subBody struct {
-	s     *splitter
+	s     *Engine
 	idx   []int32
 	nsubs int
 }
 
-func (b *subBody) AppendBody(dst []byte) []byte { return b.s.ops.encode(dst, b.idx, b.nsubs) }
+func (b *subBody) AppendBody(dst []byte) []byte { return b.s.ops.Encode(dst, b.idx, b.nsubs) }
 
 // SizeHint: a sub-request is at most about the client's request.
 func (b *subBody) SizeHint() int {
@@ -236,12 +252,12 @@ func (b *subBody) SizeHint() int {
 
 // adopt waits for the connection's parked long poll to broker instead of
 // sending a new sub-request, if that poll asks for the same.
-func (s *splitter) adopt(broker int32, idx []int32) bool {
+func (s *Engine) adopt(broker int32, idx []int32) bool {
 	k := parkKey{conn: s.conn, broker: broker}
-	if !s.d.parked.has(k) { // the common case: no signature to compute
+	if !s.env.parked.has(k) { // the common case: no signature to compute
 		return false
 	}
-	lp := s.d.parked.adopt(k, s.poller.signature(nil, idx))
+	lp := s.env.parked.adopt(k, s.poller.Signature(nil, idx))
 	if lp == nil {
 		return false
 	}
@@ -254,36 +270,37 @@ func (s *splitter) adopt(broker int32, idx []int32) bool {
 	return true
 }
 
-// finish waits for the answers, retrying as needed, and merges them.
-func (s *splitter) finish(ctx context.Context) (Reply, error) {
+// Finish waits for the answers, retrying as needed, and has the adapter
+// merge them. An error means ctx ended.
+func (s *Engine) Finish(ctx context.Context) (Answer, error) {
 	defer s.cleanup(ctx)
 	if err := s.loop(ctx); err != nil {
-		return Reply{}, err
+		return Answer{}, err
 	}
 	if s.raw != nil {
-		s.subs[0].held = false // see afterAbsorb: the only sub, with a Pending
-		return Reply{Body: s.raw, Release: s.subs[0].p.Release}, nil
+		s.subs[0].held = false // see afterAbsorb: the only sub, with a upstream.Pending
+		return Answer{Body: s.raw, Release: s.subs[0].p.Release}, nil
 	}
 	if s.merger != nil {
-		buf, parts, ok := s.merger.mergeParts()
+		buf, parts, ok := s.merger.MergeParts()
 		skel := *buf
 		if ok && parts != nil {
-			return Reply{Parts: parts, Release: s.releaseLater(buf)}, nil
+			return Answer{Parts: parts, Release: s.releaseLater(buf)}, nil
 		}
 		if ok { // nothing large: skel is the answer
 			s.releaseAnswers()
-			return Reply{Body: skel, Release: s.releaseLater(buf)}, nil
+			return Answer{Body: skel, Release: s.releaseLater(buf)}, nil
 		}
-		s.d.putBuf(buf)
+		s.env.putBuf(buf)
 	}
 	// The answer is about as large as the broker answers it merges.
-	buf := s.d.getBuf(s.answerBytes + 64*len(s.items) + 256)
-	*buf = s.ops.merge(*buf)
+	buf := s.env.getBuf(s.answerBytes + 64*len(s.items) + 256)
+	*buf = s.ops.Merge(*buf)
 	s.releaseAnswers()
-	return Reply{Body: *buf, Release: s.releaseLater(buf)}, nil
+	return Answer{Body: *buf, Release: s.releaseLater(buf)}, nil
 }
 
-func (s *splitter) handleSendErrors() {
+func (s *Engine) handleSendErrors() {
 	for si := range s.subs {
 		if sb := &s.subs[si]; sb.state == subSent && sb.err != nil {
 			s.handle(si, nil, sb.err)
@@ -292,7 +309,7 @@ func (s *splitter) handleSendErrors() {
 }
 
 // handle takes one sub-request's outcome.
-func (s *splitter) handle(si int, body []byte, err error) {
+func (s *Engine) handle(si int, body []byte, err error) {
 	sb := &s.subs[si]
 	sb.state = subDone
 	s.outstanding--
@@ -300,7 +317,7 @@ func (s *splitter) handle(si int, body []byte, err error) {
 		s.seq++
 		sb.held = true
 		s.answerBytes += len(body)
-		clean, derr := s.ops.absorb(body, si)
+		clean, derr := s.ops.Absorb(body, si)
 		if derr == nil {
 			s.afterAbsorb(si, body, clean)
 			return
@@ -312,7 +329,7 @@ func (s *splitter) handle(si int, body []byte, err error) {
 	if cls == retry.Ambiguous && s.readOnly {
 		cls = retry.Definite
 	}
-	s.d.log.Debug("sub-request failed", "api", kmsg.NameForKey(s.key), "broker", sb.broker, "class", cls, "err", err)
+	s.env.Log.Debug("sub-request failed", "api", kmsg.NameForKey(s.key), "broker", sb.broker, "class", cls, "err", err)
 	for _, i := range sb.idx {
 		if s.items[i].state != itemSent {
 			continue
@@ -325,7 +342,7 @@ func (s *splitter) handle(si int, body []byte, err error) {
 	}
 }
 
-func (s *splitter) afterAbsorb(si int, body []byte, clean bool) {
+func (s *Engine) afterAbsorb(si int, body []byte, clean bool) {
 	sb := &s.subs[si]
 	missing := false
 	for _, i := range sb.idx {
@@ -352,9 +369,9 @@ func (s *splitter) afterAbsorb(si int, body []byte, clean bool) {
 	s.raw = body
 }
 
-// answered records a broker's answer to item i (already stored by the
-// adapter) with code.
-func (s *splitter) answered(i int32, code int16) {
+// Answered records a broker's answer to item i (already stored by the
+// Adapter) with code.
+func (s *Engine) Answered(i int32, code int16) {
 	it := &s.items[i]
 	it.filled = true
 	it.mark = s.seq
@@ -365,19 +382,19 @@ func (s *splitter) answered(i int32, code int16) {
 }
 
 // done answers item i locally with code.
-func (s *splitter) done(i int32, code int16) {
+func (s *Engine) done(i int32, code int16) {
 	it := &s.items[i]
 	it.state = itemDone
 	it.filled = true
-	s.ops.fail(i, code)
+	s.ops.Fail(i, code)
 }
 
 // refused schedules a retry of item i; false when retries ran out, in
 // which case the item is done with its last answer (or lostCode).
-func (s *splitter) refused(i int32, code int16, err error) bool {
+func (s *Engine) refused(i int32, code int16, err error) bool {
 	it := &s.items[i]
-	now := s.d.now()
-	delay, ok := s.d.backoff(int(it.tries), s.deadline)
+	now := s.env.Now()
+	delay, ok := s.env.Backoff(int(it.tries), s.deadline)
 	if !ok {
 		it.state = itemDone
 		if !it.filled {
@@ -392,19 +409,19 @@ func (s *splitter) refused(i int32, code int16, err error) bool {
 	it.state = itemRetry
 	it.due = now.Add(delay)
 	s.retries++
-	s.d.m.retried(s.key, code, err)
+	s.env.Metrics.Retried(s.key, code, err)
 	return true
 }
 
 // ownerMoved says whether routing already names a live owner that has not
 // refused this item, so the retry need not wait.
-func (s *splitter) ownerMoved(it *item) bool {
+func (s *Engine) ownerMoved(it *item) bool {
 	switch s.routeBy {
-	case byGroup:
-		b, owned := s.d.routes.Coordinator(it.topic)
+	case ByGroup:
+		b, owned := s.env.Routes.Coordinator(it.Topic)
 		return owned && !it.avoid.Has(b)
-	case byPartition:
-		b, _, owned := s.d.routes.Owner(it.topic, it.part)
+	case ByPartition:
+		b, _, owned := s.env.Routes.Owner(it.Topic, it.Part)
 		return owned && !it.avoid.Has(b)
 	}
 	return false
@@ -412,7 +429,7 @@ func (s *splitter) ownerMoved(it *item) bool {
 
 // resendDue sends the retries that are due, or whose owner moved; it
 // reports whether it sent anything.
-func (s *splitter) resendDue(ctx context.Context, now time.Time) bool {
+func (s *Engine) resendDue(ctx context.Context, now time.Time) bool {
 	n := 0
 	for i := range s.items {
 		it := &s.items[i]
@@ -426,6 +443,6 @@ func (s *splitter) resendDue(ctx context.Context, now time.Time) bool {
 	if n == 0 {
 		return false
 	}
-	s.dispatch(ctx, nil)
+	s.Dispatch(ctx, nil)
 	return true
 }

@@ -1,4 +1,4 @@
-package apis
+package split
 
 import (
 	"bytes"
@@ -7,14 +7,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // loop is the engine's wait: it takes answers as they come, sends retries
 // when they are due (or when routing names a new owner), and ends when
-// every item is answered, or when the adapter has enough and the grace is
+// every item is answered, or when the Adapter has enough and the grace is
 // over (fetch).
-func (s *splitter) loop(ctx context.Context) error {
+func (s *Engine) loop(ctx context.Context) error {
 	var timer *time.Timer
 	defer func() {
 		if timer != nil {
@@ -26,13 +27,13 @@ func (s *splitter) loop(ctx context.Context) error {
 		if s.outstanding == 0 && s.retries == 0 {
 			return nil
 		}
-		now := s.d.now()
-		if s.poller != nil && s.poller.enough() {
+		now := s.env.Now()
+		if s.poller != nil && s.poller.Enough() {
 			if s.grace.IsZero() {
 				s.grace = now.Add(graceFor(now.Sub(s.start)))
 			}
 			if !now.Before(s.grace) {
-				s.d.m.early.Inc()
+				s.env.Metrics.Early()
 				return nil
 			}
 		}
@@ -90,11 +91,11 @@ const (
 // wakeAt is when the loop must look again without a result: the earliest
 // retry, or the end of the grace. changed fires on a routing change while retries wait (a new owner
 // may be known).
-func (s *splitter) wakeAt() (time.Time, <-chan struct{}) {
+func (s *Engine) wakeAt() (time.Time, <-chan struct{}) {
 	wake := s.grace
 	var changed <-chan struct{}
 	if s.retries > 0 {
-		changed = s.d.routes.Changed()
+		changed = s.env.Routes.Changed()
 		for i := range s.items {
 			if it := &s.items[i]; it.state == itemRetry && (wake.IsZero() || it.due.Before(wake)) {
 				wake = it.due
@@ -106,7 +107,7 @@ func (s *splitter) wakeAt() (time.Time, <-chan struct{}) {
 
 // inlineSub returns the sub-request to wait for without a goroutine: the
 // oldest one unless waits are concurrent, then only one left alone.
-func (s *splitter) inlineSub() int {
+func (s *Engine) inlineSub() int {
 	if s.outstanding == 0 || (s.concurrent && (s.outstanding != 1 || s.retries != 0 || s.waiting != 0 || !s.grace.IsZero())) {
 		return -1
 	}
@@ -122,7 +123,7 @@ func (s *splitter) inlineSub() int {
 // The goroutines wait with ctx (the client connection's), not with a
 // context of this call: cleanup may park a long poll the answer did not
 // wait for, for the connection's next fetch (see longPoll).
-func (s *splitter) launch(ctx context.Context) {
+func (s *Engine) launch(ctx context.Context) {
 	for si := range s.subs {
 		sb := &s.subs[si]
 		if sb.state != subSent {
@@ -132,12 +133,12 @@ func (s *splitter) launch(ctx context.Context) {
 		sb.lp = &longPoll{results: s.results, si: si, p: sb.p}
 		sb.state = subWaiting
 		s.waiting++
-		s.d.polls.Add(1)
-		go sb.lp.wait(ctx, sb.p, &s.d.polls) // no closure: the hot path allocates no more than the goroutine
+		s.env.polls.Add(1)
+		go sb.lp.wait(ctx, sb.p, &s.env.polls) // no closure: the hot path allocates no more than the goroutine
 	}
 }
 
-func (s *splitter) ensureResults() {
+func (s *Engine) ensureResults() {
 	if cap(s.results) < len(s.items) { // no more subs than items are outstanding
 		s.results = make(chan result, len(s.items))
 	}
@@ -146,7 +147,7 @@ func (s *splitter) ensureResults() {
 // cleanup detaches the goroutines still waiting (an early fetch answer
 // leaves idle brokers behind), parking their long polls for the
 // connection's next fetch, and releases the call's buffers.
-func (s *splitter) cleanup(ctx context.Context) {
+func (s *Engine) cleanup(ctx context.Context) {
 	for si := range s.subs {
 		sb := &s.subs[si]
 		if sb.state != subWaiting {
@@ -155,8 +156,8 @@ func (s *splitter) cleanup(ctx context.Context) {
 		if sb.lp.detach() {
 			<-s.results // delivered, never read: keep the pooled channel empty
 		} else if ctx.Err() == nil && sb.first {
-			sig := s.poller.signature(nil, sb.idx)
-			s.d.parked.park(parkKey{conn: s.conn, broker: sb.broker}, sb.lp, sig)
+			sig := s.poller.Signature(nil, sb.idx)
+			s.env.parked.park(parkKey{conn: s.conn, broker: sb.broker}, sb.lp, sig)
 		}
 		sb.lp = nil
 		s.waiting--
@@ -178,21 +179,21 @@ func (s *splitter) cleanup(ctx context.Context) {
 // adoption each connection keeps at most one long poll per idle broker.
 //
 // Its goroutine ends when the broker answers (by MaxWait) or the client
-// connection's context ends; Dispatcher.Close joins it.
+// connection's context ends; Env.Close joins it.
 type longPoll struct {
 	mu       sync.Mutex
 	results  chan<- result // nil while detached
 	si       int
-	p        Pending // whose answer it waits for; the adopter releases it
-	done     bool    // the outcome is in body and err
+	p        upstream.Pending // whose answer it waits for; the adopter releases it
+	done     bool             // the outcome is in body and err
 	body     []byte
 	err      error
 	registry *parkedPolls // set while parked
 	key      parkKey
-	sig      []byte // the sub-request it answers (fetchOp.signature)
+	sig      []byte // the sub-request it answers (LongPoller.Signature)
 }
 
-func (lp *longPoll) wait(ctx context.Context, p Pending, wg *sync.WaitGroup) {
+func (lp *longPoll) wait(ctx context.Context, p upstream.Pending, wg *sync.WaitGroup) {
 	defer wg.Done()
 	body, err := p.Wait(ctx)
 	lp.mu.Lock()
