@@ -1,6 +1,7 @@
 package kwire
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -188,12 +189,12 @@ func AppendRequest(dst []byte, flex FlexTable, req kmsg.Request, corr int32, cli
 
 // ReadFrame reads one frame (without its size) of minSize to maxSize bytes
 // into a buffer from pool, or a new one when pool is nil.
+// From a *bufio.Reader (the hot paths) it allocates nothing but the frame.
 func ReadFrame(r io.Reader, minSize, maxSize int32, pool *BufPool) (*[]byte, error) {
-	var sz [4]byte
-	if _, err := io.ReadFull(r, sz[:]); err != nil {
+	n, err := readSize(r)
+	if err != nil {
 		return nil, err
 	}
-	n := int32(binary.BigEndian.Uint32(sz[:]))
 	if n < minSize || n > maxSize {
 		return nil, fmt.Errorf("frame of %d bytes outside [%d, %d]: %w", n, minSize, maxSize, ErrFrameSize)
 	}
@@ -212,4 +213,26 @@ func ReadFrame(r io.Reader, minSize, maxSize int32, pool *BufPool) (*[]byte, err
 		return nil, err
 	}
 	return buf, nil
+}
+
+// readSize reads a frame's size. A size buffer handed to an io.Reader
+// escapes to the heap, so a bufio.Reader is read in place.
+func readSize(r io.Reader) (int32, error) {
+	if br, ok := r.(*bufio.Reader); ok {
+		b, err := br.Peek(4)
+		if err != nil {
+			if len(b) > 0 && errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+		n := int32(binary.BigEndian.Uint32(b))
+		_, _ = br.Discard(4) // buffered: cannot fail
+		return n, nil
+	}
+	var sz [4]byte
+	if _, err := io.ReadFull(r, sz[:]); err != nil {
+		return 0, err
+	}
+	return int32(binary.BigEndian.Uint32(sz[:])), nil
 }

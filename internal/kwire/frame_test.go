@@ -1,8 +1,10 @@
 package kwire
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
+	"io"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -94,5 +96,59 @@ func TestResponseHeader(t *testing.T) {
 		if !bytes.Equal(app[:n], tc.want) {
 			t.Errorf("flexible %v: appended %v, want %v", tc.flexible, app[:n], tc.want)
 		}
+	}
+}
+
+// TestReadFrameEnds: a stream that ends between frames gives io.EOF, one
+// that ends inside a size io.ErrUnexpectedEOF, from a bufio.Reader (read
+// in place) as from any reader.
+func TestReadFrameEnds(t *testing.T) {
+	for _, tc := range []struct {
+		in   []byte
+		want error
+	}{
+		{nil, io.EOF},
+		{[]byte{0, 0}, io.ErrUnexpectedEOF},
+		{[]byte{0, 0, 0, 8, 1}, io.ErrUnexpectedEOF},
+	} {
+		for _, r := range []io.Reader{bytes.NewReader(tc.in), bufio.NewReader(bytes.NewReader(tc.in))} {
+			if _, err := ReadFrame(r, 0, 255, nil); !errors.Is(err, tc.want) {
+				t.Errorf("%v from %T: err %v, want %v", tc.in, r, err, tc.want)
+			}
+		}
+	}
+}
+
+// frames is an endless stream of frames of n zero bytes.
+type frames struct{ n, off int }
+
+func (f *frames) Read(p []byte) (int, error) {
+	for k := range p {
+		pos := f.off % (4 + f.n)
+		p[k] = 0
+		if pos < 4 {
+			p[k] = byte(uint32(f.n) >> (8 * (3 - pos)))
+		}
+		f.off++
+	}
+	return len(p), nil
+}
+
+// TestReadFrameFromBufioAllocatesNothing: with a pool, reading frames from
+// a bufio.Reader allocates nothing (a MiB class: its free list, unlike a
+// sync.Pool, keeps what is Put even under the race detector).
+func TestReadFrameFromBufioAllocatesNothing(t *testing.T) {
+	var pool BufPool
+	br := bufio.NewReader(&frames{n: 1 << 20})
+	pool.Put(pool.Get(1 << 20))
+	allocs := testing.AllocsPerRun(20, func() {
+		f, err := ReadFrame(br, 4, 2<<20, &pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool.Put(f)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per frame, want 0", allocs)
 	}
 }
