@@ -24,7 +24,7 @@
 //
 // The engine routes, sends, retries within the budget and collects
 // (Finish). Adapters read an item's identity (KeyOf), whether it is
-// Settled (Settled), a sub-request's items (ItemsOf) and the request's
+// settled (Settled), a sub-request's items (ItemsOf) and the request's
 // Key, Version, Own body and Deadline; nothing else of the engine is
 // visible to them.
 //
