@@ -19,7 +19,9 @@ var (
 )
 
 // lanes are a broker pool's dedicated connections, one per affinity, each
-// holding one of max tokens while it lives.
+// holding one of max tokens while it lives. They carry the requests whose
+// Hold is Long to brokers that answer in order; which requests those are
+// is the caller's knowledge (apis.holdOf), not this package's.
 type lanes struct {
 	mu     sync.Mutex
 	byAff  map[uint64]*conn
