@@ -24,9 +24,10 @@ type listGroupsOp struct {
 	codes   []int16                    // per broker: a local failure
 }
 
-// brokerGone is the engine's local answer for a broker that left; an
-// internal marker, never sent to a client.
-const brokerGone int16 = math.MinInt16
+// unroutable is the engine's local answer for an item no live broker can
+// take (fan.go: a broker that left; forward.go: no broker for a retry); an
+// internal marker the adapter resolves, never sent to a client.
+const unroutable int16 = math.MinInt16
 
 func (d *Dispatcher) beginListGroups(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
 	req := kmsg.NewPtrListGroupsRequest()
@@ -38,7 +39,7 @@ func (d *Dispatcher) beginListGroups(ctx context.Context, conn uint64, h Header,
 	s := &o.s
 	s.Init(&d.eng, o, split.Request{
 		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: body, Deadline: d.budget(0),
-		RouteBy: split.ByBroker, LostCode: kerr.CoordinatorNotAvailable.Code, NoRoute: brokerGone,
+		RouteBy: split.ByBroker, LostCode: kerr.CoordinatorNotAvailable.Code, NoRoute: unroutable,
 	})
 	brokers := d.routes.Brokers()
 	o.answers, o.codes = make([]*kmsg.ListGroupsResponse, len(brokers)), make([]int16, len(brokers))
@@ -72,7 +73,7 @@ func (o *listGroupsOp) Absorb(body []byte, si int) (bool, error) {
 // fail records a broker's local failure; a broker gone before it answered
 // is skipped, one gone after a refusal keeps its refusal.
 func (o *listGroupsOp) Fail(i int32, code int16) {
-	if code == brokerGone {
+	if code == unroutable {
 		if o.answers[i] == nil {
 			o.codes[i] = 0
 		}

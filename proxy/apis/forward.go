@@ -20,21 +20,23 @@ type forwardOp struct {
 	s      split.Engine
 	req    kmsg.Request // decoded from s.own, for local error answers
 	answer []byte       // the last broker answer, or a local one
+	broker bool         // answer is a broker's
+	lost   int16        // local answer when no broker ever answered
 }
 
 // forward starts a forwardOp to target (a group when byGroup, else the
 // rendezvous key of any broker); when no broker can take the request the
 // answer carries the coordinator-not-available (group) or timed-out code.
 func (d *Dispatcher) forward(ctx context.Context, conn uint64, h Header, req kmsg.Request, own []byte, target string, byGroupTarget bool) (op, Reply, error) {
-	o := &forwardOp{req: req}
+	o := &forwardOp{req: req, lost: kerr.RequestTimedOut.Code}
 	r := split.Request{
 		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: own, Deadline: d.budget(0),
 		Hold: holdOf(req), Whole: true, RouteBy: split.ByAnyBroker, LostCode: kerr.RequestTimedOut.Code,
 	}
 	if byGroupTarget {
-		r.RouteBy, r.LostCode = split.ByGroup, kerr.CoordinatorNotAvailable.Code
+		r.RouteBy, r.LostCode, o.lost = split.ByGroup, kerr.CoordinatorNotAvailable.Code, kerr.CoordinatorNotAvailable.Code
 	}
-	r.NoRoute = r.LostCode
+	r.NoRoute = unroutable
 	s := &o.s
 	s.Init(&d.eng, o, r)
 	s.Add(target, [16]byte{}, 0, 0, 0)
@@ -56,11 +58,21 @@ func (o *forwardOp) Absorb(body []byte, _ int) (bool, error) {
 	if err := resp.ReadFrom(body); err != nil {
 		return false, err
 	}
-	o.answer = body
+	o.answer, o.broker = body, true
 	o.s.Answered(0, definiteCode(o.s.Key(), resp))
 	return true, nil
 }
 
-func (o *forwardOp) Fail(_ int32, code int16) { o.answer = errorResponse(o.req, code).AppendTo(nil) }
+// Fail answers locally; when no broker is left for a retry, the last
+// broker's refusal is the answer, if there was one.
+func (o *forwardOp) Fail(_ int32, code int16) {
+	if code == unroutable {
+		if o.broker {
+			return
+		}
+		code = o.lost
+	}
+	o.answer, o.broker = errorResponse(o.req, code).AppendTo(nil), false
+}
 
 func (o *forwardOp) Merge(dst []byte) []byte { return append(dst, o.answer...) }

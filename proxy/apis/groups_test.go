@@ -290,3 +290,23 @@ func brokersOf(ss []sent) []int32 {
 	}
 	return out
 }
+
+// TestGroupRefusalKeptWhenNoBrokerLeft: a coordinator that refuses while
+// every other broker is gone gets its refusal passed on (the client then
+// looks for the coordinator), not a local error.
+func TestGroupRefusalKeptWhenNoBrokerLeft(t *testing.T) {
+	d, f, rt := newTestDispatcher(t)
+	f.on(2, kmsg.Heartbeat, func(_ int, req kmsg.Request) fakeReply {
+		for _, b := range []int32{1, 2, 3} {
+			rt.DeleteBroker(b)
+		}
+		return fakeReply{resp: errorResponse(req, kerr.NotCoordinator.Code)}
+	})
+	resp := roundTrip(t, d, buildFor(int16(kmsg.Heartbeat), 4, []string{"g1"})).(*kmsg.HeartbeatResponse)
+	if resp.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("code %d, want the coordinator's NOT_COORDINATOR", resp.ErrorCode)
+	}
+	if n := len(f.requests(kmsg.Heartbeat)); n != 1 {
+		t.Fatalf("%d heartbeats sent, want 1", n)
+	}
+}
