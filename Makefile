@@ -4,7 +4,7 @@ BIN      := bin/kproxy
 GOFLAGS_TEST ?= -race -timeout 25m
 DURATION ?= 5m
 
-.PHONY: run build test vet unit clients bench chaos clean
+.PHONY: run build test vet unit clients docs bench chaos clean
 
 run: build ## a working local cluster: embedded etcd, 3 stub brokers, 1 proxy on 127.0.0.1:9092
 	./$(BIN) dev
@@ -22,6 +22,9 @@ unit:
 
 clients: ## kcat and kafkajs for the client matrix (skipped with a message when they cannot be installed)
 	./scripts/install-clients.sh
+
+docs: clients ## regenerate docs/compatibility.md from a full client-matrix run (tests never write docs otherwise)
+	KPROXY_WRITE_DOCS=1 $(GO) test $(GOFLAGS_TEST) -count=1 ./integration/compat/
 
 bench: ## proxy cost side by side with direct and a plain TCP relay; writes docs/benchmarks.md
 	$(GO) run ./bench/cmd/benchrun

@@ -11,8 +11,9 @@
 // broker that owns a partition is killed mid-stream.
 //
 // kcat and kafkajs run as subprocesses (scripts/install-clients.sh installs
-// them; kafkajs's driver script is in node/). A full run writes
-// docs/compatibility.md from the results; the file is never edited by hand.
+// them; kafkajs's driver script is in node/). A full run with
+// KPROXY_WRITE_DOCS=1 (`make docs`) writes docs/compatibility.md from the
+// results; the file is never edited by hand, and `make test` leaves it alone.
 //
 // Environment:
 //
@@ -20,8 +21,8 @@
 //	                                      (kfake: franz-go's fake cluster,
 //	                                      no proxy, to tell harness bugs
 //	                                      from proxy bugs)
-//	KPROXY_COMPAT_WRITE_DOC=1|0           force/forbid writing the doc
-//	                                      (default: only when -run is empty)
+//	KPROXY_WRITE_DOCS=1                   write the doc (full runs against
+//	                                      the dev cluster only)
 //	CI=true                               a missing client fails instead of
 //	                                      being skipped
 //

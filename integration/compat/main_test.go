@@ -56,20 +56,25 @@ func flagSet(name string) bool {
 	return set
 }
 
-// shouldWriteDoc: a partial run (-run) or a run against the kfake baseline
-// must not overwrite the full matrix.
+// shouldWriteDoc: the doc is written only when asked (KPROXY_WRITE_DOCS=1,
+// which `make docs` sets), so that `make test` leaves the tree as it was; and
+// even then a partial run (-run) or a run against the kfake baseline must not
+// overwrite the full matrix.
 func shouldWriteDoc() bool {
-	switch os.Getenv("KPROXY_COMPAT_WRITE_DOC") {
+	switch os.Getenv("KPROXY_WRITE_DOCS") {
 	case "1", "true":
-		return true
-	case "0", "false":
+	default:
 		return false
 	}
 	if tg := os.Getenv("KPROXY_COMPAT_TARGET"); tg != "" && tg != defaultTarget {
+		fmt.Fprintf(os.Stderr, "compat: not writing %s: target %s is not %s\n", docPath, tg, defaultTarget)
 		return false
 	}
-	f := flag.Lookup("test.run")
-	return f == nil || f.Value.String() == ""
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() != "" {
+		fmt.Fprintf(os.Stderr, "compat: not writing %s: partial run (-run %s)\n", docPath, f.Value)
+		return false
+	}
+	return true
 }
 
 func drivers() []driver {
