@@ -109,6 +109,14 @@ func (w *Watcher) registerMetrics() error {
 		Name: "kproxy_routes_partitions",
 		Help: "Partitions with an owner in the routing table.",
 	}, func() float64 { return float64(w.cfg.Table.Len()) })
+	// Every kind and reason at 0 from the start, so that rates have a series.
+	for k := layout.KindUnknown; k <= layout.KindSegment; k++ {
+		w.events.WithLabelValues(kindName(k))
+		w.bad.WithLabelValues(kindName(k))
+	}
+	for _, r := range []string{ReasonCompacted, ReasonWatchClosed, ReasonCanceled, ReasonStalled, ReasonListFailed} {
+		w.resyncs.WithLabelValues(r)
+	}
 	if w.cfg.Registerer == nil {
 		return nil
 	}

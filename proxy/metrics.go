@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/promreg"
+	"github.com/kproxy/kproxy/proxy/apis"
 )
 
 // Values of the code label of kproxy_request_errors_total. The proxy does not
@@ -70,7 +71,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.conns = promreg.Register(reg, m.conns)
 		m.connTotal = promreg.Register(reg, m.connTotal)
 	}
+	m.zero()
 	return m
+}
+
+// zero creates every per-API request and error series at 0 for the APIs the
+// proxy implements, so that rates and alerts have a series from the start.
+func (m *metrics) zero() {
+	for _, key := range apis.ImplementedKeys() {
+		name := apiName(key)
+		m.requests.WithLabelValues(name)
+		for _, code := range []string{codeInvalidRequest, codeUnsupported, codeDispatch} {
+			m.errors.WithLabelValues(name, code)
+		}
+	}
 }
 
 func apiName(key int16) string {

@@ -109,6 +109,19 @@ func Classify(apiKey int16, code int16) Class {
 	return Final
 }
 
+// retriedCodes are the codes Classify can call Definite, for some API.
+var retriedCodes = []int16{
+	kerr.NotLeaderForPartition.Code, kerr.LeaderNotAvailable.Code,
+	kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code,
+	kerr.NotController.Code,
+	kerr.RequestTimedOut.Code, kerr.NetworkException.Code, kerr.KafkaStorageError.Code,
+}
+
+// RetriedCodes returns every Kafka error code that Classify calls Definite
+// for at least one API: the codes a retry can be counted under, so that
+// metrics can export them at zero before the first retry.
+func RetriedCodes() []int16 { return append([]int16(nil), retriedCodes...) }
+
 // ClassifyErr classifies a transport error from sending a request and
 // waiting for its response: an error wrapping ErrNotSent is Definite (no
 // byte reached the broker); anything else, a deadline included, is

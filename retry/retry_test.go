@@ -216,3 +216,22 @@ func TestWait(t *testing.T) {
 		t.Fatalf("Wait(0) on canceled ctx = %v", err)
 	}
 }
+
+// TestRetriedCodes checks RetriedCodes against Classify over every code and
+// API kmsg knows: a code is listed exactly when some API retries it.
+func TestRetriedCodes(t *testing.T) {
+	listed := map[int16]bool{}
+	for _, c := range RetriedCodes() {
+		listed[c] = true
+	}
+	for code := int16(-1); code < 200; code++ {
+		definite := false
+		for key := int16(0); key <= kmsg.MaxKey; key++ {
+			definite = definite || Classify(key, code) == Definite
+		}
+		if definite != listed[code] {
+			t.Errorf("code %d (%v): Classify says Definite for some API = %v, RetriedCodes lists it = %v",
+				code, kerr.ErrorForCode(code), definite, listed[code])
+		}
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/retry"
 )
 
 type metrics struct {
@@ -31,6 +33,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Split fetches answered before every broker replied, because enough bytes had arrived.",
 		}),
 	}
+	m.zero()
 	if reg == nil {
 		return m, nil
 	}
@@ -40,6 +43,49 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
+}
+
+// zero creates, at 0, every retries series the package can count: for each
+// API it routes to brokers, each code retry.Classify retries for it, not_sent,
+// and transport where a lost answer is retried (reads). Dashboards and alerts
+// then see a flat line instead of no data before the first retry.
+func (m *metrics) zero() {
+	for _, key := range RoutedKeys() {
+		name := kmsg.NameForKey(key)
+		for _, code := range retry.RetriedCodes() {
+			if retry.Classify(key, code) == retry.Definite {
+				m.retries.WithLabelValues(name, reason(code, nil))
+			}
+		}
+		m.retries.WithLabelValues(name, reason(0, retry.ErrNotSent))
+		if readOnly(key) {
+			m.retries.WithLabelValues(name, reason(0, errTransport))
+		}
+	}
+}
+
+// errTransport stands for any transport error that is not ErrNotSent.
+var errTransport = errors.New("transport")
+
+// ImplementedKeys lists every API key the proxy implements (answered
+// locally or routed), in key order: the label values of per-API metrics that
+// are known in advance.
+func ImplementedKeys() []int16 { return keysWhere(func(k apiKind) bool { return k != kindNone }) }
+
+// RoutedKeys lists the implemented API keys that go to brokers (and so can
+// be retried), in key order.
+func RoutedKeys() []int16 {
+	return keysWhere(func(k apiKind) bool { return k != kindNone && k != kindLocal })
+}
+
+func keysWhere(ok func(apiKind) bool) []int16 {
+	var keys []int16
+	for k, spec := range apiTable {
+		if ok(spec.kind) {
+			keys = append(keys, int16(k))
+		}
+	}
+	return keys
 }
 
 // brokerLabels avoids formatting the common broker counts.

@@ -63,8 +63,14 @@ type brokerMetrics struct {
 	inflight  prometheus.Gauge
 }
 
+// errorKinds are the kind label values, created at 0 for each broker.
+var errorKinds = []string{kindDial, kindHandshake, kindWrite, kindRead, kindTimeout, kindProtocol, kindClosed}
+
 func (m *metrics) forBroker(id int32) *brokerMetrics {
 	l := strconv.FormatInt(int64(id), 10)
+	for _, kind := range errorKinds {
+		m.errors.WithLabelValues(l, kind)
+	}
 	return &brokerMetrics{m: m, label: l, conns: m.conns.WithLabelValues(l), dedicated: m.dedicated.WithLabelValues(l), inflight: m.inflight.WithLabelValues(l)}
 }
 
