@@ -29,6 +29,7 @@ func (s *Server) adminMux() *http.ServeMux {
 	mux.HandleFunc("GET /v1/groups", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.snapshot().Groups)
 	})
+	s.ui.Register(mux)
 	if s.cfg.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -44,17 +45,23 @@ func (s *Server) snapshot() routing.Snapshot { return s.d.routes.Snapshot() }
 // handleReady says 200 once the routing table is synced and has a live
 // broker (and the proxy is not shutting down); 503 otherwise.
 func (s *Server) handleReady(w http.ResponseWriter, _ *http.Request) {
+	r := s.readiness()
+	code := http.StatusOK
+	if !r.Ready {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, r)
+}
+
+// readiness is the proxy's own state, for /readyz and the routing page.
+func (s *Server) readiness() adminapi.Readiness {
 	var r adminapi.Readiness
 	st := s.d.status()
 	r.Synced, r.Connected, r.Revision, r.RouteAgeSeconds = st.Synced, st.Connected, st.Revision, st.Age.Seconds()
 	r.LiveBrokers = len(s.d.routes.Brokers())
 	r.Draining = s.draining.Load()
 	r.Ready = r.Synced && r.LiveBrokers > 0 && !r.Draining
-	code := http.StatusOK
-	if !r.Ready {
-		code = http.StatusServiceUnavailable
-	}
-	writeJSON(w, code, r)
+	return r
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

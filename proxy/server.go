@@ -28,6 +28,7 @@ import (
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/leasewatch"
+	"github.com/kproxy/kproxy/proxy/adminui"
 	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/routing"
@@ -120,6 +121,7 @@ type Server struct {
 
 	ln, adminLn net.Listener
 	http        *http.Server
+	ui          *adminui.UI // the routing page
 
 	connCtx    context.Context // parent of every client connection's context
 	cancelConn context.CancelCauseFunc
@@ -221,11 +223,16 @@ func newServer(cfg Config, ln, adminLn net.Listener, d deps) *Server {
 		ln: ln, adminLn: adminLn, conns: make(map[*clientConn]struct{}),
 	}
 	s.connCtx, s.cancelConn = context.WithCancelCause(context.Background())
+	s.ui = adminui.New(adminui.Config{
+		Table: d.routes, Gatherer: cfg.Registry, State: func() any { return s.readiness() },
+		Logger: cfg.Logger.With("component", "adminui"),
+	})
 	s.http = &http.Server{
 		Handler:           s.adminMux(),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
 	}
+	s.http.RegisterOnShutdown(s.ui.CloseStreams)
 	return s
 }
 
@@ -249,6 +256,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	})
 	bgWG.Go(func() { s.pruneLoop(bg) })
+	bgWG.Go(func() { s.ui.Run(bg) })
 	bgWG.Go(func() {
 		if err := s.http.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("admin http: %w", err)

@@ -144,6 +144,7 @@ func (c *conn) enqueue(ctx context.Context, r *wireReq) error {
 	c.queue = append(c.queue, r)
 	c.mu.Unlock()
 	c.bp.m.inflight.Inc()
+	c.bp.m.requests.Inc()
 	select {
 	case c.wake <- struct{}{}:
 	default:

@@ -23,6 +23,7 @@ type metrics struct {
 	conns     *prometheus.GaugeVec
 	dedicated *prometheus.GaugeVec
 	inflight  *prometheus.GaugeVec
+	requests  *prometheus.CounterVec
 	errors    *prometheus.CounterVec
 }
 
@@ -40,6 +41,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "kproxy_upstream_inflight",
 			Help: "Requests queued or awaiting a response, per broker.",
 		}, []string{"broker"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_upstream_requests_total",
+			Help: "Requests queued for sending to each broker.",
+		}, []string{"broker"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kproxy_upstream_errors_total",
 			Help: "Broker connection failures by kind (dial, handshake, write, read, timeout, protocol, closed).",
@@ -49,6 +54,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.conns = promreg.Register(reg, m.conns)
 		m.dedicated = promreg.Register(reg, m.dedicated)
 		m.inflight = promreg.Register(reg, m.inflight)
+		m.requests = promreg.Register(reg, m.requests)
 		m.errors = promreg.Register(reg, m.errors)
 	}
 	return m
@@ -61,6 +67,7 @@ type brokerMetrics struct {
 	conns     prometheus.Gauge
 	dedicated prometheus.Gauge
 	inflight  prometheus.Gauge
+	requests  prometheus.Counter
 }
 
 // errorKinds are the kind label values, created at 0 for each broker.
@@ -71,7 +78,7 @@ func (m *metrics) forBroker(id int32) *brokerMetrics {
 	for _, kind := range errorKinds {
 		m.errors.WithLabelValues(l, kind)
 	}
-	return &brokerMetrics{m: m, label: l, conns: m.conns.WithLabelValues(l), dedicated: m.dedicated.WithLabelValues(l), inflight: m.inflight.WithLabelValues(l)}
+	return &brokerMetrics{m: m, label: l, conns: m.conns.WithLabelValues(l), dedicated: m.dedicated.WithLabelValues(l), inflight: m.inflight.WithLabelValues(l), requests: m.requests.WithLabelValues(l)}
 }
 
 func (b *brokerMetrics) fail(kind string) { b.m.errors.WithLabelValues(b.label, kind).Inc() }
