@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # install-clients.sh installs the third-party Kafka clients that
 # integration/compat drives as subprocesses: kcat (Debian package) and
-# kafkajs (npm, pinned by integration/compat/node/package-lock.json).
+# kafkajs (npm, pinned by integration/compat/node/package-lock.json), and
+# the headless browser the admin page's test drives: chromium (Debian).
 #
 # Idempotent: it installs only what is missing, so a second run does nothing.
 # The Go clients (sarama, kafka-go, franz-go, confluent-kafka-go) come from
@@ -35,13 +36,33 @@ install_kcat() {
 		log "kcat present: $(command -v kcat)"
 		return 0
 	fi
+	log "installing kcat with apt-get"
+	apt_install kcat
+}
+
+# apt_install installs Debian packages, updating the package lists once.
+apt_updated=0
+apt_install() {
 	if ! command -v apt-get >/dev/null 2>&1; then
-		log "kcat missing and apt-get not available; install kcat by hand"
+		log "apt-get not available; install $* by hand"
 		return 1
 	fi
-	log "installing kcat with apt-get"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2 &&
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends kcat >&2
+	if [ "$apt_updated" -eq 0 ]; then
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2 || return 1
+		apt_updated=1
+	fi
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >&2
+}
+
+install_chromium() {
+	for c in chromium chromium-browser google-chrome; do
+		if command -v "$c" >/dev/null 2>&1; then
+			log "browser present: $(command -v "$c")"
+			return 0
+		fi
+	done
+	log "installing chromium with apt-get"
+	apt_install chromium
 }
 
 install_kafkajs() {
@@ -62,12 +83,13 @@ install_kafkajs() {
 
 install_kcat || failed=1
 install_kafkajs || failed=1
+install_chromium || failed=1
 
 if [ "$failed" -ne 0 ]; then
 	if [ "${CI:-}" = "true" ]; then
 		log "FAILED to install a client (CI=true)"
 		exit 1
 	fi
-	log "WARNING: a client could not be installed; its compat tests will be skipped"
+	log "WARNING: a client or the browser could not be installed; the tests that need it will be skipped"
 fi
 exit 0

@@ -97,12 +97,13 @@ func label(m *dto.Metric, name string) string {
 	return ""
 }
 
-// ratesBetween turns two samples into per-second rates. Rows that never
-// counted anything (the series exported at zero) are left out.
+// ratesBetween turns two samples into per-second rates; without an earlier
+// sample the rows have totals and gauges only. Rows that never counted
+// anything (the series exported at zero) are left out.
 func ratesBetween(prev, cur sample) Rates {
 	dt := cur.at.Sub(prev.at).Seconds()
 	if !prev.complete || dt <= 0 {
-		return Rates{ByAPI: []Rate{}, ByBroker: []Rate{}}
+		prev, dt = sample{}, 0
 	}
 	api := diff(prev.api, cur.api, dt)
 	slices.SortFunc(api, func(a, b Rate) int { return cmp.Compare(a.Name, b.Name) })
@@ -116,7 +117,7 @@ func diff(prev, cur map[string]*Rate, dt float64) []Rate {
 			continue
 		}
 		r := Rate{Name: name, Total: c.Requests, Inflight: c.Inflight, Connections: c.Connections}
-		if p := prev[name]; p != nil {
+		if p := prev[name]; p != nil && dt > 0 {
 			// A counter that went down was reset (a broker pool recreated):
 			// count from zero rather than report a negative rate.
 			r.Requests = max(c.Requests-p.Requests, 0) / dt

@@ -39,24 +39,26 @@ function duration(ms) {
 function clock(iso) { return new Date(iso).toLocaleTimeString(); }
 
 function sinceText(since, known) {
+  if (since === '') return '–';
   const d = duration(Date.now() - Date.parse(since));
   return known ? d : '≥ ' + d;
 }
 
-function partKey(topic, partition) { return topic + '\u0000' + partition; }
+// Kafka topic names have no '/', so this key is unique.
+function partKey(topic, partition) { return topic + '/' + partition; }
 
 function partitionRow(p) {
   const tr = document.createElement('tr');
   tr.dataset.key = partKey(p.topic, p.partition);
-  tr.dataset.since = p.since;
+  tr.dataset.since = p.owner < 0 ? '' : p.since;
   tr.dataset.known = p.since_known ? '1' : '';
   cell(tr, p.topic);
   cell(tr, String(p.partition));
   cell(tr, owner(p.owner), 'owner');
   cell(tr, p.epoch < 0 ? '–' : String(p.epoch), 'epoch');
-  const [t, c] = yesNo(p.live);
+  const [t, c] = p.owner < 0 ? ['–', ''] : yesNo(p.live);
   cell(tr, t, 'live ' + c);
-  cell(tr, sinceText(p.since, p.since_known), 'since');
+  cell(tr, p.owner < 0 ? '–' : sinceText(p.since, p.since_known), 'since');
   return tr;
 }
 
@@ -213,9 +215,13 @@ function onChanges(changes) {
     if (!tr) continue;
     tr.querySelector('.owner').textContent = owner(c.to);
     tr.querySelector('.epoch').textContent = c.epoch < 0 ? '–' : String(c.epoch);
-    tr.dataset.since = c.at;
+    // A broker that just took a partition holds a lease: it is live.
+    const live = tr.querySelector('.live');
+    live.textContent = c.to < 0 ? '–' : 'yes';
+    live.className = c.to < 0 ? 'live' : 'live yes';
+    tr.dataset.since = c.to < 0 ? '' : c.at;
     tr.dataset.known = '1';
-    tr.querySelector('.since').textContent = sinceText(c.at, true);
+    tr.querySelector('.since').textContent = sinceText(tr.dataset.since, true);
     tr.classList.add('flash');
     setTimeout(() => tr.classList.remove('flash'), 2000);
   }
