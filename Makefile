@@ -4,7 +4,7 @@ BIN      := bin/kproxy
 GOFLAGS_TEST ?= -race -timeout 25m
 DURATION ?= 5m
 
-.PHONY: run build test vet unit clients docs bench chaos clean
+.PHONY: run build test vet unit deploy-check clients docs bench chaos clean
 
 run: build ## a working local cluster: embedded etcd, 3 stub brokers, 1 proxy on 127.0.0.1:9092
 	./$(BIN) dev
@@ -12,13 +12,16 @@ run: build ## a working local cluster: embedded etcd, 3 stub brokers, 1 proxy on
 build:
 	$(GO) build -o $(BIN) ./cmd/kproxy
 
-test: clients vet unit ## vet and every test under -race (includes the client matrix and a short fault run)
+test: clients vet unit deploy-check ## vet and every test under -race (includes the client matrix, a short fault run and the deployment files)
 
 vet:
 	$(GO) vet ./...
 
 unit:
 	$(GO) test $(GOFLAGS_TEST) ./...
+
+deploy-check: ## render the Helm chart offline and decode it strictly (its own module: helm stays out of kproxy's dependencies)
+	cd deploy/check && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 clients: ## kcat and kafkajs for the client matrix (skipped with a message when they cannot be installed)
 	./scripts/install-clients.sh
