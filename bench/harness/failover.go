@@ -45,6 +45,7 @@ func (h *Harness) failoverScenario(ctx context.Context) error {
 	}
 	for trial := range h.cfg.FailoverTrials {
 		h.cfg.Logger.Info("scenario", "id", "failover", "trial", trial+1)
+		h.at("failover", trial+1, h.cfg.FailoverTrials)
 		res, err := h.failoverTrial(ctx, topic, int32(trial%benchPartitions))
 		if err != nil {
 			return fmt.Errorf("failover trial %d: %w", trial+1, err)

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kproxy/kproxy/internal/progress"
 	"github.com/kproxy/kproxy/internal/testrig"
 )
 
@@ -51,6 +52,8 @@ type Config struct {
 	Markdown, JSON string // output paths ("" skips)
 	Command        string // how the run was started, for the report
 	Logger         *slog.Logger
+	// Progress gets a line per scenario and round (nil: none).
+	Progress *progress.Printer
 }
 
 // Scenarios lists every scenario id, in run order.
@@ -67,6 +70,8 @@ type Harness struct {
 	kbench  string
 	cluster *Cluster
 	report  *Report
+	// scenario is the one running, for progress lines.
+	scenario string
 }
 
 // Run runs the benchmark and writes the report files.
@@ -175,6 +180,7 @@ func (h *Harness) profile(ctx context.Context) error {
 		return nil
 	}
 	h.cfg.Logger.Info("scenario", "id", "profile")
+	h.at("profile", 0, 0)
 	secs := max(int(h.cfg.Duration/time.Second)-1, 1)
 	for _, pr := range []struct {
 		name string

@@ -117,6 +117,7 @@ func samePlan(spec runSpec) roundPlan {
 func (h *Harness) runRounds(ctx context.Context, sides []string, plan roundPlan) (map[string][]sample, error) {
 	out := make(map[string][]sample)
 	for r := range h.cfg.Rounds {
+		h.at(h.scenario, r+1, h.cfg.Rounds)
 		if plan.before != nil {
 			if err := plan.before(ctx, r); err != nil {
 				return nil, err

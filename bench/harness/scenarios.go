@@ -40,6 +40,7 @@ func (s ScenarioResult) side(name string) (SideResult, bool) {
 // compare runs the plan on every side and builds the scenario's table.
 func (h *Harness) compare(ctx context.Context, id, title, what string, plan roundPlan) (ScenarioResult, error) {
 	h.cfg.Logger.Info("scenario", "id", id)
+	h.at(id, 0, 0)
 	runs, err := h.runRounds(ctx, sideNames, plan)
 	if err != nil {
 		return ScenarioResult{}, fmt.Errorf("scenario %s: %w", id, err)

@@ -41,6 +41,7 @@ func (h *Harness) memoryScenario(ctx context.Context) error {
 		return nil
 	}
 	h.cfg.Logger.Info("scenario", "id", "memory", "conns", h.cfg.IdleConns)
+	h.at("memory", 0, 0)
 	// A relayed connection holds six descriptors (two sockets and, while
 	// each direction waits in splice, two pipes), so the relay gets fewer.
 	relayConns := min(h.cfg.IdleConns, int(h.report.Environment.OpenFileLimit-1000)/6)
@@ -156,6 +157,7 @@ func (h *Harness) convergenceScenario(ctx context.Context) error {
 		return nil
 	}
 	h.cfg.Logger.Info("scenario", "id", "route-convergence")
+	h.at("route-convergence", 0, 0)
 	const topic = "kbench-routes"
 	c := h.cluster
 	l := c.layout
@@ -272,6 +274,7 @@ func (h *Harness) routingBench(ctx context.Context) error {
 		return nil
 	}
 	h.cfg.Logger.Info("scenario", "id", "routing-lookup")
+	h.at("routing-lookup", 0, 0)
 	args := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-benchtime", "1s"}, goBenchPackages...)
 	h.report.RoutingCommand = "go test -run '^$' " + strings.Join(args[3:], " ")
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)

@@ -26,6 +26,7 @@ import (
 	"github.com/kproxy/kproxy/integration/chaos/history"
 	"github.com/kproxy/kproxy/integration/chaos/nemesis"
 	"github.com/kproxy/kproxy/integration/chaos/workload"
+	"github.com/kproxy/kproxy/internal/progress"
 )
 
 // Options configure a run. Zero values take the defaults in brackets.
@@ -53,6 +54,8 @@ type Options struct {
 	KeepData bool
 
 	Logger *slog.Logger // progress; the run's own log file gets everything too
+	// Progress gets a line per phase and fault cycle (nil: none).
+	Progress *progress.Printer
 }
 
 func (o Options) withDefaults() Options {
@@ -159,6 +162,7 @@ func (r *runner) run(ctx context.Context) error {
 	defer r.rec.Flush()
 
 	r.log.Info("starting cluster", "dir", r.dir, "disable_fencing", r.opt.DisableFencing)
+	r.at("start cluster", 0, 0)
 	cl, err := cluster.Start(ctx, cluster.Config{
 		Dir: r.dir, Kproxy: bin.Kproxy, EtcdMember: bin.EtcdMember, LeaseTTL: r.opt.LeaseTTL,
 		Partitions: r.opt.Partitions, DisableFencing: r.opt.DisableFencing, BrokerArgs: r.opt.BrokerArgs,
@@ -193,6 +197,7 @@ func (r *runner) drive(ctx context.Context, cl *cluster.Cluster) error {
 	}
 	defer w.Stop()
 	r.log.Info("workload running", "workload", w.String())
+	r.at("workload", 0, 0)
 	if err := sleep(ctx, 3*time.Second); err != nil { // let every partition get an owner first
 		return err
 	}
@@ -201,6 +206,9 @@ func (r *runner) drive(ctx context.Context, cl *cluster.Cluster) error {
 		Cluster: cl, Recorder: r.rec, Topic: topic, Partitions: r.opt.Partitions, Kinds: r.opt.Faults,
 		IntervalMin: r.opt.IntervalMin, IntervalMax: r.opt.IntervalMax, LeaseTTL: r.opt.LeaseTTL,
 		Seed: r.opt.Seed, Logger: r.log,
+		Progress: func(cycle int, kind nemesis.Kind, left time.Duration) {
+			r.at("faults: "+string(kind), cycle, left)
+		},
 	})
 	if err != nil {
 		return err
@@ -220,6 +228,7 @@ func (r *runner) finish(ctx context.Context, cl *cluster.Cluster, w *workload.Wo
 	}
 	healed := r.rec.Elapsed()
 	r.log.Info("healed; producing through recovery", "for", 2*r.opt.LeaseTTL)
+	r.at("recovery", 0, 0)
 	if err := sleep(ctx, 2*r.opt.LeaseTTL); err != nil {
 		return err
 	}
@@ -230,6 +239,7 @@ func (r *runner) finish(ctx context.Context, cl *cluster.Cluster, w *workload.Wo
 	if err := sleep(ctx, 2*r.opt.LeaseTTL+time.Second); err != nil {
 		return err
 	}
+	r.at("final read and check", 0, 0)
 	ferr := workload.FinalRead(ctx, r.rec, cl.ProxyAddrs(), topic, r.opt.Partitions, 60*time.Second)
 	if ferr != nil {
 		r.log.Warn("final read incomplete", "err", ferr) // the checker reports it as an anomaly

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/harness"
+	"github.com/kproxy/kproxy/internal/progress"
 )
 
 func main() {
@@ -51,6 +52,7 @@ func main() {
 	cfg.ProxyFlags = strings.Fields(proxyFlags)
 	cfg.Command = reproduceCommand()
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.Progress = progress.New(os.Stdout, "bench", 10*time.Second, nil)
 	if cfg.Rounds < 1 || cfg.Duration <= 0 {
 		fmt.Fprintln(os.Stderr, "benchrun: -rounds must be >= 1 and -duration positive")
 		os.Exit(2)

@@ -63,6 +63,9 @@ type Config struct {
 	LeaseTTL time.Duration
 	Seed     uint64
 	Logger   *slog.Logger
+	// Progress, if set, is told each cycle's number (from 1), its fault and
+	// the fault time left.
+	Progress func(cycle int, kind Kind, left time.Duration)
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -118,6 +121,9 @@ func (n *Nemesis) Run(ctx context.Context, d time.Duration) map[Kind]int {
 		cycle := n.between(n.cfg.IntervalMin, n.cfg.IntervalMax)
 		end := time.Now().Add(cycle)
 		kind := n.cfg.Kinds[i%len(n.cfg.Kinds)]
+		if n.cfg.Progress != nil {
+			n.cfg.Progress(i+1, kind, time.Until(stop))
+		}
 		if err := n.inject(ctx, kind); err != nil {
 			n.log.Warn("fault not injected", "fault", kind, "err", err)
 		} else {

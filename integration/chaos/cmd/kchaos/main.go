@@ -20,6 +20,7 @@ import (
 	"github.com/kproxy/kproxy/integration/chaos"
 	"github.com/kproxy/kproxy/integration/chaos/nemesis"
 	"github.com/kproxy/kproxy/integration/chaos/workload"
+	"github.com/kproxy/kproxy/internal/progress"
 )
 
 func main() {
@@ -72,6 +73,7 @@ func run() int {
 		level = slog.LevelInfo
 	}
 	opt.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	opt.Progress = progress.New(os.Stdout, "chaos", 10*time.Second, nil)
 
 	if docsOnly {
 		if err := chaos.WriteDocs(docs, opt.Results, nil, nil); err != nil {
