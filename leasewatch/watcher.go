@@ -110,11 +110,11 @@ func (w *Watcher) registerMetrics() error {
 		Help: "Partitions with an owner in the routing table.",
 	}, func() float64 { return float64(w.cfg.Table.Len()) })
 	// Every kind and reason at 0 from the start, so that rates have a series.
-	for k := layout.KindUnknown; k <= layout.KindSegment; k++ {
+	for k := layout.KindUnknown; k <= layout.KindCoordinatorEpoch; k++ {
 		w.events.WithLabelValues(kindName(k))
 		w.bad.WithLabelValues(kindName(k))
 	}
-	for _, r := range []string{ReasonCompacted, ReasonWatchClosed, ReasonCanceled, ReasonStalled, ReasonListFailed} {
+	for _, r := range []string{mirror.ReasonCompacted, mirror.ReasonWatchClosed, mirror.ReasonCanceled, mirror.ReasonStalled, mirror.ReasonListFailed} {
 		w.resyncs.WithLabelValues(r)
 	}
 	if w.cfg.Registerer == nil {
