@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
+	"github.com/kproxy/kproxy/internal/devcluster/devtest"
 )
 
 // chromium finds a headless-capable Chromium: $KPROXY_CHROMIUM, or Debian's
@@ -93,7 +94,7 @@ func TestRoutingPageInBrowser(t *testing.T) {
 	}
 	exe := chromium(t)
 	const topic, partitions = "ui", 6
-	c := startCluster(t, devcluster.Config{Brokers: 3, AutoCreateTopics: true, DefaultPartitions: partitions, LeaseTTL: 2 * time.Second})
+	c := devtest.Start(t, devcluster.Config{Brokers: 3, AutoCreateTopics: true, DefaultPartitions: partitions, LeaseTTL: 2 * time.Second})
 	// Brokers take partitions as they are used: write to each one.
 	cl := newClient(t, c.ProxyAddrs()[0], kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()))

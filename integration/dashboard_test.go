@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
+	"github.com/kproxy/kproxy/internal/devcluster/devtest"
 )
 
 const dashboardPath = "../deploy/grafana/kproxy.json"
@@ -69,7 +70,7 @@ func TestDashboardMetricsExported(t *testing.T) {
 	if len(names) < 15 {
 		t.Fatalf("only %d metrics found in %s: the query parser missed them", len(names), dashboardPath)
 	}
-	c := startCluster(t, devcluster.Config{Brokers: 2, AutoCreateTopics: true, DefaultPartitions: 3})
+	c := devtest.Start(t, devcluster.Config{Brokers: 2, AutoCreateTopics: true, DefaultPartitions: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const topic, records = "dash", 30
