@@ -224,7 +224,7 @@ func newServer(cfg Config, ln, adminLn net.Listener, d deps) *Server {
 	}
 	s.connCtx, s.cancelConn = context.WithCancelCause(context.Background())
 	s.ui = adminui.New(adminui.Config{
-		Table: d.routes, Gatherer: cfg.Registry, State: func() any { return s.readiness() },
+		Table: d.routes, Gatherer: cfg.Registry, State: s.readiness,
 		Logger: cfg.Logger.With("component", "adminui"),
 	})
 	s.http = &http.Server{

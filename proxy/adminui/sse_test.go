@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kproxy/kproxy/proxy/adminapi"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -87,7 +88,7 @@ func TestEventsFollowTheTable(t *testing.T) {
 	reqs.WithLabelValues("Produce").Add(5)
 	reqs.WithLabelValues("Fetch") // exported at zero: not listed
 	u := New(Config{Table: tb, Gatherer: reg, Throttle: 10 * time.Millisecond, Tick: 50 * time.Millisecond,
-		State: func() any { return map[string]bool{"ready": true} }})
+		State: func() adminapi.Readiness { return adminapi.Readiness{Ready: true, Revision: 7} }})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { u.Run(ctx) })
@@ -116,7 +117,8 @@ func TestEventsFollowTheTable(t *testing.T) {
 	events := sseReader{bufio.NewScanner(resp.Body)}
 	name, data, err := events.next()
 	var ov Overview
-	if err != nil || name != "overview" || json.Unmarshal([]byte(data), &ov) != nil || len(ov.Brokers) != 2 || ov.Partitions != 2 {
+	if err != nil || name != "overview" || json.Unmarshal([]byte(data), &ov) != nil || len(ov.Brokers) != 2 || ov.Partitions != 2 ||
+		!ov.State.Ready || ov.State.Revision != 7 {
 		t.Fatalf("first event %q %s (%v)", name, data, err)
 	}
 	tb.SetOwner("orders", 0, 2)

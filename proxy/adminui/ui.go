@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kproxy/kproxy/proxy/adminapi"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -35,9 +36,8 @@ var static embed.FS
 type Config struct {
 	Table    *routing.Table
 	Gatherer prometheus.Gatherer // rates; nil: none
-	// State returns the proxy's own state, shown as it is (the proxy passes
-	// its /readyz body).
-	State  func() any
+	// State returns the proxy's own state: its /readyz body.
+	State  func() adminapi.Readiness
 	Logger *slog.Logger
 	Now    func() time.Time
 
@@ -70,7 +70,7 @@ func New(cfg Config) *UI {
 		cfg.Now = time.Now
 	}
 	if cfg.State == nil {
-		cfg.State = func() any { return struct{}{} }
+		cfg.State = func() adminapi.Readiness { return adminapi.Readiness{} }
 	}
 	setDefault(&cfg.Throttle, 250*time.Millisecond)
 	setDefault(&cfg.Tick, time.Second)
@@ -134,15 +134,15 @@ func (u *UI) current() *view { return u.view.Load() }
 // Overview is the event-stream message that carries everything but the
 // paged lists.
 type Overview struct {
-	Version    uint64      `json:"version"` // changes whenever the table was read anew
-	At         time.Time   `json:"at"`
-	State      any         `json:"state"`
-	Brokers    []BrokerRow `json:"brokers"`
-	Topics     int         `json:"topics"`
-	Partitions int         `json:"partitions"`
-	Groups     int         `json:"groups"`
-	Recent     []Change    `json:"recent"` // newest first
-	Rates      *Rates      `json:"rates"`
+	Version    uint64             `json:"version"` // changes whenever the table was read anew
+	At         time.Time          `json:"at"`
+	State      adminapi.Readiness `json:"state"`
+	Brokers    []BrokerRow        `json:"brokers"`
+	Topics     int                `json:"topics"`
+	Partitions int                `json:"partitions"`
+	Groups     int                `json:"groups"`
+	Recent     []Change           `json:"recent"` // newest first
+	Rates      *Rates             `json:"rates"`
 }
 
 func (u *UI) overview() Overview {
