@@ -25,22 +25,33 @@ const (
 	chartDir = "../helm/kproxy"
 )
 
-// serveHelp builds kproxy from the repository root (the product module,
-// not this one) and returns the flag names `kproxy serve --help` lists.
-var serveHelp = sync.OnceValues(func() (map[string]bool, error) {
+// kproxyBin is kproxy built from the repository root (the product module,
+// not this one) by TestMain.
+var kproxyBin string
+
+func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "kproxy-check-")
 	if err != nil {
-		return nil, err
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "kproxy")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/kproxy")
+	kproxyBin = filepath.Join(dir, "kproxy")
+	build := exec.Command("go", "build", "-o", kproxyBin, "./cmd/kproxy")
 	build.Dir = repoRoot
 	build.Env = append(os.Environ(), "GOWORK=off")
 	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("build kproxy: %v\n%s", err, out)
+		fmt.Fprintf(os.Stderr, "build kproxy: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
 	}
-	out, err := exec.Command(bin, "serve", "--help").CombinedOutput()
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// serveHelp returns the flag names `kproxy serve --help` lists.
+var serveHelp = sync.OnceValues(func() (map[string]bool, error) {
+	out, err := exec.Command(kproxyBin, "serve", "--help").CombinedOutput()
 	if err != nil {
 		return nil, fmt.Errorf("kproxy serve --help: %v\n%s", err, out)
 	}

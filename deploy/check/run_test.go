@@ -1,0 +1,136 @@
+package check
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRenderedConfigServes runs the container's command line, with the
+// rendered config file, against a local etcd (kproxy's own `kproxy etcd`):
+// only the addresses are changed to 127.0.0.1. The proxy must load the file
+// (every key known, every value of the right type), reach etcd and serve
+// its probes.
+func TestRenderedConfigServes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs kproxy")
+	}
+	_, o := render(t, "")
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfgFile, []byte(o.configMaps[0].Data["config.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	etcdAddr := freeAddr(t)
+	_ = start(t, kproxyBin, "etcd", "--listen-client", etcdAddr, "--data-dir", filepath.Join(dir, "etcd"))
+	waitTCP(t, etcdAddr)
+
+	admin := freeAddr(t)
+	var args []string
+	for _, a := range o.deployments[0].Spec.Template.Spec.Containers[0].Args {
+		name, _, _ := strings.Cut(a, "=")
+		switch name {
+		case "--config":
+			a = "--config=" + cfgFile
+		case "--listen":
+			a = "--listen=" + freeAddr(t)
+		case "--admin":
+			a = "--admin=" + admin
+		}
+		args = append(args, a)
+	}
+	// A flag outranks the file: only the etcd address is local.
+	args = append(args, "--etcd-endpoints=http://"+etcdAddr)
+	exited := start(t, kproxyBin, args...)
+
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		body, code := get("http://" + admin + "/readyz")
+		// No brokers: not ready, but the routing watch synced from etcd.
+		if code == http.StatusServiceUnavailable && strings.Contains(body, `"synced": true`) {
+			break
+		}
+		select {
+		case <-exited:
+			t.Fatal("kproxy with the rendered config exited")
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("kproxy with the rendered config: /readyz = %d %s after 30s", code, body)
+		}
+	}
+	if body, code := get("http://" + admin + "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz = %d %s", code, body)
+	}
+}
+
+// start runs a process until the test ends (interrupted, then killed after
+// 10s); its output goes to the test log if the test fails. The channel is
+// closed when the process exits.
+func start(t *testing.T, bin string, args ...string) <-chan struct{} {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		if t.Failed() {
+			t.Logf("%s %s:\n%s", filepath.Base(bin), strings.Join(args, " "), out.String())
+		}
+	})
+	return done
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitTCP(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on %s after 20s: %v", addr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func get(url string) (string, int) {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return err.Error(), 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b), resp.StatusCode
+}
