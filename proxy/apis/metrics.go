@@ -58,7 +58,9 @@ func (m *metrics) zero() {
 			}
 		}
 		m.retries.WithLabelValues(name, reason(0, retry.ErrNotSent))
-		if readOnly(key) {
+		// A lost answer is retried where a maybe-processed attempt may be
+		// repeated, as the split engine decides it.
+		if retry.Classify(key, kerr.RequestTimedOut.Code) == retry.Definite {
 			m.retries.WithLabelValues(name, reason(0, errTransport))
 		}
 	}
