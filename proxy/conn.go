@@ -37,16 +37,21 @@ type clientConn struct {
 	closeOnce sync.Once
 	calls     sync.WaitGroup // per-request goroutines
 
+	info *apis.ConnInfo // listener and principal, in ctx for the dispatcher
+	ln   *boundListener
+	gate authGate // authentication (listener_auth.go)
+
 	clientID  []byte // the last client id seen, to reuse its *string
 	clientPtr *string
 	sizeBuf   [4]byte
 }
 
-func newClientConn(s *Server, id uint64, nc net.Conn) *clientConn {
+func newClientConn(s *Server, id uint64, nc net.Conn, bl *boundListener) *clientConn {
 	ctx, cancel := context.WithCancelCause(s.connCtx)
+	info := apis.NewConnInfo(bl.Name, bl.host, bl.port)
 	return &clientConn{
-		s: s, id: id, nc: nc, ctx: ctx, cancel: cancel,
-		log: s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
+		s: s, id: id, nc: bl.wrap(nc), ctx: apis.WithConnInfo(ctx, info), cancel: cancel, info: info, ln: bl,
+		log: s.log.With("conn", id, "remote", nc.RemoteAddr().String(), "listener", bl.Name),
 		seq: newSequencer(s.cfg.MaxInFlightPerConn),
 	}
 }
@@ -54,6 +59,10 @@ func newClientConn(s *Server, id uint64, nc net.Conn) *clientConn {
 // serve runs the connection until it is closed; it returns once every
 // goroutine of the connection has ended.
 func (c *clientConn) serve() {
+	defer c.closeSecurity()
+	if !c.secure() {
+		return
+	}
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -98,6 +107,10 @@ func (c *clientConn) readLoop() {
 			return
 		}
 		if err := c.readOne(br, t); err != nil {
+			if errors.Is(err, errLastRequest) { // its answer goes out, then the close
+				c.seq.closeInput(0, false)
+				return
+			}
 			c.endRead(err) // first: a bad frame's reason is logged before the close is visible
 			c.seq.closeInput(t, true)
 			return
@@ -110,7 +123,10 @@ func (c *clientConn) readLoop() {
 // away or a broken socket closes the connection at once.
 func (c *clientConn) endRead(err error) {
 	var bad *badFrameError
+	var denied *authError
 	switch {
+	case errors.As(err, &denied):
+		c.reject(denied.reason, denied.err)
 	case c.draining.Load() && errors.Is(err, os.ErrDeadlineExceeded):
 		c.log.Debug("client connection draining")
 	case errors.As(err, &bad):
@@ -142,8 +158,8 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	}
 	start := time.Now()
 	n := int32(binary.BigEndian.Uint32(c.sizeBuf[:]))
-	if n < 0 || n > c.s.cfg.MaxFrameBytes {
-		return &badFrameError{key: -1, err: fmt.Errorf("frame of %d bytes (max %d)", n, c.s.cfg.MaxFrameBytes)}
+	if limit := c.frameLimit(); n < 0 || n > limit {
+		return &badFrameError{key: -1, err: fmt.Errorf("frame of %d bytes (max %d)", n, limit)}
 	}
 	buf := c.s.bufs.Get(int(n))
 	frame := (*buf)[:n]
@@ -152,6 +168,10 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 		return err
 	}
 	c.s.m.bytesIn.Add(float64(4 + n))
+	if c.gate.sess != nil && c.gate.sess.RawNext() {
+		cl, last := c.rawToken(frame)
+		return c.begun(t, reqHeader{key: keySaslAuthenticate, raw: true}, cl, last, start, buf)
+	}
 	h, err := parseHeader(frame, c.s.flex)
 	if err != nil {
 		c.s.bufs.Put(buf)
@@ -162,12 +182,32 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	if !h.known {
 		c.s.m.fail(h.key, codeUnsupported)
 	}
-	call := c.s.d.disp.Begin(c.ctx, c.id, apis.Header{
-		Key: h.key, Version: h.version, CorrelationID: h.corr, ClientID: c.internClientID(&h),
-	}, frame[h.bodyOff:])
+	cl, last, err := c.gateRequest(&h, frame[h.bodyOff:])
+	if err != nil {
+		c.s.bufs.Put(buf)
+		return err
+	}
+	if cl == nil {
+		cl = c.s.d.disp.Begin(c.ctx, c.id, apis.Header{
+			Key: h.key, Version: h.version, CorrelationID: h.corr, ClientID: c.internClientID(&h),
+		}, frame[h.bodyOff:])
+	}
 	h.clientID = nil // aliases frame
 	c.calls.Add(1)
-	go c.finish(t, h, call, am, start, buf)
+	go c.finish(t, h, cl, am, start, buf)
+	if last {
+		return errLastRequest
+	}
+	return nil
+}
+
+// begun finishes a call answered by the connection itself.
+func (c *clientConn) begun(t uint64, h reqHeader, cl call, last bool, start time.Time, buf *[]byte) error {
+	c.calls.Add(1)
+	go c.finish(t, h, cl, c.s.m.api(h.key), start, buf)
+	if last {
+		return errLastRequest
+	}
 	return nil
 }
 

@@ -124,12 +124,15 @@ func startServer(t testing.TB, cfg Config, d dispatcher) *testServer {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	cfg.setDefaults()
-	ln, adminLn, err := listen(context.Background(), cfg)
+	if err := cfg.setListeners(); err != nil {
+		t.Fatal(err)
+	}
+	lns, adminLn, err := listen(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := &testServer{routes: routing.NewTable(), done: make(chan error, 1), reg: cfg.Registry}
-	ts.Server = newServer(cfg, ln, adminLn, deps{
+	ts.Server = newServer(cfg, lns, adminLn, deps{
 		disp: d, routes: ts.routes,
 		status: func() leasewatch.Status {
 			return leasewatch.Status{Synced: ts.synced.Load(), Age: time.Second}

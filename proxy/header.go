@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"encoding/binary"
+
 	"github.com/kproxy/kproxy/internal/kwire"
 )
 
@@ -15,6 +17,7 @@ type reqHeader struct {
 	nullClientID bool
 	flexible     bool // the request (and so its response) uses flexible headers
 	known        bool // kmsg knows this key and version
+	raw          bool // a raw SASL token (after SaslHandshake v0): the response has no header
 	bodyOff      int
 }
 
@@ -38,6 +41,11 @@ func parseHeader(frame []byte, flex kwire.FlexTable) (reqHeader, error) {
 // bodyLen bytes long.
 func responseHeader(h *reqHeader, bodyLen int) response {
 	var r response
+	if h.raw { // a raw SASL token's answer: only its size
+		binary.BigEndian.PutUint32(r.hdr[:], uint32(bodyLen))
+		r.hlen = 4
+		return r
+	}
 	r.hlen = uint8(kwire.PutResponseHeader(&r.hdr, h.corr, kwire.ResponseHeaderFlexible(h.key, h.flexible), bodyLen))
 	return r
 }

@@ -7,6 +7,10 @@
 //
 // A malformed, oversize or unknown request closes only the connection it
 // came on, with a logged reason; other clients never wait for it.
+//
+// Clients come in on Kafka-style listeners (PLAINTEXT, SSL, SASL_PLAINTEXT,
+// SASL_SSL; listener*.go): TLS and SASL end here, and each connection's
+// listener and principal travel to the dispatcher in its context.
 package proxy
 
 import (
@@ -36,7 +40,12 @@ import (
 
 // Config configures a Server. Zero values take the documented defaults.
 type Config struct {
-	Listen      string // Kafka listener, host:port
+	Listen string // Kafka listener, host:port (a PLAINTEXT listener when Listeners is empty)
+	// Listeners, if set, replace Listen and Advertise: each is bound and
+	// advertised to the clients that come in on it (listener.go).
+	Listeners []Listener
+	// Security configures authentication on the listeners (security.go).
+	Security    Security
 	AdminListen string // admin HTTP listener, host:port
 	// Advertise is the host:port clients see, the same on every replica
 	// (default: the bound Kafka listener address).
@@ -119,9 +128,11 @@ type Server struct {
 	bufs kwire.BufPool
 	d    deps
 
-	ln, adminLn net.Listener
-	http        *http.Server
-	ui          *adminui.UI // the routing page
+	lns     []*boundListener // Kafka listeners, in Config.Listeners order
+	sec     *security        // authentication state shared by connections; nil: none
+	adminLn net.Listener
+	http    *http.Server
+	ui      *adminui.UI // the routing page
 
 	connCtx    context.Context // parent of every client connection's context
 	cancelConn context.CancelCauseFunc
@@ -139,39 +150,49 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, errors.New("proxy: Config.Etcd is required")
 	}
 	cfg.setDefaults()
-	ln, adminLn, err := listen(ctx, cfg)
+	if err := cfg.setListeners(); err != nil {
+		return nil, err
+	}
+	lns, adminLn, err := listen(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	d, err := wire(cfg, ln.Addr().String())
-	if err != nil {
-		ln.Close()
+	closeAll := func() {
+		closeListeners(lns)
 		adminLn.Close()
+	}
+	sec, err := wireSecurity(cfg)
+	if err != nil {
+		closeAll()
 		return nil, err
 	}
-	return newServer(cfg, ln, adminLn, d), nil
+	d, err := wire(cfg, lns[0].advertise(), sec.admin)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	s := newServer(cfg, lns, adminLn, d)
+	s.sec = sec
+	return s, nil
 }
 
-func listen(ctx context.Context, cfg Config) (net.Listener, net.Listener, error) {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+func listen(ctx context.Context, cfg Config) ([]*boundListener, net.Listener, error) {
+	lns, err := bindListeners(ctx, cfg.Listeners)
 	if err != nil {
-		return nil, nil, fmt.Errorf("listen for clients on %q: %w", cfg.Listen, err)
+		return nil, nil, err
 	}
+	var lc net.ListenConfig
 	adminLn, err := lc.Listen(ctx, "tcp", cfg.AdminListen)
 	if err != nil {
-		ln.Close()
+		closeListeners(lns)
 		return nil, nil, fmt.Errorf("listen for admin http on %q: %w", cfg.AdminListen, err)
 	}
-	return ln, adminLn, nil
+	return lns, adminLn, nil
 }
 
 // wire builds the production dependencies.
-func wire(cfg Config, bound string) (deps, error) {
-	advertise := cfg.Advertise
-	if advertise == "" {
-		advertise = bound
-	}
+func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
+	advertise := bound // the first listener's: for requests without a listener
 	host, portStr, err := net.SplitHostPort(advertise)
 	if err != nil {
 		return deps{}, fmt.Errorf("proxy: advertise address %q: %w", advertise, err)
@@ -200,7 +221,7 @@ func wire(cfg Config, bound string) (deps, error) {
 	disp, err := apis.New(apis.Config{
 		Routes: routes, Sender: pool,
 		NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port), ClusterID: cfg.ClusterID,
-		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions,
+		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions, SCRAM: scram,
 		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry,
 		// Each replica jitters its retries differently, or replicas retrying
 		// the same failed broker would move in lockstep.
@@ -217,10 +238,10 @@ func wire(cfg Config, bound string) (deps, error) {
 	}, nil
 }
 
-func newServer(cfg Config, ln, adminLn net.Listener, d deps) *Server {
+func newServer(cfg Config, lns []*boundListener, adminLn net.Listener, d deps) *Server {
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registry), flex: kwire.NewFlexTable(), d: d,
-		ln: ln, adminLn: adminLn, conns: make(map[*clientConn]struct{}),
+		lns: lns, adminLn: adminLn, conns: make(map[*clientConn]struct{}),
 	}
 	s.connCtx, s.cancelConn = context.WithCancelCause(context.Background())
 	s.ui = adminui.New(adminui.Config{
@@ -236,8 +257,8 @@ func newServer(cfg Config, ln, adminLn net.Listener, d deps) *Server {
 	return s
 }
 
-// Addr is the bound Kafka listener address.
-func (s *Server) Addr() string { return s.ln.Addr().String() }
+// Addr is the bound address of the first Kafka listener.
+func (s *Server) Addr() string { return s.lns[0].ln.Addr().String() }
 
 // AdminAddr is the bound admin HTTP address.
 func (s *Server) AdminAddr() string { return s.adminLn.Addr().String() }
@@ -249,7 +270,7 @@ func (s *Server) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
 	var bgWG sync.WaitGroup
-	errc := make(chan error, 4)
+	errc := make(chan error, 4+len(s.lns))
 	bgWG.Go(func() {
 		if err := s.d.watch(bg); err != nil && bg.Err() == nil {
 			errc <- fmt.Errorf("routing watch: %w", err)
@@ -262,13 +283,21 @@ func (s *Server) Run(ctx context.Context) error {
 			errc <- fmt.Errorf("admin http: %w", err)
 		}
 	})
-	acceptDone := make(chan struct{})
-	go func() {
-		defer close(acceptDone)
-		if err := s.acceptLoop(); err != nil {
-			errc <- err
-		}
-	}()
+	var acceptWG sync.WaitGroup
+	for _, bl := range s.lns {
+		acceptWG.Go(func() {
+			if err := s.acceptLoop(bl); err != nil {
+				errc <- err
+			}
+		})
+	}
+	if s.sec != nil {
+		bgWG.Go(func() {
+			if err := s.sec.run(bg); err != nil && bg.Err() == nil {
+				errc <- fmt.Errorf("security: %w", err)
+			}
+		})
+	}
 
 	var runErr error
 	select {
@@ -277,7 +306,7 @@ func (s *Server) Run(ctx context.Context) error {
 		s.log.Error("proxy failing", "err", runErr)
 	}
 	s.drain()
-	<-acceptDone
+	acceptWG.Wait()
 
 	hctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
@@ -303,10 +332,10 @@ func (s *Server) pruneLoop(ctx context.Context) {
 	}
 }
 
-func (s *Server) acceptLoop() error {
+func (s *Server) acceptLoop(bl *boundListener) error {
 	var backoff time.Duration
 	for {
-		nc, err := s.ln.Accept()
+		nc, err := bl.ln.Accept()
 		if err != nil {
 			if s.draining.Load() || errors.Is(err, net.ErrClosed) {
 				return nil
@@ -318,12 +347,12 @@ func (s *Server) acceptLoop() error {
 			continue
 		}
 		backoff = 0
-		s.startConn(nc)
+		s.startConn(nc, bl)
 	}
 }
 
-func (s *Server) startConn(nc net.Conn) {
-	c := newClientConn(s, s.nextID.Add(1), nc)
+func (s *Server) startConn(nc net.Conn, bl *boundListener) {
+	c := newClientConn(s, s.nextID.Add(1), nc, bl)
 	s.mu.Lock()
 	if s.draining.Load() {
 		s.mu.Unlock()
@@ -359,7 +388,7 @@ func (s *Server) drain() {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
-	s.ln.Close()
+	closeListeners(s.lns)
 	for _, c := range conns {
 		c.drain()
 	}

@@ -111,7 +111,10 @@ func topicFlags() []cli.Flag {
 
 // commandWithConfig builds a long-running command whose flags are the given
 // ones plus topic, etcd and log flags, all settable from --config.
-func commandWithConfig(name, usage string, own []cli.Flag, action cli.ActionFunc) *cli.Command {
+func commandWithConfig(name, usage string, own []cli.Flag, action cli.ActionFunc, more ...[]cli.Flag) *cli.Command {
+	for _, m := range more {
+		own = append(own, m...)
+	}
 	flags := append(own, topicFlags()...)
 	flags = append(flags, etcdFlags()...)
 	flags, before := withConfigFile(append(flags, logFlags()...))

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
+	"github.com/kproxy/kproxy/proxy"
 )
 
 func devCommand() *cli.Command {
@@ -22,6 +24,8 @@ func devCommand() *cli.Command {
 			durationFlag("lease-ttl", 10*time.Second, "brokers' etcd lease TTL"),
 			intFlag("default-partitions", 3, "partitions of an auto-created topic"),
 			boolFlag("auto-create-topics", true, "create unknown topics on first use"),
+			boolFlag("secure", false, "also serve SASL_SSL (SCRAM) with a throwaway CA and an admin user; writes ca.pem and client.properties into the data dir"),
+			stringFlag("secure-listen", "127.0.0.1:9093", "SASL_SSL address with --secure"),
 		}, logFlags()...),
 		Action: runDev,
 	}
@@ -39,7 +43,14 @@ func runDev(c *cli.Context) error {
 			brokerListen = append(brokerListen, fmt.Sprintf("127.0.0.1:%d", base+i))
 		}
 	}
-	cl, err := devcluster.Start(c.Context, devcluster.Config{
+	var secure *devSecure
+	if c.Bool("secure") {
+		if secure, err = newDevSecure(c.String("data-dir"), c.String("secure-listen")); err != nil {
+			return err
+		}
+		defer secure.cleanup()
+	}
+	dcfg := devcluster.Config{
 		Brokers:           n,
 		Proxies:           1,
 		ProxyListen:       []string{c.String("listen")},
@@ -50,17 +61,30 @@ func runDev(c *cli.Context) error {
 		AutoCreateTopics:  c.Bool("auto-create-topics"),
 		DataDir:           c.String("data-dir"),
 		Logger:            logger,
-	})
+	}
+	if secure != nil {
+		dcfg.ProxyConfig = secure.configure
+	}
+	cl, err := devcluster.Start(c.Context, dcfg)
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
+	if secure != nil {
+		if err := secure.addAdmin(c.Context, cl.Client()); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintf(c.App.Writer, "kproxy dev cluster is up\n  bootstrap: %s\n  admin:     http://%s\n  etcd:      %s\n",
 		cl.ProxyAddrs()[0], cl.AdminAddrs()[0], cl.EtcdEndpoint)
 	for _, id := range cl.BrokerIDs() {
 		fmt.Fprintf(c.App.Writer, "  broker %d:  %s\n", id, cl.BrokerAddr(id))
 	}
 	fmt.Fprintf(c.App.Writer, "try: kcat -b %s -L    (Ctrl-C stops everything)\n", cl.ProxyAddrs()[0])
+	if secure != nil {
+		fmt.Fprintf(c.App.Writer, "  SASL_SSL:  %s (user %s, password in %s)\n", cl.Proxy(0).ListenerAddr(string(proxy.SASLSSL)), devAdmin, filepath.Join(secure.dir, "client.properties"))
+		fmt.Fprintf(c.App.Writer, "kcat -F %s -b %s -L\n", filepath.Join(secure.dir, "client.properties"), cl.Proxy(0).ListenerAddr(string(proxy.SASLSSL)))
+	}
 	err = cl.Wait(c.Context)
 	fmt.Fprintln(c.App.Writer, "stopping")
 	return err

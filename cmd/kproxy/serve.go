@@ -23,7 +23,7 @@ func serveCommand() *cli.Command {
 		intFlag("upstream-conns", 4, "multiplexed connections per broker, shared by all clients"),
 		durationFlag("drain-timeout", 10*time.Second, "how long shutdown waits for in-flight requests"),
 		boolFlag("pprof", false, "serve /debug/pprof on the admin address"),
-	}, runServe)
+	}, runServe, listenerFlags(), securityFlags(), saslFlags())
 }
 
 func runServe(c *cli.Context) error {
@@ -43,9 +43,35 @@ func runServe(c *cli.Context) error {
 	if _, _, err := splitHostPort(advertise); err != nil {
 		return fmt.Errorf("--advertise: %w", err)
 	}
+	listeners, err := listenersFromFlags(c)
+	if err != nil {
+		return err
+	}
+	if listeners, err = withTLS(c, listeners); err != nil {
+		return err
+	}
+	sec, err := securityFromFlags(c, logger)
+	if err != nil {
+		return err
+	}
+	if f := c.String("super-user-credentials-file"); f != "" {
+		if len(sec.SuperUsers) == 0 {
+			return fmt.Errorf("--super-user-credentials-file needs --super-users")
+		}
+		name := sec.SuperUsers[0].Name
+		added, err := bootstrapSuperUser(c.Context, cli, layout.New(c.String("etcd-prefix")), name, f)
+		if err != nil {
+			return err
+		}
+		if added {
+			logger.Info("super user credentials created", "user", name)
+		}
+	}
 	reg := newRegistry()
 	srv, err := proxy.New(c.Context, proxy.Config{
 		Listen:                 c.String("listen"),
+		Listeners:              listeners,
+		Security:               sec,
 		AdminListen:            c.String("admin"),
 		Advertise:              advertise,
 		NodeID:                 int32(c.Int("node-id")),

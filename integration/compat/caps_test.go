@@ -36,6 +36,7 @@ func clientCapabilities(d driver) []capability {
 			return h.compression(t, c)
 		}})
 	}
+	caps = append(caps, capability{capSASL, (*harness).sasl})
 	return append(caps, capability{capFailover, (*harness).failover})
 }
 

@@ -80,6 +80,10 @@ type driver interface {
 	// the beginning and commits nothing; otherwise it is a member of group
 	// that starts from the beginning when the group has no committed offset.
 	consume(ctx context.Context, bootstrap []string, topic, group string) (stream, error)
+	// saslRoundTrip produces n records to topic over st's SASL_SSL listener
+	// with SCRAM-SHA-512, then reads them back as a member of a group and
+	// commits.
+	saslRoundTrip(ctx context.Context, st secureTarget, topic string, n int) error
 }
 
 // errNotSupported marks a capability the client does not have.

@@ -35,6 +35,7 @@ func capabilities() []string {
 	for _, c := range allCodecs {
 		caps = append(caps, capCodec(c))
 	}
+	caps = append(caps, capSASL)
 	return append(caps, capFailover)
 }
 
@@ -168,6 +169,8 @@ func capabilityDoc(c string) string {
 		return "two members of one group share the partitions (both receive records) and commit; after both stop and more records are produced, a restarted member resumes from the committed offsets: every new record, no old one."
 	case capIdempotent:
 		return "the client's idempotent producer; records are stored exactly once and in order, and the stored batches carry a producer id and gap-free sequence numbers."
+	case capSASL:
+		return "the proxy's SASL_SSL listener (certificate from a CA the client is given, users from etcd): the client authenticates with SCRAM-SHA-512, produces records, and a consumer group member reads them all back and commits."
 	case capFailover:
 		return "while the client produces (default delivery timeouts) and consumes, the broker that owns partition 0 is killed without a graceful release; the producer finishes without an error reaching the application and the consumer sees every acknowledged record."
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
+	"github.com/kproxy/kproxy/proxy"
 )
 
 // compatLeaseTTL is the brokers' lease TTL: how long a killed broker's
@@ -28,28 +29,50 @@ func compatLeaseTTL() time.Duration {
 const defaultLeaseTTL = 10 * time.Second
 
 // devTarget is the real thing: 3 stub brokers behind 1 kproxy, embedded etcd.
-type devTarget struct{ c *devcluster.Cluster }
+// The proxy also serves SASL_SSL (sasl_test.go).
+type devTarget struct {
+	c   *devcluster.Cluster
+	sec *devSecurity
+}
 
 var devclusterKind = targetKind{
 	name: "devcluster",
 	describe: fmt.Sprintf("internal/devcluster: 3 stub brokers behind 1 kproxy, embedded etcd, in-memory store, lease TTL %s; "+
 		"clients are given only the proxy's address", compatLeaseTTL()),
 	start: func(ctx context.Context, logs io.Writer) (target, error) {
+		sec, err := newDevSecurity()
+		if err != nil {
+			return nil, fmt.Errorf("SASL_SSL listener: %w", err)
+		}
 		c, err := devcluster.Start(ctx, devcluster.Config{
 			Brokers: 3, Proxies: 1, LeaseTTL: compatLeaseTTL(),
 			DefaultPartitions: partitions, AutoCreateTopics: true, StoreMemory: true,
-			Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			Logger:      slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+			ProxyConfig: sec.configure,
 		})
 		if err != nil {
+			sec.close()
 			return nil, fmt.Errorf("start devcluster: %w", err)
 		}
-		return &devTarget{c: c}, nil
+		if err := sec.addUser(ctx, c.Client()); err != nil {
+			c.Close()
+			sec.close()
+			return nil, fmt.Errorf("add the SASL user: %w", err)
+		}
+		return &devTarget{c: c, sec: sec}, nil
 	},
 }
 
 func (d *devTarget) bootstrap() []string  { return d.c.ProxyAddrs() }
 func (d *devTarget) advertised() []string { return d.c.ProxyAddrs() }
-func (d *devTarget) close()               { d.c.Close() }
+func (d *devTarget) close() {
+	d.c.Close()
+	d.sec.close()
+}
+
+func (d *devTarget) secure() *secureTarget {
+	return d.sec.target(d.c.Proxy(0).ListenerAddr(string(proxy.SASLSSL)))
+}
 
 func (d *devTarget) killOwner(ctx context.Context, topic string, p int32) (int32, error) {
 	id, ok, err := d.c.Owner(ctx, topic, p)

@@ -25,6 +25,8 @@ type target interface {
 	// killOwner abruptly stops the broker that owns topic/partition and
 	// returns its id.
 	killOwner(ctx context.Context, topic string, partition int32) (int32, error)
+	// secure is the target's SASL_SSL listener, or nil.
+	secure() *secureTarget
 	close()
 }
 
@@ -67,9 +69,10 @@ var kfakeKind = targetKind{
 	},
 }
 
-func (k *kfakeTarget) bootstrap() []string  { return k.c.ListenAddrs() }
-func (k *kfakeTarget) advertised() []string { return k.c.ListenAddrs() }
-func (k *kfakeTarget) close()               { k.c.Close() }
+func (k *kfakeTarget) bootstrap() []string   { return k.c.ListenAddrs() }
+func (k *kfakeTarget) advertised() []string  { return k.c.ListenAddrs() }
+func (k *kfakeTarget) close()                { k.c.Close() }
+func (k *kfakeTarget) secure() *secureTarget { return nil }
 
 func (k *kfakeTarget) killOwner(_ context.Context, topic string, p int32) (int32, error) {
 	id := k.c.LeaderFor(topic, p)

@@ -41,6 +41,9 @@ type Config struct {
 	DataDir           string // [temporary, removed by Close]
 	EtcdClientAddr    string // [127.0.0.1:0]
 	Logger            *slog.Logger
+	// ProxyConfig, if set, adjusts proxy i's configuration before it starts
+	// (listeners, security).
+	ProxyConfig func(i int, cfg *proxy.Config)
 }
 
 // Cluster is a running system.
@@ -189,11 +192,15 @@ func (c *Cluster) startBroker(ctx context.Context, id int32, listen string) erro
 }
 
 func (c *Cluster) startProxy(ctx context.Context, listen, admin string) error {
-	s, err := proxy.New(ctx, proxy.Config{
+	pcfg := proxy.Config{
 		Listen: listen, AdminListen: admin, Etcd: c.cli, Layout: c.layout,
 		AutoCreateTopics: c.cfg.AutoCreateTopics, DefaultPartitions: c.cfg.DefaultPartitions,
 		Logger: c.logger.With("proxy", len(c.proxies)), Registry: prometheus.NewRegistry(),
-	})
+	}
+	if c.cfg.ProxyConfig != nil {
+		c.cfg.ProxyConfig(len(c.proxies), &pcfg)
+	}
+	s, err := proxy.New(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("start proxy %d: %w", len(c.proxies), err)
 	}
@@ -216,6 +223,13 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Proxy is proxy i, in start order.
+func (c *Cluster) Proxy(i int) *proxy.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proxies[i].s
 }
 
 // ProxyAddrs are the proxies' client addresses, in start order.

@@ -39,6 +39,9 @@ type Config struct {
 	// allows it) with DefaultPartitions partitions (default 1).
 	AutoCreateTopics  bool
 	DefaultPartitions int32
+	// SCRAM answers DescribeUserScramCredentials and
+	// AlterUserScramCredentials (scramusers.go); nil: not served.
+	SCRAM SCRAMAdmin
 	// AutoCreateWait bounds how long Metadata waits for a created topic to
 	// appear in the routing table (default 5s).
 	AutoCreateWait time.Duration

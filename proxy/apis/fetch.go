@@ -48,6 +48,7 @@ import (
 // must not be cut off every time (the client would re-fetch forever).
 type fetchOp struct {
 	d   *Dispatcher
+	ep  endpoint // the client's listener's advertised address (leader hints)
 	s   split.Engine
 	req kmsg.FetchRequest
 
@@ -70,7 +71,7 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 	if o == nil {
 		o = &fetchOp{}
 	}
-	o.d = d
+	o.d, o.ep = d, d.endpoint(ctx)
 	o.req = kmsg.FetchRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
 	if err := o.req.UnsafeReadFrom(body); err != nil {
 		o.release()
@@ -278,7 +279,7 @@ func (o *fetchOp) response() *kmsg.FetchResponse {
 	}
 	if o.hints && o.s.Version() >= 16 && slices.ContainsFunc(o.answers, func(p kmsg.FetchResponseTopicPartition) bool { return p.CurrentLeader.LeaderID >= 0 }) {
 		d := o.d // the hint's endpoint: the proxy
-		resp.Brokers = []kmsg.FetchResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
+		resp.Brokers = []kmsg.FetchResponseBroker{{NodeID: d.cfg.NodeID, Host: o.ep.host, Port: o.ep.port}}
 	}
 	return resp
 }

@@ -12,12 +12,13 @@ import (
 
 // The proxy is the only broker clients see: Metadata, FindCoordinator and
 // DescribeCluster are answered here, naming the proxy (NodeID at the
-// advertised address, the same on every replica) as every partition's
+// advertised address of the client's listener, the same on every replica) as every partition's
 // leader, every group's coordinator and the controller.
 
 // metadataOp waits for auto-created topics to appear in routing.
 type metadataOp struct {
 	d       *Dispatcher
+	ep      endpoint // the client's listener's advertised address
 	req     *kmsg.MetadataRequest
 	pending Pending  // the CreateTopics sent to a broker
 	sendErr error    // CreateTopics could not be sent
@@ -32,9 +33,9 @@ func (d *Dispatcher) beginMetadata(ctx context.Context, _ uint64, h Header, body
 	}
 	missing := d.toCreate(req)
 	if len(missing) == 0 {
-		return nil, Reply{Body: d.metadataAnswer(req, nil)}, nil
+		return nil, Reply{Body: d.metadataAnswer(d.endpoint(ctx), req, nil)}, nil
 	}
-	o := &metadataOp{d: d, req: req, created: missing}
+	o := &metadataOp{d: d, ep: d.endpoint(ctx), req: req, created: missing}
 	o.pending, o.sendErr = d.createTopics(ctx, missing)
 	return o, Reply{}, nil
 }
@@ -114,7 +115,7 @@ func (o *metadataOp) finish(ctx context.Context) (Reply, error) {
 			failed[t] = kerr.LeaderNotAvailable.Code // not there yet: clients retry
 		}
 	}
-	return Reply{Body: o.d.metadataAnswer(o.req, failed)}, nil
+	return Reply{Body: o.d.metadataAnswer(o.ep, o.req, failed)}, nil
 }
 
 // createResult records topics the broker refused to create (an existing
@@ -160,10 +161,10 @@ func (o *metadataOp) awaitTopics(ctx context.Context, failed map[string]int16) {
 
 // metadataAnswer encodes the Metadata response; failed holds error codes
 // for topics whose creation failed or is not visible yet.
-func (d *Dispatcher) metadataAnswer(req *kmsg.MetadataRequest, failed map[string]int16) []byte {
+func (d *Dispatcher) metadataAnswer(ep endpoint, req *kmsg.MetadataRequest, failed map[string]int16) []byte {
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.Version = req.Version
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: d.cfg.NodeID, Host: ep.host, Port: ep.port}}
 	if d.cfg.ClusterID != "" {
 		resp.ClusterID = kmsg.StringPtr(d.cfg.ClusterID)
 	}
@@ -234,7 +235,8 @@ func (d *Dispatcher) topicMetadata(t routing.Topic, replicas []int32) kmsg.Metad
 	return out
 }
 
-func (d *Dispatcher) beginFindCoordinator(_ context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
+func (d *Dispatcher) beginFindCoordinator(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
+	ep := d.endpoint(ctx)
 	req := kmsg.NewPtrFindCoordinatorRequest()
 	req.Version = h.Version
 	if err := req.ReadFrom(body); err != nil {
@@ -249,19 +251,19 @@ func (d *Dispatcher) beginFindCoordinator(_ context.Context, _ uint64, h Header,
 	resp.Version = h.Version
 	if h.Version < 4 {
 		resp.ErrorCode, resp.ErrorMessage = code, msg
-		resp.NodeID, resp.Host, resp.Port = d.cfg.NodeID, d.cfg.AdvertisedHost, d.cfg.AdvertisedPort
+		resp.NodeID, resp.Host, resp.Port = d.cfg.NodeID, ep.host, ep.port
 		return nil, Reply{Body: resp.AppendTo(nil)}, nil
 	}
 	for _, key := range req.CoordinatorKeys {
 		resp.Coordinators = append(resp.Coordinators, kmsg.FindCoordinatorResponseCoordinator{
-			Key: key, NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort,
+			Key: key, NodeID: d.cfg.NodeID, Host: ep.host, Port: ep.port,
 			ErrorCode: code, ErrorMessage: msg,
 		})
 	}
 	return nil, Reply{Body: resp.AppendTo(nil)}, nil
 }
 
-func (d *Dispatcher) beginDescribeCluster(_ context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
+func (d *Dispatcher) beginDescribeCluster(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
 	req := kmsg.NewPtrDescribeClusterRequest()
 	req.Version = h.Version
 	if err := req.ReadFrom(body); err != nil {
@@ -275,6 +277,7 @@ func (d *Dispatcher) beginDescribeCluster(_ context.Context, _ uint64, h Header,
 	resp.EndpointType = 1
 	resp.ClusterID = d.cfg.ClusterID
 	resp.ControllerID = d.cfg.NodeID
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
+	ep := d.endpoint(ctx)
+	resp.Brokers = []kmsg.DescribeClusterResponseBroker{{NodeID: d.cfg.NodeID, Host: ep.host, Port: ep.port}}
 	return nil, Reply{Body: resp.AppendTo(nil)}, nil
 }

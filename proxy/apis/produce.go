@@ -23,6 +23,7 @@ const minBudget = time.Second
 // written is answered REQUEST_TIMED_OUT so the client's idempotence decides.
 type produceOp struct {
 	d   *Dispatcher
+	ep  endpoint // the client's listener's advertised address (leader hints)
 	s   split.Engine
 	req kmsg.ProduceRequest
 
@@ -42,7 +43,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 	if o == nil {
 		o = &produceOp{}
 	}
-	o.d = d
+	o.d, o.ep = d, d.endpoint(ctx)
 	o.req = kmsg.ProduceRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
 	if err := o.req.UnsafeReadFrom(body); err != nil {
 		o.release()
@@ -190,7 +191,7 @@ func (o *produceOp) Merge(dst []byte) []byte {
 	}
 	if o.hints && slices.ContainsFunc(o.answers, func(p kmsg.ProduceResponseTopicPartition) bool { return p.CurrentLeader.LeaderID >= 0 }) {
 		d := o.d // the hint's endpoint: the proxy
-		resp.Brokers = []kmsg.ProduceResponseBroker{{NodeID: d.cfg.NodeID, Host: d.cfg.AdvertisedHost, Port: d.cfg.AdvertisedPort}}
+		resp.Brokers = []kmsg.ProduceResponseBroker{{NodeID: d.cfg.NodeID, Host: o.ep.host, Port: o.ep.port}}
 	}
 	return resp.AppendTo(dst)
 }

@@ -35,8 +35,8 @@ type api struct {
 }
 
 // apiTable is the one list of APIs this package serves. Anything else
-// (SASL, inter-broker and KRaft APIs, share groups, ...) is never
-// advertised and answered with UNSUPPORTED_VERSION.
+// (inter-broker and KRaft APIs, share groups, ...) is never advertised and
+// answered with UNSUPPORTED_VERSION.
 var apiTable = func() (t [numKeys]api) {
 	set := func(kind apiKind, begin beginFunc, keys ...kmsg.Key) {
 		for _, k := range keys {
@@ -55,6 +55,11 @@ var apiTable = func() (t [numKeys]api) {
 		kmsg.SyncGroup, kmsg.DescribeGroups, kmsg.TxnOffsetCommit, kmsg.DeleteGroups, kmsg.OffsetDelete,
 		kmsg.ConsumerGroupHeartbeat, kmsg.ConsumerGroupDescribe)
 	set(kindFanOut, (*Dispatcher).beginListGroups, kmsg.ListGroups)
+	// SASL exchanges run in the client connection (package proxy); these
+	// answer SASL outside one, and the SCRAM credential APIs (KIP-554).
+	set(kindLocal, (*Dispatcher).beginSASL, kmsg.SASLHandshake, kmsg.SASLAuthenticate)
+	set(kindLocal, (*Dispatcher).beginDescribeSCRAM, kmsg.DescribeUserSCRAMCredentials)
+	set(kindLocal, (*Dispatcher).beginAlterSCRAM, kmsg.AlterUserSCRAMCredentials)
 	set(kindAny, (*Dispatcher).beginAdmin,
 		kmsg.CreateTopics, kmsg.DeleteTopics, kmsg.InitProducerID, kmsg.AddPartitionsToTxn,
 		kmsg.AddOffsetsToTxn, kmsg.EndTxn, kmsg.DescribeACLs, kmsg.CreateACLs, kmsg.DeleteACLs,

@@ -45,7 +45,7 @@ func TestApiVersionsIntersection(t *testing.T) {
 			t.Fatalf("%s advertised %+v, want %+v", k.Name(), got[int16(k)], w)
 		}
 	}
-	for _, k := range []kmsg.Key{kmsg.DeleteRecords, kmsg.SASLHandshake, kmsg.LeaderAndISR, kmsg.ShareFetch} {
+	for _, k := range []kmsg.Key{kmsg.DeleteRecords, kmsg.DescribeDelegationToken, kmsg.LeaderAndISR, kmsg.ShareFetch} {
 		if _, ok := got[int16(k)]; ok {
 			t.Fatalf("%s advertised, want absent", k.Name())
 		}
@@ -113,11 +113,17 @@ func TestUnsupportedRequests(t *testing.T) {
 	d, _, _ := newTestDispatcher(t)
 	ctx := context.Background()
 	// A known API this package does not implement: its error response.
+	dt := kmsg.NewPtrDescribeDelegationTokenRequest()
+	resp := roundTrip(t, d, dt).(*kmsg.DescribeDelegationTokenResponse)
+	if resp.ErrorCode != kerr.UnsupportedVersion.Code {
+		t.Fatalf("DescribeDelegationToken code %d", resp.ErrorCode)
+	}
+	// SASL outside an exchange (the connection runs exchanges): Kafka's
+	// request handler answers ILLEGAL_SASL_STATE.
 	hs := kmsg.NewPtrSASLHandshakeRequest()
 	hs.Mechanism = "PLAIN"
-	resp := roundTrip(t, d, hs).(*kmsg.SASLHandshakeResponse)
-	if resp.ErrorCode != kerr.UnsupportedVersion.Code {
-		t.Fatalf("SaslHandshake code %d", resp.ErrorCode)
+	if resp := roundTrip(t, d, hs).(*kmsg.SASLHandshakeResponse); resp.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Fatalf("SaslHandshake code %d, want ILLEGAL_SASL_STATE", resp.ErrorCode)
 	}
 	// An API kmsg does not know and a version beyond kmsg: nothing can
 	// be encoded; the connection must close (an error).

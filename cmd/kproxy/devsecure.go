@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kproxy/kproxy/internal/devcert"
+	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/credstore"
+	"github.com/kproxy/kproxy/proxy/principal"
+	"github.com/kproxy/kproxy/proxy/sasl"
+	"github.com/kproxy/kproxy/proxy/tlsconf"
+)
+
+// devSecure is what `kproxy dev --secure` adds: a SASL_SSL listener with a
+// certificate from a throwaway CA, and an administrator with a random
+// password, described in a librdkafka client.properties.
+type devSecure struct {
+	dir      string // where ca.pem and client.properties are
+	cleanup  func()
+	listen   string
+	password string
+	files    *tlsconf.Server
+}
+
+const devAdmin = "admin"
+
+// newDevSecure writes the CA and the server certificate into dataDir (a
+// temporary folder, removed by cleanup, when empty).
+func newDevSecure(dataDir, listen string) (*devSecure, error) {
+	d := &devSecure{listen: listen, cleanup: func() {}}
+	if dataDir == "" {
+		tmp, err := os.MkdirTemp("", "kproxy-dev-secure-")
+		if err != nil {
+			return nil, fmt.Errorf("--secure: %w", err)
+		}
+		d.dir, d.cleanup = tmp, func() { os.RemoveAll(tmp) }
+	} else {
+		d.dir = dataDir
+		if err := os.MkdirAll(dataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("--secure: %w", err)
+		}
+	}
+	ca, err := devcert.NewCA("kproxy dev CA")
+	if err != nil {
+		d.cleanup()
+		return nil, err
+	}
+	cert, key, err := ca.Issue(pkix.Name{CommonName: "kproxy dev"}, "127.0.0.1", "localhost", "::1")
+	if err != nil {
+		d.cleanup()
+		return nil, err
+	}
+	pw := make([]byte, 18)
+	rand.Read(pw) // never fails (Go 1.24+)
+	d.password = base64.RawURLEncoding.EncodeToString(pw)
+	for name, b := range map[string][]byte{"ca.pem": ca.PEM, "server.pem": cert, "server.key": key, "client.properties": d.properties()} {
+		if err := os.WriteFile(filepath.Join(d.dir, name), b, 0o600); err != nil {
+			d.cleanup()
+			return nil, fmt.Errorf("--secure: %w", err)
+		}
+	}
+	d.files, err = tlsconf.New(tlsconf.Config{CertFile: filepath.Join(d.dir, "server.pem"), KeyFile: filepath.Join(d.dir, "server.key")})
+	if err != nil {
+		d.cleanup()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *devSecure) properties() []byte {
+	return fmt.Appendf(nil, "security.protocol=SASL_SSL\nsasl.mechanisms=SCRAM-SHA-512\nsasl.username=%s\nsasl.password=%s\nssl.ca.location=%s\n",
+		devAdmin, d.password, filepath.Join(d.dir, "ca.pem"))
+}
+
+// configure adds the SASL_SSL listener next to the plaintext one.
+func (d *devSecure) configure(_ int, cfg *proxy.Config) {
+	cfg.Listeners = []proxy.Listener{
+		{Name: string(proxy.Plaintext), Protocol: proxy.Plaintext, Addr: cfg.Listen},
+		{Name: string(proxy.SASLSSL), Protocol: proxy.SASLSSL, Addr: d.listen, TLSFiles: d.files},
+	}
+	cfg.Security.SASL = &sasl.Config{Mechanisms: []string{sasl.ScramSHA512, sasl.ScramSHA256, sasl.Plain}}
+	cfg.Security.SuperUsers = []principal.Principal{principal.User(devAdmin)}
+}
+
+// addAdmin stores the administrator's credentials in etcd.
+func (d *devSecure) addAdmin(ctx context.Context, cli *clientv3.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return addUser(ctx, cli, layout.New(""), devAdmin, d.password, credstore.Mechanisms, credstore.DefaultIterations)
+}

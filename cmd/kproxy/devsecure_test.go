@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestDevSecureWithKcat runs `kproxy dev --secure` and uses the kcat line
+// it prints: kcat reads client.properties (SASL_SSL, SCRAM-SHA-512, the
+// throwaway CA) and lists, produces and consumes through the proxy.
+func TestDevSecureWithKcat(t *testing.T) {
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Skip("kcat is not on PATH: run scripts/install-clients.sh")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	var out lockedBuffer
+	app := newApp()
+	app.Writer = &out
+	done := make(chan error, 1)
+	go func() {
+		done <- app.RunContext(runCtx, []string{"kproxy", "dev", "--secure", "--brokers", "1", "--data-dir", dir,
+			"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--secure-listen", "127.0.0.1:0", "--log-level", "warn"})
+	}()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	}()
+	line := regexp.MustCompile(`kcat -F (\S+) -b (\S+) -L`)
+	var m []string
+	for deadline := time.Now().Add(60 * time.Second); m == nil; m = line.FindStringSubmatch(out.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no kcat line in the output:\n%s", out.String())
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("dev exited: %v\n%s", err, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	props, addr := m[1], m[2]
+	if props != filepath.Join(dir, "client.properties") {
+		t.Errorf("client.properties at %s, want in the data dir %s", props, dir)
+	}
+	b, err := os.ReadFile(props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"security.protocol=SASL_SSL", "sasl.mechanisms=SCRAM-SHA-512", "sasl.username=admin", "sasl.password=", "ssl.ca.location=" + filepath.Join(dir, "ca.pem")} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("client.properties lacks %q", want)
+		}
+	}
+	kcat := func(stdin string, args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, "kcat", append([]string{"-F", props, "-b", addr}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		res, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kcat %v: %v\n%s", args, err, res)
+		}
+		return string(res)
+	}
+	if got := kcat("", "-L"); !strings.Contains(got, "1 brokers") {
+		t.Fatalf("kcat -L:\n%s", got)
+	}
+	kcat("hello\n", "-P", "-t", "devsecure")
+	if got := kcat("", "-C", "-t", "devsecure", "-c", "1", "-e", "-o", "beginning"); !strings.Contains(got, "hello") {
+		t.Fatalf("kcat -C read %q, want hello", got)
+	}
+}

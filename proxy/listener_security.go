@@ -1,0 +1,163 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+
+	"github.com/kproxy/kproxy/internal/promreg"
+	"github.com/kproxy/kproxy/proxy/audit"
+	"github.com/kproxy/kproxy/proxy/credstore"
+	"github.com/kproxy/kproxy/proxy/principal"
+	"github.com/kproxy/kproxy/proxy/sasl"
+	"github.com/kproxy/kproxy/proxy/tlsconf"
+)
+
+// Security configures how clients prove who they are on the listeners.
+type Security struct {
+	// SASL configures the SASL_PLAINTEXT and SASL_SSL listeners (required
+	// when there is one). When its Credentials are nil, the SCRAM
+	// credentials in etcd under the layout's prefix are used.
+	SASL *sasl.Config
+	// PrincipalMapper maps client certificates on SSL listeners to
+	// principals (nil: Kafka's DEFAULT, the whole subject).
+	PrincipalMapper *tlsconf.Mapper
+	// HandshakeTimeout bounds the TLS handshake and, on SASL listeners,
+	// the time until the client has authenticated (default 10s).
+	HandshakeTimeout time.Duration
+	// SuperUsers may manage SCRAM credentials through the Kafka API. When
+	// empty, anyone may (Kafka without an authorizer).
+	SuperUsers []principal.Principal
+	// Runners are run (and stopped) with the server: JWKS refreshes,
+	// certificate reloads of files not tied to a listener.
+	Runners []func(ctx context.Context) error
+	// Audit receives security events (nil: none).
+	Audit *audit.Log
+}
+
+// security is the authentication state every connection shares.
+type security struct {
+	auth    *sasl.Authenticator // nil without SASL listeners
+	mapper  *tlsconf.Mapper
+	timeout time.Duration
+	audit   *audit.Log
+	m       *securityMetrics
+	runners []func(ctx context.Context) error
+	admin   *scramAdmin // the SCRAM credential APIs
+	// credsReady is closed once the credentials from etcd are loaded; nil
+	// when SASL checks credentials from elsewhere.
+	credsReady <-chan struct{}
+	// logs bounds the Info lines refusals write (each is also counted in
+	// a metric and, if configured, audited): a client retrying a bad
+	// password in a loop must not flood the log.
+	logs *rate.Limiter
+}
+
+// maxUnauthenticatedFrame is Kafka's sasl.server.max.receive.size.
+const maxUnauthenticatedFrame = 512 << 10
+
+func wireSecurity(cfg Config) (*security, error) {
+	sec := &security{
+		mapper: cfg.Security.PrincipalMapper, timeout: cfg.Security.HandshakeTimeout,
+		audit: cfg.Security.Audit, m: newSecurityMetrics(cfg.Registry),
+		runners: slices.Clone(cfg.Security.Runners),
+		logs:    rate.NewLimiter(rate.Limit(5), 20),
+	}
+	if sec.timeout <= 0 {
+		sec.timeout = 10 * time.Second
+	}
+	if sec.mapper == nil {
+		sec.mapper, _ = tlsconf.ParseRules("DEFAULT")
+	}
+	needSASL := false
+	for _, l := range cfg.Listeners {
+		needSASL = needSASL || l.Protocol.SASL()
+		if l.TLSFiles != nil {
+			sec.runners = append(sec.runners, l.TLSFiles.Run)
+		}
+	}
+	// Every replica keeps a view of the SCRAM credentials in etcd: SASL
+	// checks them and the Kafka API manages them.
+	store := credstore.New(cfg.Etcd, cfg.Layout, cfg.Logger.With("component", "credstore"))
+	sec.runners = append(sec.runners, store.Run)
+	sec.admin = &scramAdmin{store: store, cli: cfg.Etcd, layout: cfg.Layout, sec: &cfg.Security, audit: cfg.Security.Audit}
+	if cfg.Security.SASL != nil && needSASL {
+		sc := *cfg.Security.SASL
+		if sc.Credentials == nil {
+			sc.Credentials = store
+			sec.credsReady = store.Synced()
+		}
+		auth, err := sasl.New(sc)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: %w", err)
+		}
+		sec.auth = auth
+	} else if needSASL {
+		return nil, errors.New("proxy: SASL listeners need SASL settings")
+	}
+	return sec, nil
+}
+
+// run runs the security background work until ctx ends.
+func (s *security) run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errc := make(chan error, len(s.runners))
+	for _, r := range s.runners {
+		wg.Go(func() {
+			if err := r(ctx); err != nil && ctx.Err() == nil {
+				errc <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errc)
+	return <-errc
+}
+
+type securityMetrics struct {
+	auths    *prometheus.CounterVec
+	accepted *prometheus.CounterVec
+	rejected *prometheus.CounterVec
+}
+
+// Values of the reason label of kproxy_connections_rejected_total.
+const (
+	rejectTLSHandshake = "tls_handshake"
+	rejectNoPrincipal  = "no_principal"
+	rejectAuthFailed   = "authentication_failed"
+	rejectAuthTimeout  = "authentication_timeout"
+	rejectBeforeAuth   = "request_before_authentication"
+	rejectSASLProtocol = "sasl_protocol"
+	rejectExpired      = "session_expired"
+)
+
+func newSecurityMetrics(reg prometheus.Registerer) *securityMetrics {
+	m := &securityMetrics{
+		auths: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_authentications_total", Help: "SASL authentications and re-authentications, by mechanism and outcome (success, failure).",
+		}, []string{"mechanism", "outcome"}),
+		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_listener_connections_total", Help: "Client connections accepted, by listener.",
+		}, []string{"listener"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_connections_rejected_total", Help: "Client connections closed by the security checks, by reason.",
+		}, []string{"reason"}),
+	}
+	if reg != nil {
+		m.auths = promreg.Register(reg, m.auths)
+		m.accepted = promreg.Register(reg, m.accepted)
+		m.rejected = promreg.Register(reg, m.rejected)
+	}
+	return m
+}
+
+// mayManageUsers says whether p may describe and alter SCRAM credentials.
+func (s *Security) mayManageUsers(p principal.Principal) bool {
+	return len(s.SuperUsers) == 0 || slices.Contains(s.SuperUsers, p)
+}
