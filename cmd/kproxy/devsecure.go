@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"crypto/x509/pkix"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -50,12 +49,7 @@ func newDevSecure(dataDir, listen string) (*devSecure, error) {
 			return nil, fmt.Errorf("--secure: %w", err)
 		}
 	}
-	ca, err := devcert.NewCA("kproxy dev CA")
-	if err != nil {
-		d.cleanup()
-		return nil, err
-	}
-	cert, key, err := ca.Issue(pkix.Name{CommonName: "kproxy dev"}, "127.0.0.1", "localhost", "::1")
+	_, files, err := devcert.WriteServerFiles(d.dir, "kproxy dev", "127.0.0.1", "localhost", "::1")
 	if err != nil {
 		d.cleanup()
 		return nil, err
@@ -63,13 +57,11 @@ func newDevSecure(dataDir, listen string) (*devSecure, error) {
 	pw := make([]byte, 18)
 	rand.Read(pw) // never fails (Go 1.24+)
 	d.password = base64.RawURLEncoding.EncodeToString(pw)
-	for name, b := range map[string][]byte{"ca.pem": ca.PEM, "server.pem": cert, "server.key": key, "client.properties": d.properties()} {
-		if err := os.WriteFile(filepath.Join(d.dir, name), b, 0o600); err != nil {
-			d.cleanup()
-			return nil, fmt.Errorf("--secure: %w", err)
-		}
+	if err := os.WriteFile(filepath.Join(d.dir, "client.properties"), d.properties(), 0o600); err != nil {
+		d.cleanup()
+		return nil, fmt.Errorf("--secure: %w", err)
 	}
-	d.files, err = tlsconf.New(tlsconf.Config{CertFile: filepath.Join(d.dir, "server.pem"), KeyFile: filepath.Join(d.dir, "server.key")})
+	d.files, err = tlsconf.New(tlsconf.Config{CertFile: files.Cert, KeyFile: files.Key})
 	if err != nil {
 		d.cleanup()
 		return nil, err

@@ -146,16 +146,7 @@ func readPassword(r io.Reader) (string, error) {
 func addUser(ctx context.Context, cl *clientv3.Client, l layout.Layout, name, pass string, mechs []string, iterations int) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for _, m := range mechs {
-		cred, err := credstore.NewCredential(m, pass, iterations)
-		if err != nil {
-			return err
-		}
-		if _, err := credstore.Put(ctx, cl, l, name, m, cred); err != nil {
-			return err
-		}
-	}
-	return nil
+	return credstore.PutPassword(ctx, cl, l, name, pass, mechs, iterations)
 }
 
 // bootstrapSuperUser gives the first super user the password in file

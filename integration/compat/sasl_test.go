@@ -3,7 +3,6 @@ package compat
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509/pkix"
 	"os"
 	"path/filepath"
 	"testing"
@@ -70,23 +69,12 @@ func newDevSecurity() (*devSecurity, error) {
 	if err != nil {
 		return nil, err
 	}
-	ca, err := devcert.NewCA("kproxy compat CA")
+	ca, f, err := devcert.WriteServerFiles(dir, "kproxy compat", "127.0.0.1", "localhost")
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	cert, key, err := ca.Issue(pkix.Name{CommonName: "kproxy"}, "127.0.0.1", "localhost")
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	for name, b := range map[string][]byte{"ca.pem": ca.PEM, "server.pem": cert, "server.key": key} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	files, err := tlsconf.New(tlsconf.Config{CertFile: filepath.Join(dir, "server.pem"), KeyFile: filepath.Join(dir, "server.key")})
+	files, err := tlsconf.New(tlsconf.Config{CertFile: f.Cert, KeyFile: f.Key})
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -104,16 +92,7 @@ func (s *devSecurity) configure(_ int, cfg *proxy.Config) {
 
 // addUser stores the compat user's credentials, as `kproxy users add`.
 func (s *devSecurity) addUser(ctx context.Context, cli *clientv3.Client) error {
-	for _, m := range credstore.Mechanisms {
-		c, err := credstore.NewCredential(m, compatPass, credstore.MinIterations)
-		if err != nil {
-			return err
-		}
-		if _, err := credstore.Put(ctx, cli, layout.New(""), compatUser, m, c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return credstore.PutPassword(ctx, cli, layout.New(""), compatUser, compatPass, credstore.Mechanisms, credstore.MinIterations)
 }
 
 func (s *devSecurity) target(addr string) *secureTarget {

@@ -37,15 +37,8 @@ func twoReplicas(t *testing.T, auditLog *syncBuffer) (*devcluster.Cluster, [2]st
 // users add` does.
 func bootstrapUser(t *testing.T, c *devcluster.Cluster, user, pass string) {
 	t.Helper()
-	ctx := testContext(t, 10*time.Second)
-	for _, m := range credstore.Mechanisms {
-		cred, err := credstore.NewCredential(m, pass, credstore.MinIterations)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := credstore.Put(ctx, c.Client(), layout.New(""), user, m, cred); err != nil {
-			t.Fatal(err)
-		}
+	if err := credstore.PutPassword(testContext(t, 10*time.Second), c.Client(), layout.New(""), user, pass, credstore.Mechanisms, credstore.MinIterations); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -97,4 +99,29 @@ func (ca *CA) Issue(subject pkix.Name, hosts ...string) (certPEM, keyPEM []byte,
 func serial() *big.Int {
 	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62)) // never fails
 	return n
+}
+
+// Files are the PEM files WriteServerFiles wrote.
+type Files struct {
+	CA, Cert, Key string // paths: the CA certificate, the server certificate, its key
+}
+
+// WriteServerFiles makes a CA and a server certificate for hosts signed by
+// it, and writes ca.pem, server.pem and server.key into dir.
+func WriteServerFiles(dir, name string, hosts ...string) (*CA, Files, error) {
+	ca, err := NewCA(name + " CA")
+	if err != nil {
+		return nil, Files{}, err
+	}
+	cert, key, err := ca.Issue(pkix.Name{CommonName: name}, hosts...)
+	if err != nil {
+		return nil, Files{}, err
+	}
+	f := Files{CA: filepath.Join(dir, "ca.pem"), Cert: filepath.Join(dir, "server.pem"), Key: filepath.Join(dir, "server.key")}
+	for path, b := range map[string][]byte{f.CA: ca.PEM, f.Cert: cert, f.Key: key} {
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			return nil, Files{}, fmt.Errorf("devcert: %w", err)
+		}
+	}
+	return ca, f, nil
 }

@@ -73,3 +73,18 @@ func List(ctx context.Context, cli *clientv3.Client, l layout.Layout) ([]User, e
 	}
 	return sortUsers(by), nil
 }
+
+// PutPassword stores the credentials a password yields for every SCRAM
+// mechanism, each with a fresh salt.
+func PutPassword(ctx context.Context, cli *clientv3.Client, l layout.Layout, user, password string, mechanisms []string, iterations int) error {
+	for _, m := range mechanisms {
+		c, err := NewCredential(m, password, iterations)
+		if err != nil {
+			return err
+		}
+		if _, err := Put(ctx, cli, l, user, m, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
