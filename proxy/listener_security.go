@@ -101,6 +101,9 @@ func wireSecurity(cfg Config) (*security, error) {
 	} else if needSASL {
 		return nil, errors.New("proxy: SASL listeners need SASL settings")
 	}
+	if needSASL && len(cfg.Security.SuperUsers) == 0 {
+		cfg.Logger.Warn("no super users configured: any client may manage SCRAM credentials through the Kafka API, as on a Kafka broker without an authorizer")
+	}
 	return sec, nil
 }
 
