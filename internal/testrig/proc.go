@@ -28,6 +28,9 @@ type Spec struct {
 	// program that answers with a result line, such as kbench). Up to 16
 	// unread lines are buffered; past that the child waits on its writes.
 	CaptureStdout bool
+	// CPUs, if set, are the CPUs every thread of the process may run on
+	// (see SetAffinity); SetCPUs changes them for later starts too.
+	CPUs []int
 }
 
 // Proc supervises one process: each instance runs in its own process group,
@@ -125,6 +128,15 @@ func (p *Proc) startLocked() (chan struct{}, *lineWatcher, error) {
 		out.close()
 		return nil, nil, fmt.Errorf("start %s (%s): %w", p.spec.Name, p.spec.Path, err)
 	}
+	if len(p.spec.CPUs) > 0 {
+		if err := SetAffinity(cmd.Process.Pid, p.spec.CPUs); err != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+			closeLog()
+			out.close()
+			return nil, nil, fmt.Errorf("start %s: %w", p.spec.Name, err)
+		}
+	}
 	done := make(chan struct{})
 	p.cmd, p.done, p.stdin, p.out, p.paused = cmd, done, stdin, out, false
 	p.starts++
@@ -155,6 +167,21 @@ func (p *Proc) openLog() (io.Writer, func(), error) {
 	}
 	fmt.Fprintf(f, "=== testrig: start %d of %s at %s\n", p.starts+1, p.Command(), time.Now().Format(time.RFC3339Nano))
 	return f, func() { f.Close() }, nil
+}
+
+// SetCPUs pins the running instance, if any, and every later start to cpus
+// (nil: every CPU the machine has).
+func (p *Proc) SetCPUs(cpus []int) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.spec.CPUs = cpus
+	if p.cmd == nil {
+		return nil
+	}
+	if cpus == nil {
+		cpus = AllCPUs()
+	}
+	return SetAffinity(p.cmd.Process.Pid, cpus)
 }
 
 // Err is the exit status of the last instance that ended.
