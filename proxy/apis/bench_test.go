@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/proxy/upstream"
+	"github.com/kproxy/kproxy/routing"
 )
 
 // cannedSender answers every request to a broker with a fixed body,
@@ -32,12 +33,18 @@ func (s *cannedSender) Send(_ context.Context, broker int32, _ uint64, req upstr
 
 // benchProduce builds a produce of parts of topic "t" (1 KiB of records
 // each) and the canned answers of the brokers that own them.
-func benchProduce(b *testing.B, parts []int32) (*Dispatcher, []byte) {
+func benchProduce(b testing.TB, parts []int32) (*Dispatcher, []byte) {
+	return benchProduceOn(b, testTable(), parts, 1024)
+}
+
+// benchProduceOn is benchProduce on table rt with size bytes of records per
+// partition; rt's owners must follow owner().
+func benchProduceOn(b testing.TB, rt *routing.Table, parts []int32, size int) (*Dispatcher, []byte) {
 	req := kmsg.NewPtrProduceRequest()
 	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
 	topic := kmsg.ProduceRequestTopic{Topic: "t"}
 	for _, p := range parts {
-		topic.Partitions = append(topic.Partitions, kmsg.ProduceRequestTopicPartition{Partition: p, Records: make([]byte, 1024)})
+		topic.Partitions = append(topic.Partitions, kmsg.ProduceRequestTopicPartition{Partition: p, Records: make([]byte, size)})
 	}
 	req.Topics = []kmsg.ProduceRequestTopic{topic}
 	f := newFake(b)
@@ -54,7 +61,7 @@ func benchProduce(b *testing.B, parts []int32) (*Dispatcher, []byte) {
 		sub.Topics = []kmsg.ProduceRequestTopic{st}
 		s.answers[broker] = &canned{body: f.okResponse(broker, sub).AppendTo(nil)}
 	}
-	cfg := testConfig(testTable(), f)
+	cfg := testConfig(rt, f)
 	cfg.Sender = s
 	d, err := New(cfg)
 	if err != nil {
