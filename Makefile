@@ -4,7 +4,7 @@ BIN      := bin/kproxy
 GOFLAGS_TEST ?= -race -timeout 25m
 DURATION ?= 5m
 
-.PHONY: run build test vet unit deploy-check clients docs bench chaos clean
+.PHONY: run build test vet unit deploy-check clients docs bench scale chaos clean
 
 run: build ## a working local cluster: embedded etcd, 3 stub brokers, 1 proxy on 127.0.0.1:9092
 	./$(BIN) dev
@@ -31,6 +31,9 @@ docs: clients ## regenerate docs/compatibility.md from a full client-matrix run 
 
 bench: ## proxy cost side by side with direct and a plain TCP relay; writes docs/benchmarks.md
 	$(GO) run ./bench/cmd/benchrun
+
+scale: ## 10k, 30k and 100k partitions and 1,000 simulated brokers through 2 proxies (SCALEFLAGS=-quick for a smoke run); writes docs/scale.md
+	$(GO) run ./bench/cmd/scalerun $(SCALEFLAGS)
 
 chaos: ## the full fault suite (DURATION=5m); leaves a report under results/ (kchaos builds kproxy with -tags kproxy_unsafe)
 	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/

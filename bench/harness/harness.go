@@ -122,7 +122,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	h.report.Elapsed = time.Since(started).Round(time.Second).String()
-	h.report.Environment.LoadEnd = loadAverage()
+	h.report.Environment.LoadEnd = LoadAverage()
 	h.report.evaluate(cfg)
 	if err := h.report.write(cfg.Markdown, cfg.JSON); err != nil {
 		return nil, err
@@ -273,7 +273,8 @@ func gitCommit(ctx context.Context, repo string) string {
 	return commit
 }
 
-func cpuModel() string {
+// CPUModel is the machine's CPU model name.
+func CPUModel() string {
 	b, err := os.ReadFile("/proc/cpuinfo")
 	if err != nil {
 		return runtime.GOARCH

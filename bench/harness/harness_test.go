@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/load"
+	"github.com/kproxy/kproxy/internal/testrig"
 )
 
 func TestProcStatsOfThisProcess(t *testing.T) {
@@ -32,7 +33,7 @@ func TestProcStatsOfThisProcess(t *testing.T) {
 	if after, _ := cpuTime(os.Getpid()); after-before < 2*time.Second/clockTicks {
 		t.Fatalf("CPU time did not grow while burning CPU: %s -> %s (x=%d)", before, after, x)
 	}
-	rss, err := rssBytes(os.Getpid())
+	rss, err := testrig.RSSBytes(os.Getpid())
 	if err != nil {
 		t.Fatalf("rssBytes: %v", err)
 	}

@@ -40,24 +40,6 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(ticks) * time.Second / clockTicks, nil
 }
 
-// rssBytes is the resident set size of the process.
-func rssBytes(pid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, fmt.Errorf("read status of %d: %w", pid, err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("VmRSS of %d: %w", pid, err)
-			}
-			return kb << 10, nil
-		}
-	}
-	return 0, fmt.Errorf("status of %d: no VmRSS", pid)
-}
-
 // raiseFileLimit lifts the soft open-file limit to the hard one for the
 // harness and, because it calls Setrlimit itself, for its children too (Go
 // restores the original soft limit in children unless the program set it).

@@ -84,8 +84,8 @@ func newReport(cfg Config) *Report {
 		Generated: time.Now().UTC().Format(time.RFC3339),
 		Command:   cfg.Command,
 		Environment: Environment{
-			GoVersion: runtime.Version(), CPU: cpuModel(), Cores: runtime.NumCPU(),
-			LoadStart: loadAverage(),
+			GoVersion: runtime.Version(), CPU: CPUModel(), Cores: runtime.NumCPU(),
+			LoadStart: LoadAverage(),
 			Store:     "memory (--store memory): every broker keeps its segments in its own process memory; brokers are restarted with empty stores before every round of a produce or fetch scenario, then get 2 s (produce) or 3 s (fetch) of unmeasured saturating produce so that the round's first side does not pay alone for their heaps growing",
 		},
 		Settings: Settings{
@@ -96,8 +96,8 @@ func newReport(cfg Config) *Report {
 	}
 }
 
-// loadAverage is the 1, 5 and 15 minute load average.
-func loadAverage() string {
+// LoadAverage is the 1, 5 and 15 minute load average.
+func LoadAverage() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return "unknown"

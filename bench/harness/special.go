@@ -69,7 +69,7 @@ const settle = 2 * time.Second
 func (h *Harness) idleConns(ctx context.Context, name, addr string, target *testrig.Proc, n int) (MemoryResult, error) {
 	m := MemoryResult{Side: name, Conns: n}
 	var err error
-	if m.RSSBefore, err = rssBytes(target.Pid()); err != nil {
+	if m.RSSBefore, err = testrig.RSSBytes(target.Pid()); err != nil {
 		return m, err
 	}
 	goBefore := h.proxyGoMemory(ctx, name)
@@ -93,7 +93,7 @@ func (h *Harness) idleConns(ctx context.Context, name, addr string, target *test
 	if err := sleepUntil(ctx, time.Now().Add(settle)); err != nil {
 		return m, err
 	}
-	if m.RSSAfter, err = rssBytes(target.Pid()); err != nil {
+	if m.RSSAfter, err = testrig.RSSBytes(target.Pid()); err != nil {
 		return m, err
 	}
 	m.BytesPerConn = float64(m.RSSAfter-m.RSSBefore) / float64(m.Conns)

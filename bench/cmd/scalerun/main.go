@@ -1,0 +1,63 @@
+// Command scalerun is `make scale`: it runs the scale harness (bench/scale)
+// from the repository root and writes docs/scale.md.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/kproxy/kproxy/bench/scale"
+)
+
+func main() {
+	cfg := scale.Config{}
+	sizes := flag.String("sizes", "10000,30000,100000", "comma-separated partition counts, one fresh cluster each")
+	flag.StringVar(&cfg.Repo, "repo", ".", "repository root (module github.com/kproxy/kproxy)")
+	flag.BoolVar(&cfg.Quick, "quick", false, "smoke run: 2,000 partitions and 100 simulated brokers with 2,000 partitions")
+	flag.IntVar(&cfg.SimBrokers, "sim-brokers", 1000, "simulated brokers (0: no simulation)")
+	flag.IntVar(&cfg.SimPartitions, "sim-partitions", 100_000, "partitions of the simulation")
+	flag.DurationVar(&cfg.LeaseTTL, "lease-ttl", 10*time.Second, "brokers' etcd lease TTL")
+	flag.DurationVar(&cfg.DeliveryTimeout, "delivery-timeout", 5*time.Minute, "the cold-start producer's delivery timeout per record")
+	flag.IntVar(&cfg.ConvergenceSamples, "convergence-samples", 50, "owner moves timed for route convergence")
+	flag.StringVar(&cfg.Markdown, "md", "docs/scale.md", "report path (empty: none)")
+	flag.BoolVar(&cfg.KeepDir, "keep", false, "keep the work directory (process logs)")
+	flag.Parse()
+	list := *sizes
+	if cfg.Quick {
+		list = "2000"
+		cfg.SimBrokers, cfg.SimPartitions = min(cfg.SimBrokers, 100), 2000
+		cfg.ConvergenceSamples = min(cfg.ConvergenceSamples, 20)
+	}
+	for _, s := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "scalerun: -sizes: %q is not a positive count\n", s)
+			os.Exit(2)
+		}
+		cfg.Sizes = append(cfg.Sizes, n)
+	}
+	cfg.Command = "make scale"
+	if len(os.Args) > 1 {
+		cfg.Command = "go run ./bench/cmd/scalerun " + strings.Join(os.Args[1:], " ")
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := scale.Run(ctx, cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scalerun:", err)
+		os.Exit(1)
+	}
+	for _, t := range rep.Targets {
+		fmt.Printf("%-55s %-12s %s (goal %s)\n", t.Name, t.Status, t.Figure, t.Goal)
+	}
+	fmt.Printf("report: %s (%s)\n", cfg.Markdown, rep.Elapsed)
+}

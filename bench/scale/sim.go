@@ -1,0 +1,159 @@
+package scale
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/layout"
+)
+
+// SimResult is the proxies' watch and table with many simulated brokers:
+// lease sessions, broker keys (addresses nobody listens on) and owner keys
+// written straight to etcd, no broker process.
+type SimResult struct {
+	Brokers    int `json:"brokers"`
+	Topics     int `json:"topics"`
+	Partitions int `json:"partitions"`
+	// Load is how long writing every key took; Sync how long the proxies
+	// then took from start to ready with the whole table.
+	Load          time.Duration `json:"load"`
+	Sync          time.Duration `json:"sync"`
+	ProxyRSS      []int64       `json:"proxy_rss_bytes"`
+	MetadataP50   time.Duration `json:"metadata_p50"`
+	MetadataMax   time.Duration `json:"metadata_max"`
+	MetadataParts int           `json:"metadata_partitions"`
+	ConvergeP50   time.Duration `json:"convergence_p50"`
+	ConvergeP99   time.Duration `json:"convergence_p99"`
+	ConvergeN     int           `json:"convergence_samples"`
+}
+
+// maxTxnOps is etcd's default --max-txn-ops.
+const maxTxnOps = 128
+
+// simTopicPartitions is the partition count of each simulated topic.
+const simTopicPartitions = 100
+
+func (r *runner) simulate(ctx context.Context, brokers, partitions int) (res SimResult, err error) {
+	topics := max(partitions/simTopicPartitions, 1)
+	res = SimResult{Brokers: brokers, Topics: topics, Partitions: topics * simTopicPartitions}
+	r.cfg.Logger.Info("scale: simulated brokers", "brokers", brokers, "partitions", res.Partitions)
+	e, err := startEnv(ctx, envConfig{dir: r.dir, kproxy: r.kproxy, name: fmt.Sprintf("sim%d", brokers)})
+	if err != nil {
+		return res, err
+	}
+	defer e.close()
+	start := time.Now()
+	if err := loadSim(ctx, e, brokers, topics); err != nil {
+		return res, err
+	}
+	res.Load = time.Since(start)
+	for range 2 {
+		if _, err := e.rig.AddProxy(); err != nil {
+			return res, err
+		}
+	}
+	start = time.Now()
+	for _, p := range e.rig.Proxies {
+		if err := e.rig.StartProxy(ctx, p, brokers); err != nil {
+			return res, err
+		}
+	}
+	res.Sync = time.Since(start)
+	for _, p := range e.rig.Proxies {
+		rss, err := testrig.RSSBytes(p.Proc.Pid())
+		if err != nil {
+			return res, err
+		}
+		res.ProxyRSS = append(res.ProxyRSS, rss)
+	}
+	lat, parts, err := metadataLatency(ctx, e.rig.Proxies[0].Addr, 5)
+	if err != nil {
+		return res, err
+	}
+	res.MetadataP50, res.MetadataMax, res.MetadataParts = percentile(lat, 0.5), percentile(lat, 1), parts
+	conv, err := simConvergence(ctx, e, brokers, r.cfg.ConvergenceSamples)
+	if err != nil {
+		return res, err
+	}
+	res.ConvergeP50, res.ConvergeP99, res.ConvergeN = percentile(conv, 0.5), percentile(conv, 0.99), len(conv)
+	return res, nil
+}
+
+func simTopic(i int) string { return fmt.Sprintf("sim-%04d", i) }
+
+// simBroker is broker id's fake address: nothing listens there.
+func simBroker(id int32) layout.BrokerInfo {
+	return layout.BrokerInfo{ID: id, Addr: fmt.Sprintf("sim-broker-%d.invalid:9092", id), Started: time.Now()}
+}
+
+// loadSim writes brokers lease sessions with their broker keys, topics of
+// simTopicPartitions partitions and an owner (under its broker's lease) and
+// epoch key for every partition, spread round-robin, in transactions of
+// etcd's default maximum size.
+func loadSim(ctx context.Context, e *env, brokers, topics int) error {
+	leases := make([]clientv3.LeaseID, brokers)
+	var ops []clientv3.Op
+	flush := func() error {
+		if len(ops) == 0 {
+			return nil
+		}
+		_, err := e.cli.Txn(ctx).Then(ops...).Commit()
+		ops = ops[:0]
+		if err != nil {
+			return fmt.Errorf("simulated keys: %w", err)
+		}
+		return nil
+	}
+	add := func(op clientv3.Op) error {
+		ops = append(ops, op)
+		if len(ops) == maxTxnOps {
+			return flush()
+		}
+		return nil
+	}
+	for i := range brokers {
+		// Long enough for the whole run: nothing keeps these alive.
+		g, err := e.cli.Grant(ctx, int64((time.Hour).Seconds()))
+		if err != nil {
+			return fmt.Errorf("simulated lease: %w", err)
+		}
+		leases[i] = g.ID
+		id := int32(i + 1)
+		if err := add(clientv3.OpPut(e.layout.BrokerKey(id), layout.Marshal(simBroker(id)), clientv3.WithLease(g.ID))); err != nil {
+			return err
+		}
+	}
+	n := 0
+	for t := range topics {
+		id, err := topicID()
+		if err != nil {
+			return err
+		}
+		name := simTopic(t)
+		info := layout.TopicInfo{Name: name, ID: id, Partitions: simTopicPartitions}
+		if err := add(clientv3.OpPut(e.layout.TopicKey(name), layout.Marshal(info))); err != nil {
+			return err
+		}
+		for p := range int32(simTopicPartitions) {
+			b := n % brokers
+			n++
+			if err := add(clientv3.OpPut(e.layout.EpochKey(name, p), "")); err != nil {
+				return err
+			}
+			owner := layout.Marshal(layout.Owner{Broker: int32(b + 1)})
+			if err := add(clientv3.OpPut(e.layout.OwnerKey(name, p), owner, clientv3.WithLease(leases[b]))); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// simConvergence moves the owner of sim-0000/0 between simulated brokers.
+func simConvergence(ctx context.Context, e *env, brokers, samples int) ([]time.Duration, error) {
+	return timeMoves(ctx, e, simTopic(0), samples, func(i int) int32 { return int32(i%brokers + 1) })
+}

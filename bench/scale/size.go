@@ -1,0 +1,236 @@
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/layout"
+)
+
+// SizeResult is what one partition count measured.
+type SizeResult struct {
+	Partitions int `json:"partitions"`
+	// ColdStart is the time until one record per partition, all produced at
+	// once through both proxies, was acknowledged; Failed counts records
+	// that were not.
+	ColdStart time.Duration `json:"cold_start"`
+	Failed    int           `json:"failed_records"`
+	FirstErr  string        `json:"first_error,omitempty"`
+	// etcd during the cold start.
+	EtcdTxnPerSec      float64 `json:"etcd_txn_per_sec"`
+	EtcdProposalPerSec float64 `json:"etcd_proposals_per_sec"`
+	EtcdDBBytes        float64 `json:"etcd_db_bytes"`
+	// SessionLosses is -1 when the brokers do not export the counter.
+	SessionLosses   float64 `json:"session_losses"`
+	OwnershipLosses float64 `json:"ownership_losses"`
+	// Takeover is from kill -9 of the broker holding the most partitions
+	// until the survivors own all of them (a producer asks for each).
+	Takeover       time.Duration `json:"takeover"`
+	TakeoverParts  int           `json:"takeover_partitions"`
+	TakeoverFailed int           `json:"takeover_failed_records"`
+	ProxyRSS       []int64       `json:"proxy_rss_bytes"`
+	MetadataP50    time.Duration `json:"metadata_p50"`
+	MetadataMax    time.Duration `json:"metadata_max"`
+	MetadataParts  int           `json:"metadata_partitions"`
+	ConvergeP50    time.Duration `json:"convergence_p50"`
+	ConvergeP99    time.Duration `json:"convergence_p99"`
+	ConvergeN      int           `json:"convergence_samples"`
+}
+
+const scaleTopic = "scale"
+
+func (r *runner) size(ctx context.Context, n int) (res SizeResult, err error) {
+	res = SizeResult{Partitions: n, SessionLosses: -1}
+	log := r.cfg.Logger.With("partitions", n)
+	log.Info("scale: start processes")
+	e, err := startEnv(ctx, envConfig{dir: r.dir, kproxy: r.kproxy, brokers: 3, proxies: 2,
+		leaseTTL: r.cfg.LeaseTTL, name: fmt.Sprintf("p%d", n)})
+	if err != nil {
+		return res, err
+	}
+	defer e.close()
+	if err := e.putTopic(ctx, scaleTopic, int32(n)); err != nil {
+		return res, err
+	}
+	etcdAddr := e.endpoint[len("http://"):]
+	before, err := readEtcd(ctx, etcdAddr)
+	if err != nil {
+		return res, err
+	}
+	log.Info("scale: cold start")
+	took, failed, perr := produceEach(ctx, e.rig.ProxyAddrs(), scaleTopic, allParts(int32(n)), r.cfg.DeliveryTimeout)
+	res.ColdStart, res.Failed = took, failed
+	if perr != nil {
+		res.FirstErr = perr.Error()
+	}
+	after, err := readEtcd(ctx, etcdAddr)
+	if err != nil {
+		return res, err
+	}
+	res.EtcdTxnPerSec, res.EtcdProposalPerSec = rates(before, after)
+	res.EtcdDBBytes = after.dbBytes
+	for _, p := range e.rig.Proxies {
+		rss, err := testrig.RSSBytes(p.Proc.Pid())
+		if err != nil {
+			return res, err
+		}
+		res.ProxyRSS = append(res.ProxyRSS, rss)
+	}
+	lat, parts, err := metadataLatency(ctx, e.rig.Proxies[0].Addr, 5)
+	if err != nil {
+		return res, err
+	}
+	res.MetadataP50, res.MetadataMax, res.MetadataParts = percentile(lat, 0.5), percentile(lat, 1), parts
+	log.Info("scale: route convergence")
+	conv, err := r.convergence(ctx, e)
+	if err != nil {
+		return res, err
+	}
+	res.ConvergeP50, res.ConvergeP99, res.ConvergeN = percentile(conv, 0.5), percentile(conv, 0.99), len(conv)
+	log.Info("scale: kill the broker holding the most partitions")
+	if err := r.takeover(ctx, e, n, &res); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// takeover kills the broker that owns the most partitions of the scale
+// topic with SIGKILL, then produces to each of its partitions until the
+// survivors own them all, and reads the survivors' loss counters.
+func (r *runner) takeover(ctx context.Context, e *env, n int, res *SizeResult) error {
+	owners, err := e.rig.Owners(ctx, scaleTopic)
+	if err != nil {
+		return err
+	}
+	count := map[int32]int{}
+	for _, b := range owners {
+		count[b]++
+	}
+	var victim *testrig.Broker
+	for _, b := range e.rig.Brokers {
+		if victim == nil || count[b.ID] > count[victim.ID] {
+			victim = b
+		}
+	}
+	var parts []int32
+	for p, b := range owners {
+		if b == victim.ID {
+			parts = append(parts, p)
+		}
+	}
+	res.TakeoverParts = len(parts)
+	// The victim's own counters, read before it dies, count toward losses.
+	var lossErr error
+	if l, err := readLosses(ctx, victim.MetricsAddr); err == nil {
+		addLosses(res, l)
+	} else {
+		lossErr = err
+	}
+	start := time.Now()
+	if err := victim.Proc.Kill(); err != nil {
+		return err
+	}
+	var survivors []string
+	for _, p := range e.rig.Proxies {
+		survivors = append(survivors, p.Addr)
+	}
+	_, failed, _ := produceEach(ctx, survivors, scaleTopic, parts, r.cfg.LeaseTTL+r.cfg.DeliveryTimeout)
+	res.TakeoverFailed = failed
+	deadline := time.Now().Add(r.cfg.LeaseTTL + time.Minute)
+	for {
+		owners, err := e.rig.Owners(ctx, scaleTopic)
+		if err != nil {
+			return err
+		}
+		if len(owners) == n && !ownedBy(owners, parts, victim.ID) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("takeover: %d of %d partitions owned, victim still listed for some, after %s", len(owners), n, time.Since(start))
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	res.Takeover = time.Since(start)
+	for _, b := range e.rig.Brokers {
+		if b == victim {
+			continue
+		}
+		l, err := readLosses(ctx, b.MetricsAddr)
+		if err != nil {
+			lossErr = errors.Join(lossErr, err)
+			continue
+		}
+		addLosses(res, l)
+	}
+	return lossErr
+}
+
+func addLosses(res *SizeResult, l brokerLosses) {
+	if l.sessionCounter {
+		res.SessionLosses = max(res.SessionLosses, 0) + l.sessions
+	}
+	res.OwnershipLosses += l.ownerships
+}
+
+func ownedBy(owners map[int32]int32, parts []int32, id int32) bool {
+	for _, p := range parts {
+		if owners[p] == id {
+			return true
+		}
+	}
+	return false
+}
+
+// convergence moves the owner of a one-partition topic nobody uses between
+// the brokers straight in etcd and times each move until both proxies'
+// tables are complete up to its revision.
+func (r *runner) convergence(ctx context.Context, e *env) ([]time.Duration, error) {
+	const topic = "scale-routes"
+	if err := e.putTopic(ctx, topic, 1); err != nil {
+		return nil, err
+	}
+	conv, err := timeMoves(ctx, e, topic, r.cfg.ConvergenceSamples, func(i int) int32 { return e.rig.Brokers[i%len(e.rig.Brokers)].ID })
+	if err != nil {
+		return nil, err
+	}
+	_, err = e.cli.Delete(ctx, e.layout.OwnerKey(topic, 0))
+	return conv, err
+}
+
+// timeMoves puts partition 0 of topic to owner(i) for each sample straight
+// in etcd and times each put until both proxies' tables are complete up to
+// its revision.
+func timeMoves(ctx context.Context, e *env, topic string, samples int, owner func(int) int32) ([]time.Duration, error) {
+	var out []time.Duration
+	for i := range samples {
+		start := time.Now()
+		resp, err := e.cli.Put(ctx, e.layout.OwnerKey(topic, 0), layout.Marshal(layout.Owner{Broker: owner(i)}))
+		if err != nil {
+			return nil, fmt.Errorf("put owner: %w", err)
+		}
+		if err := e.waitProxies(ctx, resp.Header.Revision, 10*time.Second); err != nil {
+			return nil, err
+		}
+		out = append(out, time.Since(start))
+		if err := sleep(ctx, 20*time.Millisecond); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
