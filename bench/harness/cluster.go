@@ -50,6 +50,8 @@ type Cluster struct {
 	etcdDir      string
 	// EtcdOnTmpfs says etcd's data is on tmpfs (see etcdDataDir).
 	EtcdOnTmpfs bool
+	// loadCPUs are the CPUs of load generator runs (nil: any); see pin.
+	loadCPUs []int
 }
 
 // startCluster starts everything and waits until the proxy is ready with

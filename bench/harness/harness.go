@@ -59,7 +59,7 @@ type Config struct {
 // Scenarios lists every scenario id, in run order.
 var Scenarios = []string{
 	"memory", "produce-1k", "latency-half-rate", "fetch", "produce-100b", "produce-1k-1conn", "produce-1k-many",
-	"fetch-idle-broker", "route-convergence", "failover", "routing-lookup", "profile",
+	"pinned-produce-1k", "pinned-latency-half-rate", "pinned-fetch", "pinned-produce-100b", "fetch-idle-broker", "route-convergence", "failover", "routing-lookup", "profile",
 }
 
 // Harness is one benchmark run.
@@ -113,7 +113,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	steps := []func(context.Context) error{
 		// Memory first: a proxy that has carried traffic keeps freed heap, and
 		// new connections would reuse it without growing RSS.
-		h.memoryScenario, h.produceScenarios, h.idleBrokerScenario, h.convergenceScenario,
+		h.memoryScenario, h.produceScenarios, h.pinnedScenarios, h.idleBrokerScenario, h.convergenceScenario,
 		h.failoverScenario, h.routingBench, h.profile,
 	}
 	for _, step := range steps {
@@ -208,7 +208,11 @@ func (h *Harness) profile(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		h.report.Profiles = append(h.report.Profiles, Profile{Run: pr.name, Seconds: secs, Top: top})
+		shares, err := profileShares(ctx, h.cfg.Repo, h.kproxy, path)
+		if err != nil {
+			return err
+		}
+		h.report.Profiles = append(h.report.Profiles, Profile{Run: pr.name, Seconds: secs, Top: top, Shares: shares})
 	}
 	return nil
 }

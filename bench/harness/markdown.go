@@ -15,6 +15,9 @@ func (r *Report) markdown() string {
 	w("Reproduce with:\n\n```sh\n%s\n```\n\n", r.Command)
 	w("`make bench` runs `go run ./bench/cmd/benchrun` with its defaults; `go run ./bench/cmd/benchrun -h` lists the flags that scale it (duration, rounds, scenarios, connection counts).\n\n")
 	r.setupMarkdown(w)
+	if r.Pinning != "" {
+		w("Pinned scenarios (titles starting \"Pinned:\"): %s The unpinned scenarios let every process use every core.\n\n", r.Pinning)
+	}
 	w("## Targets\n\n| target | goal | this run | status |\n|---|---|---|---|\n")
 	for _, t := range r.Targets {
 		w("| %s | %s | %s | **%s** |\n", t.Name, t.Goal, t.Figure, t.Status)
@@ -52,7 +55,11 @@ func (r *Report) markdown() string {
 		w("\n")
 	}
 	for _, p := range r.Profiles {
-		w("## Proxy CPU profile: %s\n\nAn extra run through kproxy (not part of the figures above), profiled for %d s with `--pprof`; `go tool pprof -top`, flat then cumulative:\n\n```\n%s\n```\n\n", p.Run, p.Seconds, p.Top)
+		w("## Proxy CPU profile: %s\n\nAn extra run through kproxy (not part of the figures above), profiled for %d s with `--pprof`.", p.Run, p.Seconds)
+		if p.Shares != "" {
+			w(" Where its CPU goes, flat samples by kind: %s. A relay, which decodes nothing, spends nearly all its CPU on the first kind (syscalls and the poller); every other kind is what the proxy adds to it.", p.Shares)
+		}
+		w(" `go tool pprof -top`, flat then cumulative:\n\n```\n%s\n```\n\n", p.Top)
 	}
 	r.missedMarkdown(w)
 	if len(r.Findings) > 0 {

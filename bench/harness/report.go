@@ -26,6 +26,8 @@ type Report struct {
 	Routing        []RoutingBench     `json:"routing_lookup,omitempty"`
 	RoutingCommand string             `json:"routing_command,omitempty"`
 	Profiles       []Profile          `json:"proxy_profiles,omitempty"`
+	// Pinning says how the pinned scenarios placed the processes.
+	Pinning string `json:"pinning,omitempty"`
 	// EtcdPeakBytes is the largest etcd database size seen before one of
 	// the compactions that precede every round, and EtcdPeakBefore the
 	// topic that round was about to use (the growth came from the rounds
@@ -77,6 +79,9 @@ type Profile struct {
 	Run     string `json:"run"`
 	Seconds int    `json:"seconds"`
 	Top     string `json:"top"`
+	// Shares is the flat CPU by kind (profileKinds): what a relay pays
+	// too against what only the proxy does.
+	Shares string `json:"shares,omitempty"`
 }
 
 func newReport(cfg Config) *Report {
@@ -180,6 +185,7 @@ func (r *Report) evaluate(cfg Config) {
 	} else {
 		notRun("merged fetch with an idle broker", "kproxy p99 < 1 s (idle broker's MaxWait: 5 s)")
 	}
+	r.evaluatePinned()
 	r.evaluateFailover(cfg)
 	if c := r.Convergence; c != nil {
 		r.Targets = append(r.Targets, Target{Name: "route convergence p99", Goal: "<= 50 ms",

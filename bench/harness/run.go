@@ -38,7 +38,7 @@ type sample struct {
 // startKbench starts one kbench run; its result line is on stdout.
 func (h *Harness) startKbench(ctx context.Context, name string, args []string) (*testrig.Proc, error) {
 	p := testrig.NewProc(testrig.Spec{Name: name, Path: h.kbench, Args: args, CaptureStdout: true,
-		LogPath: filepath.Join(h.dir, name+".log")})
+		LogPath: filepath.Join(h.dir, name+".log"), CPUs: h.cluster.loadCPUs})
 	return p, p.Start(ctx)
 }
 

@@ -224,42 +224,65 @@ func consumeSpec(topic string, d time.Duration) runSpec {
 // manyWarmup is the warm-up of the many-clients scenario.
 func manyWarmup(w time.Duration) time.Duration { return max(w, 5*time.Second) }
 
-// produceScenarios are the throughput comparisons, the latency at half the
-// direct saturated rate and the read-back.
-func (h *Harness) produceScenarios(ctx context.Context) error {
+// coreScenarios are produce-1k, the latency at half its direct saturated
+// rate, fetch and produce-100b, with prefix before their ids and topics (the
+// pinned runs repeat them).
+func (h *Harness) coreScenarios(ctx context.Context, prefix string) error {
 	var directRate float64
-	if h.selected("produce-1k", "latency-half-rate") {
-		sat, err := h.compare(ctx, "produce-1k", "Produce 1 KiB records, acks=all, 8 producers",
+	if h.selected(prefix+"produce-1k", prefix+"latency-half-rate") {
+		sat, err := h.compare(ctx, prefix+"produce-1k", title(prefix)+"Produce 1 KiB records, acks=all, 8 producers",
 			"16 partitions over 3 brokers, 8 producers each with its own kgo client, as fast as the clients' buffers allow",
-			h.freshPlan("bench-1k", h.produceFor(produceArgs{recordSize: 1024, producers: 8, clients: 8})))
+			h.freshPlan(prefix+"bench-1k", h.produceFor(produceArgs{recordSize: 1024, producers: 8, clients: 8})))
 		if err != nil {
 			return err
 		}
 		d, _ := sat.side(sideDirect)
 		directRate = d.RecordsPerSec
 	}
-	if h.selected("latency-half-rate") {
+	if h.selected(prefix + "latency-half-rate") {
 		rate := directRate / 2
-		if _, err := h.compare(ctx, "latency-half-rate",
-			fmt.Sprintf("Produce latency at half the direct saturated rate (%.0f records/s)", rate),
+		if _, err := h.compare(ctx, prefix+"latency-half-rate",
+			title(prefix)+fmt.Sprintf("Produce latency at half the direct saturated rate (%.0f records/s)", rate),
 			"the produce-1k set-up at a fixed total rate; latency counts from each record's intended send time",
-			h.freshPlan("bench-half", h.produceFor(produceArgs{recordSize: 1024, producers: 8, clients: 8, rate: rate}))); err != nil {
+			h.freshPlan(prefix+"bench-half", h.produceFor(produceArgs{recordSize: 1024, producers: 8, clients: 8, rate: rate}))); err != nil {
 			return err
 		}
 	}
-	if h.selected("fetch") {
-		if _, err := h.compare(ctx, "fetch", "Fetch: 4 consumers read the same data back",
+	if h.selected(prefix + "fetch") {
+		if _, err := h.compare(ctx, prefix+"fetch", title(prefix)+"Fetch: 4 consumers read the same data back",
 			fmt.Sprintf("before each round the brokers restart and %d s of saturating 1 KiB produce fill a 16-partition topic and one unmeasured read warms the brokers' caches; every run then reads it from offset 0 to the end offsets at its start (capped at the run duration); latency is the fetch request round trip", fillSeconds),
-			h.fillPlan("bench-fetch")); err != nil {
+			h.fillPlan(prefix+"bench-fetch")); err != nil {
 			return err
 		}
+	}
+	if h.selected(prefix + "produce-100b") {
+		a := produceArgs{topic: prefix + "bench-100b", recordSize: 100, producers: 8, clients: 8}
+		if _, err := h.compare(ctx, prefix+"produce-100b", title(prefix)+"Produce 100-byte records, acks=all, 8 producers",
+			"as produce-1k with 100-byte values", h.freshPlan(a.topic, h.produceFor(a))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// title is the table title's start for a scenario prefix.
+func title(prefix string) string {
+	if prefix == pinnedPrefix {
+		return "Pinned: "
+	}
+	return ""
+}
+
+// produceScenarios are the throughput comparisons, the latency at half the
+// direct saturated rate and the read-back.
+func (h *Harness) produceScenarios(ctx context.Context) error {
+	if err := h.coreScenarios(ctx, ""); err != nil {
+		return err
 	}
 	for _, sc := range []struct {
 		id, title, what string
 		args            produceArgs
 	}{
-		{"produce-100b", "Produce 100-byte records, acks=all, 8 producers", "as produce-1k with 100-byte values",
-			produceArgs{topic: "bench-100b", recordSize: 100, producers: 8, clients: 8}},
 		{"produce-1k-1conn", "Produce 1 KiB records over 1 client connection", "8 producing goroutines share one kgo client",
 			produceArgs{topic: "bench-1conn", recordSize: 1024, producers: 8, clients: 1}},
 		{"produce-1k-many", fmt.Sprintf("Produce 1 KiB records from %d client connections", h.cfg.ManyClients),
