@@ -57,7 +57,7 @@ func (r *Report) markdown() string {
 	for _, p := range r.Profiles {
 		w("## Proxy CPU profile: %s\n\nAn extra run through kproxy (not part of the figures above), profiled for %d s with `--pprof`.", p.Run, p.Seconds)
 		if p.Shares != "" {
-			w(" Where its CPU goes, flat samples by kind: %s. A relay, which decodes nothing, spends nearly all its CPU on the first kind (syscalls and the poller); every other kind is what the proxy adds to it.", p.Shares)
+			w(" Where its CPU goes, flat samples by kind: %s. A relay, which decodes nothing, spends nearly all its CPU on syscalls and the poller; every other kind is what the proxy adds to it.", p.Shares)
 		}
 		w(" `go tool pprof -top`, flat then cumulative:\n\n```\n%s\n```\n\n", p.Top)
 	}

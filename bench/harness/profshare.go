@@ -52,8 +52,10 @@ func sharesOf(top string) string {
 		share[kindOf(strings.Join(f[5:], " "))] += pct
 	}
 	kinds := make([]string, 0, len(share))
-	for k := range share {
-		kinds = append(kinds, k)
+	for k, v := range share {
+		if v >= 0.5 { // a kind that rounds to 0% says nothing
+			kinds = append(kinds, k)
+		}
 	}
 	slices.SortFunc(kinds, func(a, b string) int {
 		if share[a] != share[b] {

@@ -13,12 +13,13 @@ func TestReportTargetsAndMarkdown(t *testing.T) {
 		LoadStart: "9.0 9.0 9.0", LoadEnd: "0.1 0.1 0.1", LeaseTTL: "10s",
 		Sizes: []SizeResult{
 			{Partitions: 10_000, ColdStart: 3 * time.Second, SessionLosses: 0, Takeover: 12 * time.Second, TakeoverParts: 3333,
-				ProxyRSS: []int64{64 << 20, 65 << 20}, ConvergeP99: 5 * time.Millisecond, ConvergeN: 50},
+				ProxyFigures: ProxyFigures{ProxyRSS: []int64{64 << 20, 65 << 20}, ConvergeP99: 5 * time.Millisecond, ConvergeN: 50}},
 			{Partitions: 30_000, ColdStart: time.Minute, Failed: 7, SessionLosses: 2, Takeover: 40 * time.Second,
-				ConvergeP99: 80 * time.Millisecond, ConvergeN: 50},
-			{Partitions: 2_000, SessionLosses: -1, OwnershipLosses: 3, Takeover: time.Second, ConvergeN: 1},
+				ProxyFigures: ProxyFigures{ConvergeP99: 80 * time.Millisecond, ConvergeN: 50}},
+			{Partitions: 2_000, SessionLosses: -1, OwnershipLosses: 3, Takeover: time.Second, ProxyFigures: ProxyFigures{ConvergeN: 1}},
 		},
-		Sim: &SimResult{Brokers: 1000, Partitions: 100_000, Topics: 1000, ConvergeP99: 10 * time.Millisecond, ConvergeN: 50},
+		Sim: &SimResult{Brokers: 1000, Partitions: 100_000, Topics: 1000,
+			ProxyFigures: ProxyFigures{ConvergeP99: 10 * time.Millisecond, ConvergeN: 50}},
 	}
 	rep.evaluate(10 * time.Second)
 	want := map[string]string{

@@ -7,7 +7,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kproxy/kproxy/internal/testrig"
 	"github.com/kproxy/kproxy/layout"
 )
 
@@ -20,15 +19,9 @@ type SimResult struct {
 	Partitions int `json:"partitions"`
 	// Load is how long writing every key took; Sync how long the proxies
 	// then took from start to ready with the whole table.
-	Load          time.Duration `json:"load"`
-	Sync          time.Duration `json:"sync"`
-	ProxyRSS      []int64       `json:"proxy_rss_bytes"`
-	MetadataP50   time.Duration `json:"metadata_p50"`
-	MetadataMax   time.Duration `json:"metadata_max"`
-	MetadataParts int           `json:"metadata_partitions"`
-	ConvergeP50   time.Duration `json:"convergence_p50"`
-	ConvergeP99   time.Duration `json:"convergence_p99"`
-	ConvergeN     int           `json:"convergence_samples"`
+	Load time.Duration `json:"load"`
+	Sync time.Duration `json:"sync"`
+	ProxyFigures
 }
 
 // maxTxnOps is etcd's default --max-txn-ops.
@@ -63,24 +56,9 @@ func (r *runner) simulate(ctx context.Context, brokers, partitions int) (res Sim
 		}
 	}
 	res.Sync = time.Since(start)
-	for _, p := range e.rig.Proxies {
-		rss, err := testrig.RSSBytes(p.Proc.Pid())
-		if err != nil {
-			return res, err
-		}
-		res.ProxyRSS = append(res.ProxyRSS, rss)
-	}
-	lat, parts, err := metadataLatency(ctx, e.rig.Proxies[0].Addr, 5)
-	if err != nil {
-		return res, err
-	}
-	res.MetadataP50, res.MetadataMax, res.MetadataParts = percentile(lat, 0.5), percentile(lat, 1), parts
-	conv, err := simConvergence(ctx, e, brokers, r.cfg.ConvergenceSamples)
-	if err != nil {
-		return res, err
-	}
-	res.ConvergeP50, res.ConvergeP99, res.ConvergeN = percentile(conv, 0.5), percentile(conv, 0.99), len(conv)
-	return res, nil
+	res.ProxyFigures, err = proxyFigures(ctx, e, simTopic(0), r.cfg.ConvergenceSamples,
+		func(i int) int32 { return int32(i%brokers + 1) })
+	return res, err
 }
 
 func simTopic(i int) string { return fmt.Sprintf("sim-%04d", i) }
@@ -151,9 +129,4 @@ func loadSim(ctx context.Context, e *env, brokers, topics int) error {
 		}
 	}
 	return flush()
-}
-
-// simConvergence moves the owner of sim-0000/0 between simulated brokers.
-func simConvergence(ctx context.Context, e *env, brokers, samples int) ([]time.Duration, error) {
-	return timeMoves(ctx, e, simTopic(0), samples, func(i int) int32 { return int32(i%brokers + 1) })
 }

@@ -31,13 +31,43 @@ type SizeResult struct {
 	Takeover       time.Duration `json:"takeover"`
 	TakeoverParts  int           `json:"takeover_partitions"`
 	TakeoverFailed int           `json:"takeover_failed_records"`
-	ProxyRSS       []int64       `json:"proxy_rss_bytes"`
-	MetadataP50    time.Duration `json:"metadata_p50"`
-	MetadataMax    time.Duration `json:"metadata_max"`
-	MetadataParts  int           `json:"metadata_partitions"`
-	ConvergeP50    time.Duration `json:"convergence_p50"`
-	ConvergeP99    time.Duration `json:"convergence_p99"`
-	ConvergeN      int           `json:"convergence_samples"`
+	ProxyFigures
+}
+
+// ProxyFigures are the proxies' memory, Metadata latency for every topic
+// (against the first proxy) and route convergence across both.
+type ProxyFigures struct {
+	ProxyRSS      []int64       `json:"proxy_rss_bytes"`
+	MetadataP50   time.Duration `json:"metadata_p50"`
+	MetadataMax   time.Duration `json:"metadata_max"`
+	MetadataParts int           `json:"metadata_partitions"`
+	ConvergeP50   time.Duration `json:"convergence_p50"`
+	ConvergeP99   time.Duration `json:"convergence_p99"`
+	ConvergeN     int           `json:"convergence_samples"`
+}
+
+// proxyFigures measures ProxyFigures; the convergence moves partition 0 of
+// topic to owner(i) for each sample.
+func proxyFigures(ctx context.Context, e *env, topic string, samples int, owner func(int) int32) (ProxyFigures, error) {
+	var f ProxyFigures
+	for _, p := range e.rig.Proxies {
+		rss, err := testrig.RSSBytes(p.Proc.Pid())
+		if err != nil {
+			return f, err
+		}
+		f.ProxyRSS = append(f.ProxyRSS, rss)
+	}
+	lat, parts, err := metadataLatency(ctx, e.rig.Proxies[0].Addr, 5)
+	if err != nil {
+		return f, err
+	}
+	f.MetadataP50, f.MetadataMax, f.MetadataParts = percentile(lat, 0.5), percentile(lat, 1), parts
+	conv, err := timeMoves(ctx, e, topic, samples, owner)
+	if err != nil {
+		return f, err
+	}
+	f.ConvergeP50, f.ConvergeP99, f.ConvergeN = percentile(conv, 0.5), percentile(conv, 0.99), len(conv)
+	return f, nil
 }
 
 const scaleTopic = "scale"
@@ -72,24 +102,15 @@ func (r *runner) size(ctx context.Context, n int) (res SizeResult, err error) {
 	}
 	res.EtcdTxnPerSec, res.EtcdProposalPerSec = rates(before, after)
 	res.EtcdDBBytes = after.dbBytes
-	for _, p := range e.rig.Proxies {
-		rss, err := testrig.RSSBytes(p.Proc.Pid())
-		if err != nil {
-			return res, err
-		}
-		res.ProxyRSS = append(res.ProxyRSS, rss)
-	}
-	lat, parts, err := metadataLatency(ctx, e.rig.Proxies[0].Addr, 5)
-	if err != nil {
+	log.Info("scale: proxies' memory, Metadata and route convergence")
+	const routes = "scale-routes"
+	if err := e.putTopic(ctx, routes, 1); err != nil {
 		return res, err
 	}
-	res.MetadataP50, res.MetadataMax, res.MetadataParts = percentile(lat, 0.5), percentile(lat, 1), parts
-	log.Info("scale: route convergence")
-	conv, err := r.convergence(ctx, e)
-	if err != nil {
+	if res.ProxyFigures, err = proxyFigures(ctx, e, routes, r.cfg.ConvergenceSamples,
+		func(i int) int32 { return e.rig.Brokers[i%len(e.rig.Brokers)].ID }); err != nil {
 		return res, err
 	}
-	res.ConvergeP50, res.ConvergeP99, res.ConvergeN = percentile(conv, 0.5), percentile(conv, 0.99), len(conv)
 	log.Info("scale: kill the broker holding the most partitions")
 	if err := r.takeover(ctx, e, n, &res); err != nil {
 		return res, err
@@ -139,21 +160,18 @@ func (r *runner) takeover(ctx context.Context, e *env, n int, res *SizeResult) e
 	}
 	_, failed, _ := produceEach(ctx, survivors, scaleTopic, parts, r.cfg.LeaseTTL+r.cfg.DeliveryTimeout)
 	res.TakeoverFailed = failed
-	deadline := time.Now().Add(r.cfg.LeaseTTL + time.Minute)
-	for {
+	err = testrig.WaitFor(ctx, "takeover", e.rig.Proxies[0].Proc, r.cfg.LeaseTTL+time.Minute, func(ctx context.Context) error {
 		owners, err := e.rig.Owners(ctx, scaleTopic)
 		if err != nil {
 			return err
 		}
-		if len(owners) == n && !ownedBy(owners, parts, victim.ID) {
-			break
+		if len(owners) < n || ownedBy(owners, parts, victim.ID) {
+			return fmt.Errorf("%d of %d partitions owned, some still by the killed broker %d", len(owners), n, victim.ID)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("takeover: %d of %d partitions owned, victim still listed for some, after %s", len(owners), n, time.Since(start))
-		}
-		if err := sleep(ctx, 100*time.Millisecond); err != nil {
-			return err
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	res.Takeover = time.Since(start)
 	for _, b := range e.rig.Brokers {
@@ -186,22 +204,6 @@ func ownedBy(owners map[int32]int32, parts []int32, id int32) bool {
 	return false
 }
 
-// convergence moves the owner of a one-partition topic nobody uses between
-// the brokers straight in etcd and times each move until both proxies'
-// tables are complete up to its revision.
-func (r *runner) convergence(ctx context.Context, e *env) ([]time.Duration, error) {
-	const topic = "scale-routes"
-	if err := e.putTopic(ctx, topic, 1); err != nil {
-		return nil, err
-	}
-	conv, err := timeMoves(ctx, e, topic, r.cfg.ConvergenceSamples, func(i int) int32 { return e.rig.Brokers[i%len(e.rig.Brokers)].ID })
-	if err != nil {
-		return nil, err
-	}
-	_, err = e.cli.Delete(ctx, e.layout.OwnerKey(topic, 0))
-	return conv, err
-}
-
 // timeMoves puts partition 0 of topic to owner(i) for each sample straight
 // in etcd and times each put until both proxies' tables are complete up to
 // its revision.
@@ -217,20 +219,11 @@ func timeMoves(ctx context.Context, e *env, topic string, samples int, owner fun
 			return nil, err
 		}
 		out = append(out, time.Since(start))
-		if err := sleep(ctx, 20*time.Millisecond); err != nil {
-			return nil, err
+		select { // spaced, so that each move is its own watch event
+		case <-time.After(20 * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 	}
 	return out, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
