@@ -47,7 +47,7 @@ func (r *Report) markdown() string {
 		w("\n")
 	}
 	if len(r.Routing) > 0 {
-		w("## Go benchmarks: routing table, split and merge\n\nThe packages' own benchmarks, run by the harness: routing/ with 100,000 partitions and 1,000 brokers (lookups, one watch event applied with SetOwner, the loaded table's memory) and proxy/apis (a produce or fetch split over 3 brokers and merged, or sent whole to one):\n\n```sh\n%s\n```\n\n", r.RoutingCommand)
+		w("## Go benchmarks: routing table, split and merge\n\nThe packages' own benchmarks, run by the harness: routing/ with 100,000 partitions and 1,000 brokers (lookups, one watch event applied with SetOwner, the loaded table's memory) and proxy/apis (a produce or fetch split over 3 brokers and merged, or sent whole to one; a produce naming 10,000 partitions, with ns and allocations per partition):\n\n```sh\n%s\n```\n\n", r.RoutingCommand)
 		w("| package | benchmark | ns/op | other figures |\n|---|---|---|---|\n")
 		for _, rb := range r.Routing {
 			w("| %s | %s | %.1f | %s |\n", rb.Package, rb.Name, rb.NsPerOp, rb.Metrics)

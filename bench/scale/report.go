@@ -67,9 +67,12 @@ func (r *Report) evaluate(ttl time.Duration) {
 		} else {
 			add(p+"session losses", "0", fmt.Sprintf("%.0f (ownerships lost without release: %.0f)", s.SessionLosses, s.OwnershipLosses), s.SessionLosses == 0)
 		}
-		add(p+"takeover of a killed broker's partitions", "<= lease TTL + 10 s = "+takeoverGoal.String(),
-			fmt.Sprintf("%s for %d partitions, %d records failed", s.Takeover.Round(time.Millisecond), s.TakeoverParts, s.TakeoverFailed),
-			s.Takeover > 0 && s.Takeover <= takeoverGoal && s.TakeoverFailed == 0)
+		fig := fmt.Sprintf("%s for %d partitions, %d records failed", s.Takeover.Round(time.Millisecond), s.TakeoverParts, s.TakeoverFailed)
+		if s.TakeoverErr != "" {
+			fig = fmt.Sprintf("incomplete after %s: %s", s.Takeover.Round(time.Millisecond), s.TakeoverErr)
+		}
+		add(p+"takeover of a killed broker's partitions", "<= lease TTL + 10 s = "+takeoverGoal.String(), fig,
+			s.TakeoverErr == "" && s.Takeover > 0 && s.Takeover <= takeoverGoal && s.TakeoverFailed == 0)
 		add(p+"route convergence p99 (both proxies)", "<= "+convergenceGoal.String(),
 			fmt.Sprintf("%.2f ms (p50 %.2f ms, %d moves)", msOf(s.ConvergeP99), msOf(s.ConvergeP50), s.ConvergeN),
 			s.ConvergeN > 0 && s.ConvergeP99 <= convergenceGoal)

@@ -62,9 +62,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("work dir: %w", err)
 	}
-	if !cfg.KeepDir {
-		defer os.RemoveAll(dir)
-	}
+	keep := cfg.KeepDir
+	defer func() {
+		if !keep {
+			os.RemoveAll(dir)
+		}
+	}()
 	r := &runner{cfg: cfg, dir: dir, kproxy: filepath.Join(dir, "kproxy")}
 	rep := newReport(cfg)
 	started := time.Now()
@@ -74,7 +77,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	for _, n := range cfg.Sizes {
 		res, err := r.size(ctx, n)
+		if res.TakeoverErr != "" {
+			keep = true // its logs say why
+		}
 		if err != nil {
+			keep = true
 			return nil, fmt.Errorf("%d partitions: %w (logs in %s)", n, err, dir)
 		}
 		rep.Sizes = append(rep.Sizes, res)
@@ -82,9 +89,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.SimBrokers > 0 {
 		res, err := r.simulate(ctx, cfg.SimBrokers, cfg.SimPartitions)
 		if err != nil {
+			keep = true
 			return nil, fmt.Errorf("simulation: %w (logs in %s)", err, dir)
 		}
 		rep.Sim = &res
+	}
+	if keep {
+		cfg.Logger.Info("scale: work directory kept", "dir", dir)
 	}
 	rep.Elapsed = time.Since(started).Round(time.Second).String()
 	rep.LoadEnd = harness.LoadAverage()
