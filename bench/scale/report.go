@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,6 +108,10 @@ func (r *Report) Markdown() string {
 		w("**This is a smoke run, not a result**: %s. Its figures show the harness works and roughly where the costs are; rerun `make scale` on a quiet machine for figures to quote.", smokeWhy(r))
 		w("")
 	}
+	if !r.fullSizes() {
+		w("Partition counts run: %s; `make scale` runs %s.", r.sizeList(r.runSizes()), r.sizeList(DefaultSizes))
+		w("")
+	}
 	w("Set-up: `kproxy etcd` (data on tmpfs), 3 `kproxy broker` (memory store, lease TTL %s) and 2 `kproxy serve`, each its own process, started fresh for every partition count. The topic is written straight to etcd; a kgo producer (in the harness process, seeded with both proxies, manual partitioner) then sends one record to every partition at once.", r.LeaseTTL)
 	w("")
 	w("## Targets")
@@ -143,6 +148,27 @@ func (r *Report) Markdown() string {
 		w("")
 	}
 	return b.String()
+}
+
+func (r *Report) runSizes() []int {
+	out := make([]int, len(r.Sizes))
+	for i, s := range r.Sizes {
+		out[i] = s.Partitions
+	}
+	return out
+}
+
+func (r *Report) fullSizes() bool { return slices.Equal(r.runSizes(), DefaultSizes) }
+
+func (r *Report) sizeList(ns []int) string {
+	parts := make([]string, len(ns))
+	for i, n := range ns {
+		parts[i] = fmt.Sprintf("%d", n)
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // loaded says a load average string's first figure exceeds the cores.

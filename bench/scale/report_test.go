@@ -53,7 +53,7 @@ func TestReportTargetsAndMarkdown(t *testing.T) {
 	}
 	md := string(b)
 	for _, s := range []string{"`make scale`", "**This is a smoke run, not a result**", "| 10000 | 3s |", "3333", "64 + 65 MiB",
-		"## 1000 simulated brokers", "| 30000 partitions: session losses | 0 | 2 (ownerships lost without release: 0) | missed |", "not exported"} {
+		"## 1000 simulated brokers", "Partition counts run: 10000, 30000, 2000; `make scale` runs 10000, 30000, 100000.", "| 30000 partitions: session losses | 0 | 2 (ownerships lost without release: 0) | missed |", "not exported"} {
 		if !strings.Contains(md, s) {
 			t.Errorf("markdown lacks %q:\n%s", s, md)
 		}
