@@ -14,6 +14,10 @@ func (r *Report) markdown() string {
 		r.Generated, r.Elapsed, r.Environment.Commit)
 	w("Reproduce with:\n\n```sh\n%s\n```\n\n", r.Command)
 	w("`make bench` runs `go run ./bench/cmd/benchrun` with its defaults; `go run ./bench/cmd/benchrun -h` lists the flags that scale it (duration, rounds, scenarios, connection counts).\n\n")
+	if LoadedMachine(r.Environment.LoadStart, r.Environment.Cores) || LoadedMachine(r.Environment.LoadEnd, r.Environment.Cores) {
+		w("**Taken on a loaded machine** (load average %s at the start, %s at the end, on %d cores): a smoke check of the harness, not a result. Rerun on a quiet machine before quoting a figure.\n\n",
+			r.Environment.LoadStart, r.Environment.LoadEnd, r.Environment.Cores)
+	}
 	r.setupMarkdown(w)
 	if r.Pinning != "" {
 		w("Pinned scenarios (titles starting \"Pinned:\"): %s The unpinned scenarios let every process use every core.\n\n", r.Pinning)
@@ -69,6 +73,15 @@ func (r *Report) markdown() string {
 		}
 	}
 	return b.String()
+}
+
+// LoadedMachine says a load average's 1-minute figure exceeds the cores.
+func LoadedMachine(avg string, cores int) bool {
+	var one float64
+	if _, err := fmt.Sscan(avg, &one); err != nil {
+		return false
+	}
+	return cores > 0 && one > float64(cores)
 }
 
 func (r *Report) setupMarkdown(w func(string, ...any)) {

@@ -171,14 +171,8 @@ func (r *Report) sizeList(ns []int) string {
 	return strings.Join(parts, ", ")
 }
 
-// loaded says a load average string's first figure exceeds the cores.
-func loaded(avg string) bool {
-	var one float64
-	if _, err := fmt.Sscan(avg, &one); err != nil {
-		return false
-	}
-	return one > float64(runtime.NumCPU())
-}
+// loaded says a load average's first figure exceeds the cores.
+func loaded(avg string) bool { return harness.LoadedMachine(avg, runtime.NumCPU()) }
 
 func smokeWhy(r *Report) string {
 	var why []string
