@@ -196,7 +196,13 @@ func (h *Harness) profile(ctx context.Context) error {
 		}
 		path := filepath.Join(h.dir, "proxy-"+pr.name+".pprof")
 		errc := make(chan error, 1)
-		go func() { errc <- h.fetchProfile(ctx, path, secs, h.cfg.Warmup) }() // joined below
+		// A fetch run has no warm-up and may read everything within its first
+		// second: profiled from its start, or the profile can be empty.
+		delay := h.cfg.Warmup
+		if pr.spec.cmd == "consume" {
+			delay = 0
+		}
+		go func() { errc <- h.fetchProfile(ctx, path, secs, delay) }() // joined below
 		if _, err := h.runKbench(ctx, h.cluster.side(sideProxy), pr.spec); err != nil {
 			<-errc
 			return err
