@@ -41,9 +41,10 @@ type clientConn struct {
 	ln   *boundListener
 	gate authGate // authentication (listener_auth.go)
 
-	clientID  []byte // the last client id seen, to reuse its *string
-	clientPtr *string
-	sizeBuf   [4]byte
+	clientID   []byte // the last client id seen, to reuse its *string
+	clientPtr  *string
+	sizeBuf    [4]byte
+	mutedUntil atomic.Int64 // unix ns: a quota throttle holds the next request (throttle.go)
 }
 
 func newClientConn(s *Server, id uint64, nc net.Conn, bl *boundListener) *clientConn {
@@ -187,14 +188,24 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 		c.s.bufs.Put(buf)
 		return err
 	}
+	var cost quotaCost
 	if cl == nil {
+		if err := c.waitMuted(); err != nil {
+			c.s.bufs.Put(buf)
+			return err
+		}
+		cid := c.internClientID(&h)
+		cost.client = derefClientID(cid)
+		c.chargeProduce(h.key, 4+int(n), &cost)
+		began := time.Now()
 		cl = c.s.d.disp.Begin(c.ctx, c.id, apis.Header{
-			Key: h.key, Version: h.version, CorrelationID: h.corr, ClientID: c.internClientID(&h),
+			Key: h.key, Version: h.version, CorrelationID: h.corr, ClientID: cid,
 		}, frame[h.bodyOff:])
+		cost.begin = time.Since(began)
 	}
 	h.clientID = nil // aliases frame
 	c.calls.Add(1)
-	go c.finish(t, h, cl, am, start, buf)
+	go c.finish(t, h, cl, am, start, buf, cost)
 	if last {
 		return errLastRequest
 	}
@@ -204,7 +215,7 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 // begun finishes a call answered by the connection itself.
 func (c *clientConn) begun(t uint64, h reqHeader, cl call, last bool, start time.Time, buf *[]byte) error {
 	c.calls.Add(1)
-	go c.finish(t, h, cl, c.s.m.api(h.key), start, buf)
+	go c.finish(t, h, cl, c.s.m.api(h.key), start, buf, quotaCost{})
 	if last {
 		return errLastRequest
 	}
@@ -226,7 +237,7 @@ func (c *clientConn) internClientID(h *reqHeader) *string {
 
 // finish waits for one call and hands its response to the sequencer. The
 // call reads the request frame in buf until Finish returns.
-func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, start time.Time, buf *[]byte) {
+func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, start time.Time, buf *[]byte, cost quotaCost) {
 	defer c.calls.Done()
 	reply, err := call.Finish(c.ctx)
 	c.s.bufs.Put(buf)
@@ -239,6 +250,7 @@ func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, st
 		c.close(fmt.Errorf("%s v%d: %w", apiName(h.key), h.version, err))
 		return
 	}
+	c.chargeReply(h.key, h.version, &reply, cost)
 	if reply.NoResponse {
 		c.seq.complete(t, response{skip: true})
 		return

@@ -34,6 +34,7 @@ import (
 	"github.com/kproxy/kproxy/leasewatch"
 	"github.com/kproxy/kproxy/proxy/adminui"
 	"github.com/kproxy/kproxy/proxy/apis"
+	"github.com/kproxy/kproxy/proxy/quota"
 	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -64,6 +65,10 @@ type Config struct {
 	// WriteTimeout bounds one write to a client; a client that reads
 	// nothing for this long is disconnected (default 30s).
 	WriteTimeout time.Duration
+
+	// Quota sets the client quota windows (Kafka's defaults); New sets its
+	// Now and Registerer.
+	Quota quota.Config
 
 	UpstreamConnsPerBroker int // default 4
 	EnablePprof            bool
@@ -117,6 +122,9 @@ type deps struct {
 	watch  func(ctx context.Context) error // keeps routes current until ctx ends
 	prune  func()                          // drop connections to brokers that left
 	close  func()                          // release upstream connections
+	quotas *quota.Manager                  // nil: no client quotas
+	// quotaRun keeps quotas current until ctx ends (nil: nothing to run).
+	quotaRun func(ctx context.Context) error
 }
 
 // Server is a running proxy: create it with New, then call Run once.
@@ -218,8 +226,12 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
 		Logger:         cfg.Logger.With("component", "upstream"),
 		Registerer:     cfg.Registry,
 	})
+	qm, qs, err := newQuotas(cfg)
+	if err != nil {
+		return deps{}, err
+	}
 	disp, err := apis.New(apis.Config{
-		Routes: routes, Sender: pool,
+		Routes: routes, Sender: pool, Quotas: qs,
 		NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port), ClusterID: cfg.ClusterID,
 		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions, SCRAM: scram,
 		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry,
@@ -233,7 +245,7 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
 	}
 	return deps{
 		disp: apisDispatcher{disp}, routes: routes, status: w.Status,
-		watch: w.Run, prune: pool.Prune,
+		watch: w.Run, prune: pool.Prune, quotas: qm, quotaRun: qs.Run,
 		close: func() { pool.Close(); disp.Close() }, // failed by the pool, the long polls end
 	}, nil
 }
@@ -270,7 +282,7 @@ func (s *Server) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
 	var bgWG sync.WaitGroup
-	errc := make(chan error, 4+len(s.lns))
+	errc := make(chan error, 5+len(s.lns))
 	bgWG.Go(func() {
 		if err := s.d.watch(bg); err != nil && bg.Err() == nil {
 			errc <- fmt.Errorf("routing watch: %w", err)
@@ -278,6 +290,13 @@ func (s *Server) Run(ctx context.Context) error {
 	})
 	bgWG.Go(func() { s.pruneLoop(bg) })
 	bgWG.Go(func() { s.ui.Run(bg) })
+	if s.d.quotaRun != nil {
+		bgWG.Go(func() {
+			if err := s.d.quotaRun(bg); err != nil && bg.Err() == nil {
+				errc <- fmt.Errorf("quota watch: %w", err)
+			}
+		})
+	}
 	bgWG.Go(func() {
 		if err := s.http.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("admin http: %w", err)

@@ -54,6 +54,10 @@ type Config struct {
 	// (default 3s).
 	ProbeTimeout time.Duration
 
+	// Quotas, if set, answers DescribeClientQuotas and AlterClientQuotas
+	// (the proxy enforces client quotas itself); nil forwards them.
+	Quotas QuotaAdmin
+
 	Logger     *slog.Logger          // default: discard
 	Registerer prometheus.Registerer // nil: metrics are kept but not exported
 	Now        func() time.Time      // default time.Now

@@ -64,7 +64,9 @@ var apiTable = func() (t [numKeys]api) {
 		kmsg.CreateTopics, kmsg.DeleteTopics, kmsg.InitProducerID, kmsg.AddPartitionsToTxn,
 		kmsg.AddOffsetsToTxn, kmsg.EndTxn, kmsg.DescribeACLs, kmsg.CreateACLs, kmsg.DeleteACLs,
 		kmsg.DescribeConfigs, kmsg.AlterConfigs, kmsg.DescribeLogDirs, kmsg.CreatePartitions,
-		kmsg.IncrementalAlterConfigs, kmsg.DescribeClientQuotas, kmsg.AlterClientQuotas)
+		kmsg.IncrementalAlterConfigs)
+	set(kindLocal, (*Dispatcher).beginDescribeClientQuotas, kmsg.DescribeClientQuotas)
+	set(kindLocal, (*Dispatcher).beginAlterClientQuotas, kmsg.AlterClientQuotas)
 	return t
 }()
 

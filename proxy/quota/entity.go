@@ -14,10 +14,11 @@ const (
 	ProducerByteRate  Type = iota // bytes of produce requests per second
 	ConsumerByteRate              // bytes of fetch responses per second
 	RequestPercentage             // proxy request time, percent of one thread
-	numTypes
+	// NumTypes is the number of quota types.
+	NumTypes
 )
 
-var typeNames = [numTypes]string{"producer_byte_rate", "consumer_byte_rate", "request_percentage"}
+var typeNames = [NumTypes]string{"producer_byte_rate", "consumer_byte_rate", "request_percentage"}
 
 func (t Type) String() string { return typeNames[t] }
 
@@ -71,8 +72,8 @@ func (e Entity) Layout() layout.QuotaEntity {
 
 // Limits are an entity's quotas; unset types are absent.
 type Limits struct {
-	Value [numTypes]float64
-	Has   [numTypes]bool
+	Value [NumTypes]float64
+	Has   [NumTypes]bool
 }
 
 var (
@@ -120,7 +121,7 @@ type SamplerKey struct {
 // user and client id for the life of the table; a change builds a new one.
 type Table struct {
 	entries map[Entity]Limits
-	cache   sync.Map // clientKey -> *[numTypes]Match
+	cache   sync.Map // clientKey -> *[NumTypes]Match
 	cached  atomic.Int32
 }
 
@@ -150,13 +151,13 @@ func (t *Table) Entries() map[Entity]Limits {
 
 // Lookup returns, for each type, the quota that applies to user and client
 // id by Kafka's precedence.
-func (t *Table) Lookup(user, client string) *[numTypes]Match {
+func (t *Table) Lookup(user, client string) *[NumTypes]Match {
 	k := clientKey{user, client}
 	if v, ok := t.cache.Load(k); ok {
-		return v.(*[numTypes]Match)
+		return v.(*[NumTypes]Match)
 	}
-	var out [numTypes]Match
-	for typ := range numTypes {
+	var out [NumTypes]Match
+	for typ := range NumTypes {
 		out[typ] = t.resolve(typ, user, client)
 	}
 	if t.cached.Load() >= maxCached {
@@ -166,7 +167,7 @@ func (t *Table) Lookup(user, client string) *[numTypes]Match {
 	if !loaded {
 		t.cached.Add(1)
 	}
-	return v.(*[numTypes]Match)
+	return v.(*[NumTypes]Match)
 }
 
 func (t *Table) resolve(typ Type, user, client string) Match {

@@ -1,9 +1,9 @@
 // Package quota enforces Kafka's client quotas (KIP-13, KIP-55, KIP-219)
 // on one proxy replica: producer and consumer byte rates and a request
 // time share, per user (the connection's principal) and client id, with
-// Kafka's precedence of entity matches. It measures each entity's rate
-// over a sampled window and answers how long a request's client must be
-// throttled; the caller puts that in throttle_time_ms and holds the
+// Kafka's precedence of entity matches. It measures each entity's usage
+// against its limit over Kafka's window (bucket.go) and answers how long
+// a request's client must be throttled; the caller puts that in throttle_time_ms and holds the
 // connection's next read for as long (KIP-219).
 //
 // Its limit: it sees only this replica's traffic. Byte-rate limits are
@@ -26,8 +26,11 @@ import (
 
 // Config configures a Manager; zero values take Kafka's defaults.
 type Config struct {
-	Samples int           // quota.window.num [11]
-	Window  time.Duration // quota.window.size.seconds [1s]
+	// Samples and Window are Kafka's quota.window.num [11] and
+	// quota.window.size.seconds [1s]: a client may burst (Samples-1) *
+	// Window worth of its quota.
+	Samples int
+	Window  time.Duration
 	// MaxThrottle bounds one throttle [Samples * Window].
 	MaxThrottle time.Duration
 	Now         func() time.Time      // [time.Now]
@@ -48,7 +51,7 @@ type Manager struct {
 
 type shard struct {
 	mu sync.Mutex
-	s  map[SamplerKey]*sampler
+	s  map[SamplerKey]*bucket
 }
 
 // New returns a Manager with no quotas in force.
@@ -70,10 +73,10 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	for i := range m.shards {
-		m.shards[i].s = map[SamplerKey]*sampler{}
+		m.shards[i].s = map[SamplerKey]*bucket{}
 	}
 	m.table.Store(NewTable(nil))
-	m.replicas.Store(1)
+	m.SetReplicas(1)
 	return m, nil
 }
 
@@ -84,7 +87,11 @@ func (m *Manager) SetTable(t *Table) { m.table.Store(t) }
 func (m *Manager) Table() *Table { return m.table.Load() }
 
 // SetReplicas sets the live replica count byte rates are divided by.
-func (m *Manager) SetReplicas(n int) { m.replicas.Store(int32(max(1, n))) }
+func (m *Manager) SetReplicas(n int) {
+	n = max(1, n)
+	m.replicas.Store(int32(n))
+	m.m.replicas.Set(float64(n))
+}
 
 // Replicas is the live replica count in force.
 func (m *Manager) Replicas() int { return int(m.replicas.Load()) }
@@ -129,9 +136,9 @@ func (m *Manager) charge(match *Match, v float64) time.Duration {
 		return 0
 	}
 	now := m.cfg.Now()
-	rate, span := m.sampler(match.Key, now).record(v, now, m.cfg.Window)
 	limit := m.EffectiveLimit(match.Key.Type, match.Limit)
-	d := throttleTime(rate, limit, span, m.cfg.MaxThrottle)
+	burst := m.cfg.Window * time.Duration(m.cfg.Samples-1) // Kafka's shortest measured span
+	d := m.bucket(match.Key, now).record(v, limit, now, burst, m.cfg.MaxThrottle)
 	if d > 0 {
 		m.m.throttled[match.Key.Type].Inc()
 		m.m.seconds[match.Key.Type].Add(d.Seconds())
@@ -139,7 +146,7 @@ func (m *Manager) charge(match *Match, v float64) time.Duration {
 	return d
 }
 
-func (m *Manager) sampler(k SamplerKey, now time.Time) *sampler {
+func (m *Manager) bucket(k SamplerKey, now time.Time) *bucket {
 	var h maphash.Hash
 	h.SetSeed(m.seed)
 	h.WriteByte(byte(k.Type))
@@ -151,15 +158,14 @@ func (m *Manager) sampler(k SamplerKey, now time.Time) *sampler {
 	defer sh.mu.Unlock()
 	s, ok := sh.s[k]
 	if !ok {
-		s = newSampler(m.cfg.Samples, now)
+		s = newBucket(now)
 		sh.s[k] = s
 	}
 	return s
 }
 
-// Evict drops the rates of entities idle for longer than the whole window
-// (their samples would be reset anyway), so that memory follows the live
-// clients. The owner calls it periodically.
+// Evict drops the rates of entities idle for twice the whole window (their
+// credit would be full again), so that memory follows the live clients. The owner calls it periodically.
 func (m *Manager) Evict() {
 	before := m.cfg.Now().Add(-2 * m.cfg.Window * time.Duration(m.cfg.Samples))
 	for i := range m.shards {
@@ -174,8 +180,8 @@ func (m *Manager) Evict() {
 	}
 }
 
-// samplers counts the measured rates (tests).
-func (m *Manager) samplers() int {
+// buckets counts the measured rates (tests).
+func (m *Manager) buckets() int {
 	n := 0
 	for i := range m.shards {
 		m.shards[i].mu.Lock()
@@ -185,17 +191,20 @@ func (m *Manager) samplers() int {
 	return n
 }
 
-// Millis is d as throttle_time_ms, rounded up so a throttle is never 0.
+// Millis is d as throttle_time_ms, rounded down: the proxy's mute holds
+// the client to the exact time, and a client that waited the rounded-up
+// time (plus its wake-up) on every request would fall short of its quota.
 func Millis(d time.Duration) int32 {
 	if d <= 0 {
 		return 0
 	}
-	return int32(min(math.Ceil(float64(d)/float64(time.Millisecond)), math.MaxInt32))
+	return int32(min(d/time.Millisecond, math.MaxInt32))
 }
 
 type metrics struct {
-	throttled [numTypes]prometheus.Counter
-	seconds   [numTypes]prometheus.Counter
+	throttled [NumTypes]prometheus.Counter
+	seconds   [NumTypes]prometheus.Counter
+	replicas  prometheus.Gauge
 }
 
 func (mt *metrics) init(reg prometheus.Registerer) error {
@@ -207,14 +216,18 @@ func (mt *metrics) init(reg prometheus.Registerer) error {
 		Name: "kproxy_quota_throttle_seconds_total",
 		Help: "Throttle time given to clients by a client quota, by quota type.",
 	}, []string{"quota"})
-	for t := range numTypes { // exported at 0
+	mt.replicas = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "kproxy_quota_replicas",
+		Help: "Live proxy replicas this replica divides byte-rate quotas by.",
+	})
+	for t := range NumTypes { // exported at 0
 		mt.throttled[t] = throttled.WithLabelValues(t.String())
 		mt.seconds[t] = seconds.WithLabelValues(t.String())
 	}
 	if reg == nil {
 		return nil
 	}
-	for _, c := range []prometheus.Collector{throttled, seconds} {
+	for _, c := range []prometheus.Collector{throttled, seconds, mt.replicas} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -91,12 +91,13 @@ func TestThrottleTime(t *testing.T) {
 	clk := newClock()
 	reg := prometheus.NewRegistry()
 	m := must(New(Config{Samples: 11, Window: time.Second, Now: clk.now, Registerer: reg}))
-	if n := testutil.CollectAndCount(reg); n != 2*int(numTypes) {
-		t.Fatalf("%d series exported before any throttle, want %d at 0", n, 2*numTypes)
+	if n := testutil.CollectAndCount(reg); n != 2*int(NumTypes)+1 {
+		t.Fatalf("%d series exported before any throttle, want %d (throttles at 0, replicas)", n, 2*NumTypes+1)
 	}
 	m.SetTable(NewTable(map[Entity]Limits{{User: Named("alice")}: lim(ProducerByteRate, 1000)}))
 
-	// 10 s span (samples-1 windows): 10,000 bytes is exactly the limit.
+	// A new client may send (samples-1) windows' worth at once: 10,000
+	// bytes is exactly the limit over Kafka's 10 s span.
 	if d := m.Record("alice", "c", Usage{ProduceBytes: 10_000}); d != 0 {
 		t.Fatalf("at the limit: throttled %v", d)
 	}
@@ -108,8 +109,8 @@ func TestThrottleTime(t *testing.T) {
 	if d := m.Record("bob", "c", Usage{ProduceBytes: 1 << 30}); d != 0 {
 		t.Fatalf("bob throttled %v", d)
 	}
-	// 12 s later every sample is obsolete: the rate starts over.
-	clk.add(12 * time.Second)
+	// 16 s later the 5 s debt is paid and the 10 s of credit back.
+	clk.add(16 * time.Second)
 	if d := m.Record("alice", "c", Usage{ProduceBytes: 100}); d != 0 {
 		t.Fatalf("after the window: throttled %v", d)
 	}
@@ -125,8 +126,8 @@ func TestThrottleTime(t *testing.T) {
 	}
 	clk.add(30 * time.Second)
 	m.Evict()
-	if n := m.samplers(); n != 0 {
-		t.Fatalf("%d samplers left after eviction", n)
+	if n := m.buckets(); n != 0 {
+		t.Fatalf("%d buckets left after eviction", n)
 	}
 }
 
@@ -163,7 +164,7 @@ func TestReplicasDivideByteRates(t *testing.T) {
 	clk := newClock()
 	m := must(New(Config{Samples: 11, Window: time.Second, Now: clk.now}))
 	all := Limits{}
-	for typ := range numTypes {
+	for typ := range NumTypes {
 		all.Value[typ], all.Has[typ] = 1000, true
 	}
 	m.SetTable(NewTable(map[Entity]Limits{{User: DefaultPart()}: all}))

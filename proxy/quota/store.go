@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -53,22 +54,36 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	return s, nil
 }
 
-// Run registers this replica and mirrors the quota prefix until ctx ends;
-// then it withdraws the registration and returns nil.
+// Table is the table in force.
+func (s *Store) Table() *Table { return s.cfg.Manager.Table() }
+
+// Run registers this replica, mirrors the quota prefix and evicts idle
+// rates until ctx ends; then it withdraws the registration and returns nil.
 func (s *Store) Run(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.register(ctx)
-	}()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.register(ctx) })
+	wg.Go(func() { s.evictLoop(ctx) })
 	err := mirror.Sync(ctx, mirror.SyncConfig{
 		Client: s.cfg.Client, Prefix: s.cfg.Layout.QuotaPrefix(), Handler: &s.v, Logger: s.log,
 	})
-	<-done
+	wg.Wait()
 	if ctx.Err() != nil {
 		return nil
 	}
 	return err
+}
+
+func (s *Store) evictLoop(ctx context.Context) {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.cfg.Manager.Evict()
+		}
+	}
 }
 
 // register keeps this replica's key alive under a lease, re-creating it

@@ -97,7 +97,7 @@ func TestAlterConcurrent(t *testing.T) {
 	a := startReplica(t, srv.Endpoint, "a")
 	e := Entity{Client: Named("c")}
 	var wg sync.WaitGroup
-	for i := range numTypes {
+	for i := range NumTypes {
 		wg.Go(func() {
 			if err := a.s.Alter(context.Background(), e, []Op{{Type: i, Value: float64(i + 1)}}); err != nil {
 				t.Error(err)
@@ -107,6 +107,6 @@ func TestAlterConcurrent(t *testing.T) {
 	wg.Wait()
 	waitFor(t, time.Second, "all three quotas", func() bool {
 		l, ok := a.m.Table().Entries()[e]
-		return ok && l.Has == [numTypes]bool{true, true, true} && fmt.Sprint(l.Value) == "[1 2 3]"
+		return ok && l.Has == [NumTypes]bool{true, true, true} && fmt.Sprint(l.Value) == "[1 2 3]"
 	})
 }

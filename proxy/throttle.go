@@ -1,0 +1,126 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/proxy/apis"
+	"github.com/kproxy/kproxy/proxy/quota"
+)
+
+// newQuotas builds this replica's client quota manager and its etcd store,
+// registered under a fresh replica id.
+func newQuotas(cfg Config) (*quota.Manager, *quota.Store, error) {
+	qc := cfg.Quota
+	qc.Registerer = cfg.Registry
+	m, err := quota.New(qc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("proxy: quotas: %w", err)
+	}
+	var id [8]byte
+	rand.Read(id[:]) // never fails (Go 1.24+)
+	s, err := quota.NewStore(quota.StoreConfig{
+		Client: cfg.Etcd, Layout: cfg.Layout, Manager: m, ID: hex.EncodeToString(id[:]),
+		Logger: cfg.Logger.With("component", "quota"),
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("proxy: quotas: %w", err)
+	}
+	return m, s, nil
+}
+
+// quotaCost is what a request charges to its client's quotas, gathered as
+// it is read and handled.
+type quotaCost struct {
+	client   string
+	begin    time.Duration // the proxy's own handling on the reader (Begin)
+	throttle time.Duration // known before handling (a Produce's byte rate)
+}
+
+// quotaUser is the user quotas are kept by, as Kafka keeps them: the
+// connection's principal's name (ANONYMOUS until it authenticates; a
+// re-authentication moves later requests to the new user's quotas).
+func (c *clientConn) quotaUser() string { return c.info.Principal().Name }
+
+// chargeProduce charges a Produce request's size to the producer byte
+// rate as it is read, and mutes the connection at once for the throttle:
+// requests already read are in flight, so waiting for the response (as
+// Kafka, which handles one request per connection at a time, can) would
+// let a pipelining producer run over its quota.
+func (c *clientConn) chargeProduce(key int16, frameBytes int, cost *quotaCost) {
+	q := c.s.d.quotas
+	if q == nil || key != int16(kmsg.Produce) {
+		return
+	}
+	cost.throttle = q.Record(c.quotaUser(), cost.client, quota.Usage{ProduceBytes: frameBytes})
+	c.mute(cost.throttle)
+}
+
+// chargeReply charges the reply (Fetch bytes) and the request's handling
+// time, mutes the connection for the throttle they earn, and raises the
+// reply's throttle_time_ms to what is left of the connection's mute:
+// Kafka's KIP-219, the response goes out at once and the client's next
+// request waits (waitMuted).
+func (c *clientConn) chargeReply(key, version int16, reply *apis.Reply, cost quotaCost) {
+	q := c.s.d.quotas
+	if q == nil {
+		return
+	}
+	u := quota.Usage{RequestTime: cost.begin}
+	if key == int16(kmsg.Fetch) {
+		u.FetchBytes = bodyLen(reply.Body, reply.Parts)
+	}
+	c.mute(q.Record(c.quotaUser(), cost.client, u))
+	if cost.throttle <= 0 && c.mutedUntil.Load() == 0 {
+		return // never throttled: the common case stays cheap
+	}
+	// What is left of the mute, not the whole throttle: a Produce's began
+	// when it was read, and a client that waited the whole throttle after
+	// the response would lose the request's round trip each time.
+	if d := time.Until(time.Unix(0, c.mutedUntil.Load())); d > 0 && !reply.NoResponse {
+		apis.SetThrottle(key, version, reply, quota.Millis(d))
+	}
+}
+
+// mute holds the connection's next request for d from now.
+func (c *clientConn) mute(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	until := time.Now().Add(d).UnixNano()
+	for {
+		old := c.mutedUntil.Load()
+		if old >= until || c.mutedUntil.CompareAndSwap(old, until) {
+			return
+		}
+	}
+}
+
+// waitMuted holds the reader while the connection is throttled; it ends
+// early, with the reason, when the connection does.
+func (c *clientConn) waitMuted() error {
+	wait := time.Until(time.Unix(0, c.mutedUntil.Load()))
+	if wait <= 0 {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-c.ctx.Done():
+		return context.Cause(c.ctx)
+	}
+}
+
+func derefClientID(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
