@@ -184,3 +184,24 @@ func TestReplicasDivideByteRates(t *testing.T) {
 		t.Fatalf("replicas %d, want at least 1", got)
 	}
 }
+
+// TestRequestPercentage: request time counts in Kafka's unit, percent of
+// one thread: 100 ms of handling per second is 10%.
+func TestRequestPercentage(t *testing.T) {
+	clk := newClock()
+	m := must(New(Config{Samples: 11, Window: time.Second, Now: clk.now}))
+	m.SetTable(NewTable(map[Entity]Limits{{User: Named("ANONYMOUS")}: lim(RequestPercentage, 10)}))
+	m.SetReplicas(3) // not divided
+	// 10 s of credit at 10% is 1 s of handling.
+	if d := m.Record("ANONYMOUS", "c", Usage{RequestTime: time.Second}); d != 0 {
+		t.Fatalf("within credit: throttled %v", d)
+	}
+	// 100 ms more is 10 percent-seconds over: 1 s at 10%.
+	if d := m.Record("ANONYMOUS", "c", Usage{RequestTime: 100 * time.Millisecond}); d != time.Second {
+		t.Fatalf("over: throttle %v, want 1s", d)
+	}
+	// Bytes of a client with only a request quota are not limited.
+	if d := m.Record("ANONYMOUS", "c", Usage{ProduceBytes: 1 << 30, FetchBytes: 1 << 30}); d != 0 {
+		t.Fatalf("byte rates limited by a request quota: %v", d)
+	}
+}
