@@ -197,6 +197,38 @@ func metric(t *testing.T, admin, series string) (float64, bool) {
 	return 0, false
 }
 
+// setQuota waits until both replicas count each other, then sets one quota
+// for a client id through s and waits until it is in force there.
+func setQuota(t *testing.T, s *proxy.Server, clientID, key string, value float64) {
+	t.Helper()
+	if v, ok := metric(t, s.AdminAddr(), `kproxy_quota_throttled_responses_total{quota="`+key+`"}`); !ok || v != 0 {
+		t.Fatalf("throttled responses before any traffic: %v (exported %v), want 0", v, ok)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for v, _ := metric(t, s.AdminAddr(), "kproxy_quota_replicas"); v != 2; v, _ = metric(t, s.AdminAddr(), "kproxy_quota_replicas") {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica count %v, want 2 (the dev cluster's proxy and this one)", v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	adm := kadm.NewClient(newClient(t, s.Addr()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: strp(clientID)}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: key, Value: value}},
+	}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	for len(describeAll(t, adm, false)) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("quota not in force on the replica")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 type throttleHook struct{ n atomic.Int64 }
 
 func (h *throttleHook) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
@@ -213,34 +245,9 @@ func TestProducerThrottledToQuota(t *testing.T) {
 	s := startQuotaProxy(t, c, 1)
 	const limit, clientID = 1 << 20, "throttled"
 
-	if v, ok := metric(t, s.AdminAddr(), `kproxy_quota_throttled_responses_total{quota="producer_byte_rate"}`); !ok || v != 0 {
-		t.Fatalf("throttled responses before any traffic: %v (exported %v), want 0", v, ok)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for v, _ := metric(t, s.AdminAddr(), "kproxy_quota_replicas"); v != 2; v, _ = metric(t, s.AdminAddr(), "kproxy_quota_replicas") {
-		if time.Now().After(deadline) {
-			t.Fatalf("replica count %v, want 2 (the dev cluster's proxy and this one)", v)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-
-	adm := kadm.NewClient(newClient(t, s.Addr()))
+	setQuota(t, s, clientID, "producer_byte_rate", 2*limit)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
-		Entity: kadm.ClientQuotaEntity{{Type: "client-id", Name: strp(clientID)}},
-		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 2 * limit}},
-	}})
-	if err != nil || res[0].Err != nil {
-		t.Fatalf("alter: %v %+v", err, res)
-	}
-	for len(describeAll(t, adm, false)) != 1 {
-		if time.Now().After(deadline.Add(5 * time.Second)) {
-			t.Fatal("quota not in force on the replica")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-
 	hook := &throttleHook{}
 	cl := newClient(t, s.Addr(), kgo.ClientID(clientID), kgo.DefaultProduceTopic("quota-throttle"),
 		kgo.AllowAutoTopicCreation(), kgo.ProducerBatchMaxBytes(16<<10), kgo.WithHooks(hook),
@@ -296,5 +303,64 @@ func TestProducerThrottledToQuota(t *testing.T) {
 	}
 	if v, _ := metric(t, s.AdminAddr(), `kproxy_quota_throttled_responses_total{quota="producer_byte_rate"}`); v == 0 {
 		t.Fatal("no throttled responses counted")
+	}
+}
+
+// TestConsumerThrottledToQuota: a consumer with a backlog far larger than
+// its byte rate is held to within 10% of it (2 MiB/s on two live replicas:
+// 1 MiB/s here), seeing throttle_time_ms in its Fetch responses.
+func TestConsumerThrottledToQuota(t *testing.T) {
+	c := devtest.Start(t, devcluster.Config{Brokers: 1, Proxies: 1, AutoCreateTopics: true, DefaultPartitions: 1, StoreMemory: true})
+	s := startQuotaProxy(t, c, 1)
+	const limit, clientID, topic = 1 << 20, "slow-consumer", "quota-fetch"
+
+	// The backlog, written through the other proxy without a quota.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Small batches: a broker returns at least one whole batch per fetch.
+	prod := newClient(t, c.ProxyAddrs()[0], kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(32<<10))
+	value := make([]byte, 4<<10)
+	crand.Read(value)
+	recs := make([]*kgo.Record, 12<<20/len(value)) // 12 MiB: more than the test can read
+	for i := range recs {
+		recs[i] = &kgo.Record{Value: value}
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("backlog: %v", err)
+	}
+
+	setQuota(t, s, clientID, "consumer_byte_rate", 2*limit)
+	hook := &throttleHook{}
+	// Small fetches: one response is a small part of a second's quota.
+	cons := newClient(t, s.Addr(), kgo.ClientID(clientID), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(64<<10),
+		kgo.FetchMaxPartitionBytes(64<<10), kgo.WithHooks(hook))
+	const warm, measure = 1500 * time.Millisecond, 5 * time.Second
+	start := time.Now()
+	from, to := start.Add(warm), start.Add(warm+measure)
+	got := 0
+	for time.Now().Before(to) {
+		pctx, pcancel := context.WithDeadline(ctx, to)
+		fs := cons.PollFetches(pctx)
+		pcancel()
+		now := time.Now()
+		fs.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("fetch %s/%d: %v", topic, p, err)
+			}
+		})
+		if now.After(from) && now.Before(to) {
+			fs.EachRecord(func(r *kgo.Record) { got += len(r.Value) })
+		}
+	}
+	rate := float64(got) / measure.Seconds()
+	t.Logf("consumed %.0f B/s over %v against a limit of %d B/s (%.1f%%); %d throttled responses seen by the client",
+		rate, measure, limit, 100*rate/limit, hook.n.Load())
+	if rate > 1.1*limit || rate < 0.9*limit {
+		t.Fatalf("consumer rate %.0f B/s, want within 10%% of %d", rate, limit)
+	}
+	if hook.n.Load() == 0 {
+		t.Fatal("the client saw no throttle_time_ms")
 	}
 }
