@@ -45,6 +45,7 @@ type clientConn struct {
 	clientPtr  *string
 	sizeBuf    [4]byte
 	mutedUntil atomic.Int64 // unix ns: a quota throttle holds the next request (throttle.go)
+	quotaCache atomic.Pointer[quotaLookup]
 }
 
 func newClientConn(s *Server, id uint64, nc net.Conn, bl *boundListener) *clientConn {

@@ -42,6 +42,26 @@ type quotaCost struct {
 	throttle time.Duration // known before handling (a Produce's byte rate)
 }
 
+// quotaLookup is one connection's resolved quotas, valid while the table
+// in force and the connection's user and client id stay the same: a
+// request looks them up without allocating.
+type quotaLookup struct {
+	t            *quota.Table
+	user, client string
+	m            *[quota.NumTypes]quota.Match
+}
+
+// quotas returns the quotas that apply to the connection's user and client.
+func (c *clientConn) quotas(q *quota.Manager, client string) *[quota.NumTypes]quota.Match {
+	t, user := q.Table(), c.quotaUser()
+	if l := c.quotaCache.Load(); l != nil && l.t == t && l.user == user && l.client == client {
+		return l.m
+	}
+	l := &quotaLookup{t: t, user: user, client: client, m: t.Lookup(user, client)}
+	c.quotaCache.Store(l)
+	return l.m
+}
+
 // quotaUser is the user quotas are kept by, as Kafka keeps them: the
 // connection's principal's name (ANONYMOUS until it authenticates; a
 // re-authentication moves later requests to the new user's quotas).
@@ -57,7 +77,7 @@ func (c *clientConn) chargeProduce(key int16, frameBytes int, cost *quotaCost) {
 	if q == nil || key != int16(kmsg.Produce) {
 		return
 	}
-	cost.throttle = q.Record(c.quotaUser(), cost.client, quota.Usage{ProduceBytes: frameBytes})
+	cost.throttle = q.Charge(c.quotas(q, cost.client), quota.Usage{ProduceBytes: frameBytes})
 	c.mute(cost.throttle)
 }
 
@@ -75,7 +95,7 @@ func (c *clientConn) chargeReply(key, version int16, reply *apis.Reply, cost quo
 	if key == int16(kmsg.Fetch) {
 		u.FetchBytes = bodyLen(reply.Body, reply.Parts)
 	}
-	c.mute(q.Record(c.quotaUser(), cost.client, u))
+	c.mute(q.Charge(c.quotas(q, cost.client), u))
 	if cost.throttle <= 0 && c.mutedUntil.Load() == 0 {
 		return // never throttled: the common case stays cheap
 	}

@@ -121,7 +121,8 @@ type SamplerKey struct {
 // user and client id for the life of the table; a change builds a new one.
 type Table struct {
 	entries map[Entity]Limits
-	cache   sync.Map // clientKey -> *[NumTypes]Match
+	none    [NumTypes]Match // the answer of an empty table
+	cache   sync.Map        // clientKey -> *[NumTypes]Match
 	cached  atomic.Int32
 }
 
@@ -152,6 +153,9 @@ func (t *Table) Entries() map[Entity]Limits {
 // Lookup returns, for each type, the quota that applies to user and client
 // id by Kafka's precedence.
 func (t *Table) Lookup(user, client string) *[NumTypes]Match {
+	if len(t.entries) == 0 {
+		return &t.none // no quotas: no cache entry, no allocation
+	}
 	k := clientKey{user, client}
 	if v, ok := t.cache.Load(k); ok {
 		return v.(*[NumTypes]Match)

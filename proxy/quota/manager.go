@@ -106,7 +106,12 @@ type Usage struct {
 // Record charges u to user and client id and returns how long the client
 // must be throttled: the longest of the throttles its quotas call for.
 func (m *Manager) Record(user, client string, u Usage) time.Duration {
-	matches := m.table.Load().Lookup(user, client)
+	return m.Charge(m.table.Load().Lookup(user, client), u)
+}
+
+// Charge is Record for quotas already looked up (Table.Lookup), which a
+// caller may keep while the table in force is the same.
+func (m *Manager) Charge(matches *[NumTypes]Match, u Usage) time.Duration {
 	var d time.Duration
 	if u.ProduceBytes > 0 {
 		d = max(d, m.charge(&matches[ProducerByteRate], float64(u.ProduceBytes)))

@@ -205,3 +205,18 @@ func TestRequestPercentage(t *testing.T) {
 		t.Fatalf("byte rates limited by a request quota: %v", d)
 	}
 }
+
+// TestChargeAllocates nothing once an entity's rate exists, nor a lookup
+// in an empty table: the request path of every client.
+func TestChargeAllocates(t *testing.T) {
+	m := must(New(Config{}))
+	if n := testing.AllocsPerRun(100, func() { m.Record("u", "c", Usage{ProduceBytes: 1, RequestTime: 1}) }); n != 0 {
+		t.Errorf("no quotas: %v allocations per request", n)
+	}
+	m.SetTable(NewTable(map[Entity]Limits{{User: Named("u")}: lim(ProducerByteRate, 1<<30)}))
+	matches := m.Table().Lookup("u", "c")
+	m.Charge(matches, Usage{ProduceBytes: 1})
+	if n := testing.AllocsPerRun(100, func() { m.Charge(matches, Usage{ProduceBytes: 1}) }); n != 0 {
+		t.Errorf("with a quota: %v allocations per request", n)
+	}
+}
