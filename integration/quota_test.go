@@ -292,15 +292,7 @@ func TestProducerThrottledToQuota(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatalf("%d produce errors, first: %v", len(errs), errs[0])
 	}
-	rate := float64(acked) / measure.Seconds()
-	t.Logf("acknowledged %.0f B/s over %v against a limit of %d B/s (%.1f%%); %d throttled responses seen by the client",
-		rate, measure, limit, 100*rate/limit, hook.n.Load())
-	if rate > 1.1*limit || rate < 0.9*limit {
-		t.Fatalf("producer rate %.0f B/s, want within 10%% of %d", rate, limit)
-	}
-	if hook.n.Load() == 0 {
-		t.Fatal("the client saw no throttle_time_ms")
-	}
+	checkRate(t, "acknowledged", acked, measure, limit, hook)
 	if v, _ := metric(t, s.AdminAddr(), `kproxy_quota_throttled_responses_total{quota="producer_byte_rate"}`); v == 0 {
 		t.Fatal("no throttled responses counted")
 	}
@@ -354,11 +346,18 @@ func TestConsumerThrottledToQuota(t *testing.T) {
 			fs.EachRecord(func(r *kgo.Record) { got += len(r.Value) })
 		}
 	}
-	rate := float64(got) / measure.Seconds()
-	t.Logf("consumed %.0f B/s over %v against a limit of %d B/s (%.1f%%); %d throttled responses seen by the client",
-		rate, measure, limit, 100*rate/limit, hook.n.Load())
+	checkRate(t, "consumed", got, measure, limit, hook)
+}
+
+// checkRate fails unless bytes over measure are within 10% of limit per
+// second and the client saw throttle_time_ms.
+func checkRate(t *testing.T, what string, bytes int, measure time.Duration, limit float64, hook *throttleHook) {
+	t.Helper()
+	rate := float64(bytes) / measure.Seconds()
+	t.Logf("%s %.0f B/s over %v against a limit of %.0f B/s (%.1f%%); %d throttled responses seen by the client",
+		what, rate, measure, limit, 100*rate/limit, hook.n.Load())
 	if rate > 1.1*limit || rate < 0.9*limit {
-		t.Fatalf("consumer rate %.0f B/s, want within 10%% of %d", rate, limit)
+		t.Fatalf("%s %.0f B/s, want within 10%% of %.0f", what, rate, limit)
 	}
 	if hook.n.Load() == 0 {
 		t.Fatal("the client saw no throttle_time_ms")
