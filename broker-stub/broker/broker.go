@@ -46,9 +46,13 @@ type Config struct {
 	Listen    string // host:port to bind; "" means 127.0.0.1:0
 	Advertise string // host:port in metadata; default the bound listen address
 	Etcd      *clientv3.Client
-	Layout    layout.Layout
-	Store     store.ObjectStore
-	LeaseTTL  time.Duration // default 10s
+	// EtcdConfig, when set, is what Etcd was built from: the lease session
+	// keeps its lease alive on its own connection built from it, out of the
+	// way of acquisitions and commits.
+	EtcdConfig *clientv3.Config
+	Layout     layout.Layout
+	Store      store.ObjectStore
+	LeaseTTL   time.Duration // default 10s
 
 	AutoCreateTopics  bool
 	DefaultPartitions int32 // default 3
@@ -156,7 +160,8 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		addr = ln.Addr().String()
 	}
 	sess, err := lease.NewSession(ctx, lease.Config{
-		Client: cfg.Etcd, Layout: cfg.Layout, BrokerID: cfg.ID, TTL: cfg.LeaseTTL, Logger: cfg.Logger, // adds "broker" itself
+		Client: cfg.Etcd, EtcdConfig: cfg.EtcdConfig, Layout: cfg.Layout, BrokerID: cfg.ID, TTL: cfg.LeaseTTL,
+		Logger: cfg.Logger, // adds "broker" itself
 	})
 	if err != nil {
 		ln.Close()
@@ -280,14 +285,14 @@ func (b *Broker) shutdown(stopBG context.CancelFunc, bgWG *sync.WaitGroup) {
 // expires on the server.
 func (b *Broker) crash(stopBG context.CancelFunc, bgWG *sync.WaitGroup) {
 	b.closeConns()
-	b.cfg.Etcd.Close() // no keepalive, no revoke: the lease must expire
+	b.cfg.Etcd.Close() // no revoke: the lease must expire
+	b.sess.Abandon()   // and no keepalive on the session's own connection
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	b.logs.Close(ctx)
 	b.groups.Close()
 	stopBG()
 	bgWG.Wait()
-	b.sess.Abandon()
 	b.log.Warn("broker crashed (test hook): ownerships left to expire")
 }
 
@@ -353,29 +358,41 @@ func (b *Broker) closeConns() {
 	b.connsWG.Wait()
 }
 
-// handleLosses drops what a lost partition or group held.
+// handleLosses drops what a lost partition or group held. A session expiry
+// arrives as one Loss naming every resource; none is ever dropped.
 func (b *Broker) handleLosses(ctx context.Context) {
-	prefixOwner := b.cfg.Layout.MetaPrefix()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case l, ok := <-b.sess.Losses():
+		case _, ok := <-b.sess.LossReady():
 			if !ok {
 				return
 			}
-			b.metrics.loss()
-			k := b.cfg.Layout.Parse(l.Resource.OwnerKey)
-			switch k.Kind {
-			case layout.KindOwner:
-				b.logs.Drop(partlog.TP{Topic: k.Topic, Partition: k.Partition}, l.Reason)
-			case layout.KindCoordinator:
-				b.groups.Drop(k.Group, l.Reason)
-			default:
-				b.log.Warn("loss of unknown resource", "key", l.Resource.OwnerKey, "prefix", prefixOwner)
+		}
+		for _, l := range b.sess.TakeLosses() {
+			b.metrics.loss(l.Session, len(l.Resources))
+			for _, r := range l.Resources {
+				b.dropResource(r, l.Reason)
 			}
 		}
 	}
 }
+
+func (b *Broker) dropResource(r lease.Resource, reason error) {
+	k := b.cfg.Layout.Parse(r.OwnerKey)
+	switch k.Kind {
+	case layout.KindOwner:
+		b.logs.Drop(partlog.TP{Topic: k.Topic, Partition: k.Partition}, reason)
+	case layout.KindCoordinator:
+		b.groups.Drop(k.Group, reason)
+	default:
+		b.log.Warn("loss of unknown resource", "key", r.OwnerKey)
+	}
+}
+
+// LeaseStats are the broker's lease session counters (session losses,
+// ownerships lost, batched transactions).
+func (b *Broker) LeaseStats() lease.Stats { return b.sess.Stats() }
 
 func itoa(v int32) string { return strconv.FormatInt(int64(v), 10) }

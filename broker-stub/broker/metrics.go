@@ -21,6 +21,7 @@ type metrics struct {
 	commitTime   prometheus.Histogram
 	acquisitions prometheus.Counter
 	losses       prometheus.Counter
+	sessionLoss  prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,6 +51,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		losses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kproxy_broker_losses_total", Help: "Partition or group ownerships lost without release.",
 		}),
+		sessionLoss: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kproxy_broker_session_losses_total", Help: "Lease session expiries (each loses every ownership it held).",
+		}),
 	}
 	if reg != nil {
 		m.requests = promreg.Register(reg, m.requests)
@@ -60,6 +64,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.commitTime = promreg.Register(reg, m.commitTime)
 		m.acquisitions = promreg.Register(reg, m.acquisitions)
 		m.losses = promreg.Register(reg, m.losses)
+		m.sessionLoss = promreg.Register(reg, m.sessionLoss)
 	}
 	return m
 }
@@ -67,7 +72,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 func (m *metrics) request(key int16) { m.requests.WithLabelValues(kmsg.NameForKey(key)).Inc() }
 func (m *metrics) produceRequest()   { m.produces.Inc() }
 func (m *metrics) fetchRequest()     { m.fetches.Inc() }
-func (m *metrics) loss()             { m.losses.Inc() }
+
+func (m *metrics) loss(session bool, n int) {
+	m.losses.Add(float64(n))
+	if session {
+		m.sessionLoss.Inc()
+	}
+}
 
 // Acquired implements partlog.Observer.
 func (m *metrics) Acquired(partlog.TP) { m.acquisitions.Inc() }

@@ -48,8 +48,16 @@ func TestLocalExpiryBeforeServer(t *testing.T) {
 	if _, err := s.FencedCommit(tctx(t, time.Second), o, []byte("x")); !errors.Is(err, lease.ErrNotOwner) {
 		t.Fatalf("commit without a valid lease = %v; want ErrNotOwner", err)
 	}
-	if l := nextLoss(t, s, testTTL); l.Resource != r || l.Reason == nil {
-		t.Fatalf("loss = %+v, want %s with a reason", l, r.Name)
+	if l := nextLoss(t, s, testTTL); !l.Session || len(l.Resources) != 1 || l.Resources[0] != r || l.Reason == nil {
+		t.Fatalf("loss = %+v, want one session loss covering %s with a reason", l, r.Name)
+	}
+	if st := s.Stats(); st.SessionLosses != 1 || st.OwnershipsLost != 1 {
+		t.Fatalf("stats = %+v; want 1 session loss, 1 ownership lost", st)
+	}
+	select {
+	case <-o.Lost():
+	default:
+		t.Fatal("ownership's Lost channel still open after the session loss")
 	}
 	goneAt := eventually(t, 2*testTTL+2*time.Second, "server deletes the expired owner key", func() bool {
 		_, _, _, found := get(t, direct, r.OwnerKey)
@@ -75,6 +83,7 @@ func TestLocalExpiryBeforeServer(t *testing.T) {
 // TestAmbiguousCommit: errors whose outcome is unknown are ErrAmbiguous, never
 // ErrFenced, keep the ownership but require a re-read before serving again.
 func TestAmbiguousCommit(t *testing.T) {
+	testDeadContextIsDefinite(t)
 	tests := []struct {
 		name string
 		// commitCtx returns the context for the commit and is free to break
@@ -82,16 +91,6 @@ func TestAmbiguousCommit(t *testing.T) {
 		commitCtx func(t *testing.T, rl *relay) context.Context
 		restore   func(rl *relay)
 	}{
-		{"cancelled context", func(t *testing.T, _ *relay) context.Context {
-			ctx, cancel := context.WithCancel(context.Background())
-			cancel()
-			return ctx
-		}, func(*relay) {}},
-		{"expired deadline", func(t *testing.T, _ *relay) context.Context {
-			ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
-			t.Cleanup(cancel)
-			return ctx
-		}, func(*relay) {}},
 		{"cut connection", func(t *testing.T, rl *relay) context.Context {
 			rl.Cut()
 			return tctx(t, 300*time.Millisecond)
@@ -146,5 +145,31 @@ func TestAmbiguousCommit(t *testing.T) {
 			}
 			noLoss(t, s)
 		})
+	}
+}
+
+// testDeadContextIsDefinite: a commit whose context ended before it could be
+// sent is refused definitely: nothing went to etcd, so the ownership stays
+// usable without a re-read (it used to be reported ambiguous).
+func testDeadContextIsDefinite(t *testing.T) {
+	_, cli := startEtcd(t)
+	s := newSession(t, cli, 1)
+	r := lease.PartitionResource(testLayout, "demo", 0)
+	o := mustAcquire(t, s, r)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for name, ctx := range map[string]context.Context{"cancelled": cancelled, "expired": expired} {
+		_, err := s.FencedCommit(ctx, o, []byte("never"))
+		if !errors.Is(err, lease.ErrNotSent) || errors.Is(err, lease.ErrAmbiguous) || isFenced(err) {
+			t.Fatalf("%s context: commit error = %v; want ErrNotSent only", name, err)
+		}
+		if o.NeedsReread() {
+			t.Fatalf("%s context: a commit never sent marked the ownership for re-read", name)
+		}
+	}
+	if _, err := s.FencedCommit(tctx(t, 5*time.Second), o, []byte("next")); err != nil {
+		t.Fatalf("commit after the refused ones: %v", err)
 	}
 }

@@ -109,11 +109,15 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 func nextLoss(t *testing.T, s *lease.Session, limit time.Duration) lease.Loss {
 	t.Helper()
 	select {
-	case l, ok := <-s.Losses():
+	case _, ok := <-s.LossReady():
 		if !ok {
-			t.Fatal("losses channel closed")
+			t.Fatal("loss notifications closed")
 		}
-		return l
+		ls := s.TakeLosses()
+		if len(ls) != 1 {
+			t.Fatalf("%d losses pending, want 1: %+v", len(ls), ls)
+		}
+		return ls[0]
 	case <-time.After(limit):
 		t.Fatalf("no loss reported within %v", limit)
 		return lease.Loss{}
@@ -122,11 +126,18 @@ func nextLoss(t *testing.T, s *lease.Session, limit time.Duration) lease.Loss {
 
 func noLoss(t *testing.T, s *lease.Session) {
 	t.Helper()
-	select {
-	case l := <-s.Losses():
-		t.Fatalf("unexpected loss of %s: %v", l.Resource.Name, l.Reason)
-	default:
+	if ls := s.TakeLosses(); len(ls) > 0 {
+		t.Fatalf("unexpected losses: %+v", ls)
 	}
+}
+
+// only is the single resource of a per-resource loss.
+func only(t *testing.T, l lease.Loss) lease.Resource {
+	t.Helper()
+	if l.Session || len(l.Resources) != 1 {
+		t.Fatalf("loss = %+v; want one resource, not a session loss", l)
+	}
+	return l.Resources[0]
 }
 
 func startEtcd(t *testing.T) (*etcdlocal.Server, *clientv3.Client) {

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -83,8 +84,22 @@ type Config struct {
 	Now func() time.Time
 	// Logger defaults to a logger that discards everything.
 	Logger *slog.Logger
-	// LossBuffer is the capacity of the Losses channel, default 1024.
-	LossBuffer int
+	// EtcdConfig, when set, is the configuration Client was built from: the
+	// session builds its own client from it for grants and keepalives, so
+	// they never queue behind bulk traffic on Client's connection. Without
+	// it keepalives share Client.
+	EtcdConfig *clientv3.Config
+	// MaxTxnOps is etcd's --max-txn-ops (default 128): the budget of one
+	// batched transaction.
+	MaxTxnOps int
+	// MaxTxnBytes bounds the keys and values of one batched transaction
+	// (default 1 MiB, below etcd's 1.5 MiB request limit).
+	MaxTxnBytes int
+	// OpTimeout bounds one batched etcd transaction (default 5s).
+	OpTimeout time.Duration
+	// AcquireInFlight and CommitInFlight bound the batched transactions in
+	// flight (defaults 2 and 4).
+	AcquireInFlight, CommitInFlight int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -108,8 +123,20 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.LossBuffer <= 0 {
-		c.LossBuffer = 1024
+	if c.MaxTxnOps <= 0 {
+		c.MaxTxnOps = 128
+	}
+	if c.MaxTxnBytes <= 0 {
+		c.MaxTxnBytes = 1 << 20
+	}
+	if c.OpTimeout <= 0 {
+		c.OpTimeout = 5 * time.Second
+	}
+	if c.AcquireInFlight <= 0 {
+		c.AcquireInFlight = 2
+	}
+	if c.CommitInFlight <= 0 {
+		c.CommitInFlight = 4
 	}
 	return c, nil
 }
@@ -153,10 +180,13 @@ func (e OwnedElsewhereError) Error() string {
 // Is makes errors.Is(err, ErrOwnedElsewhere) true.
 func (e OwnedElsewhereError) Is(target error) bool { return target == ErrOwnedElsewhere }
 
-// Loss reports that the session no longer holds a resource it held.
+// Loss reports that the session no longer holds resources it held: one
+// resource after a fenced commit, or (Session true) every resource the
+// expired lease held.
 type Loss struct {
-	Resource Resource
-	Reason   error
+	Resources []Resource
+	Session   bool
+	Reason    error
 }
 
 // Ownership is a held resource. Resource, Epoch and Token never change. State
@@ -170,8 +200,10 @@ type Ownership struct {
 	State    []byte // state value read atomically with acquisition (nil if absent)
 	StateRev int64  // state key mod revision; updated by successful FencedCommit
 
-	lease  clientv3.LeaseID // the session lease the owner key lives under
-	reread atomic.Bool      // set by an ambiguous commit
+	lease    clientv3.LeaseID // the session lease the owner key lives under
+	reread   atomic.Bool      // set by an ambiguous commit
+	lost     chan struct{}    // closed once the session stops holding it
+	lostOnce sync.Once
 }
 
 // NeedsReread reports whether an ambiguous commit left the state unknown.

@@ -158,7 +158,7 @@ func TestFencedCommit(t *testing.T) {
 			if _, _, _, found := get(t, cli, extraKey); found {
 				t.Fatal("extra op of a refused commit was written")
 			}
-			if l := nextLoss(t, s1, time.Second); l.Resource != r || !isFenced(l.Reason) {
+			if l := nextLoss(t, s1, time.Second); only(t, l) != r || !isFenced(l.Reason) {
 				t.Fatalf("loss = %+v; want %s fenced", l, r.Name)
 			}
 			if _, ok := s1.Owns(r); ok {
@@ -226,8 +226,8 @@ func TestCloseRevokes(t *testing.T) {
 			t.Errorf("%s still present after Close", k)
 		}
 	}
-	if _, ok := <-s1.Losses(); ok {
-		t.Error("losses channel not closed by Close")
+	if _, ok := <-s1.LossReady(); ok {
+		t.Error("loss notifications not closed by Close")
 	}
 	if _, err := s1.Acquire(tctx(t, time.Second), r); !errors.Is(err, lease.ErrClosed) {
 		t.Errorf("acquire after close = %v; want ErrClosed", err)
@@ -285,16 +285,12 @@ func TestAdoptAfterLostAcquireAnswer(t *testing.T) {
 	}
 }
 
-func TestLossesNeverBlock(t *testing.T) {
+// TestLossesNeverDropped: many fenced commits and no reader: every loss is
+// kept (the old bounded channel dropped all but its capacity), each once.
+func TestLossesNeverDropped(t *testing.T) {
 	_, cli := startEtcd(t)
-	s, err := lease.NewSession(tctx(t, 10*time.Second), lease.Config{
-		Client: cli, Layout: testLayout, BrokerID: 1, TTL: testTTL, LossBuffer: 1,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	const n = 3
+	s := newSession(t, cli, 1)
+	const n = 40
 	for p := range int32(n) {
 		r := testPartition("demo", p)
 		o := mustAcquire(t, s, r)
@@ -304,9 +300,21 @@ func TestLossesNeverBlock(t *testing.T) {
 		if _, err := s.FencedCommit(tctx(t, 5*time.Second), o, []byte("x")); !isFenced(err) {
 			t.Fatalf("commit %d = %v; want ErrFenced", p, err)
 		}
+		select {
+		case <-o.Lost():
+		default:
+			t.Fatalf("partition %d: Lost not closed after a fenced commit", p)
+		}
 	}
-	if got := len(s.Losses()); got != 1 {
-		t.Fatalf("%d losses buffered, want 1 (the rest dropped, not blocking)", got)
+	seen := map[string]bool{}
+	for _, l := range s.TakeLosses() {
+		seen[only(t, l).Name] = true
+	}
+	if len(seen) != n {
+		t.Fatalf("%d distinct losses kept, want %d", len(seen), n)
+	}
+	if st := s.Stats(); st.OwnershipsLost != n || st.SessionLosses != 0 {
+		t.Fatalf("stats = %+v; want %d ownerships lost, no session loss", st, n)
 	}
 }
 

@@ -58,19 +58,21 @@ func (s *Session) Acquire(ctx context.Context, r Resource) (*Ownership, error) {
 
 func (s *Session) acquireTxn(ctx context.Context, r Resource, id clientv3.LeaseID) (*Ownership, error) {
 	owner := layout.Marshal(layout.Owner{Broker: s.cfg.BrokerID})
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(r.OwnerKey), "=", 0)).
-		Then(clientv3.OpPut(r.EpochKey, ""),
+	it := newItem(r.OwnerKey,
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(r.OwnerKey), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(r.EpochKey, ""),
 			clientv3.OpPut(r.OwnerKey, owner, clientv3.WithLease(id)),
-			clientv3.OpGet(r.EpochKey), clientv3.OpGet(r.StateKey)).
-		Else(clientv3.OpGet(r.OwnerKey), clientv3.OpGet(r.EpochKey), clientv3.OpGet(r.StateKey)).
-		Commit()
-	if err != nil {
-		return nil, classify(err)
+			clientv3.OpGet(r.EpochKey), clientv3.OpGet(r.StateKey)},
+		[]clientv3.Op{clientv3.OpGet(r.OwnerKey), clientv3.OpGet(r.EpochKey), clientv3.OpGet(r.StateKey)},
+		len(r.OwnerKey)+len(r.EpochKey)+len(owner))
+	a := s.acq.do(ctx, it)
+	if a.err != nil {
+		return nil, a.err
 	}
-	o := &Ownership{Resource: r, lease: id}
+	resp := a.resp
+	o := newOwnership(r, id)
 	if resp.Succeeded {
-		o.Token = resp.Header.Revision
+		o.Token = a.rev // every key a transaction creates has its revision
 		o.Epoch = versionOf(resp.Responses[2])
 		o.State, o.StateRev = stateOf(resp.Responses[3])
 		return o, nil
@@ -136,26 +138,32 @@ func (s *Session) FencedCommit(ctx context.Context, o *Ownership, state []byte, 
 	ops := make([]clientv3.Op, 0, 1+len(extra))
 	ops = append(ops, clientv3.OpPut(o.Resource.StateKey, string(state)))
 	ops = append(ops, extra...)
-	resp, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(o.Resource.OwnerKey), "=", o.Token),
-			clientv3.Compare(clientv3.ModRevision(o.Resource.StateKey), "=", o.StateRev)).
-		Then(ops...).
-		Else(clientv3.OpGet(o.Resource.OwnerKey), clientv3.OpGet(o.Resource.StateKey)).
-		Commit()
-	if err != nil {
-		err = classify(err)
-		if errors.Is(err, ErrAmbiguous) {
+	size := 0
+	for _, op := range ops {
+		size += len(op.KeyBytes()) + len(op.ValueBytes())
+	}
+	// Batched with other partitions' commits; the compares are this
+	// partition's own, so a refusal here says nothing about the others.
+	it := newItem(o.Resource.StateKey,
+		[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(o.Resource.OwnerKey), "=", o.Token),
+			clientv3.Compare(clientv3.ModRevision(o.Resource.StateKey), "=", o.StateRev)},
+		ops,
+		[]clientv3.Op{clientv3.OpGet(o.Resource.OwnerKey), clientv3.OpGet(o.Resource.StateKey)},
+		size)
+	a := s.com.do(ctx, it)
+	if a.err != nil {
+		if errors.Is(a.err, ErrAmbiguous) {
 			o.reread.Store(true)
 		}
-		return 0, fmt.Errorf("commit %s at token %d state rev %d: %w", name, o.Token, o.StateRev, err)
+		return 0, fmt.Errorf("commit %s at token %d state rev %d: %w", name, o.Token, o.StateRev, a.err)
 	}
-	if !resp.Succeeded {
-		why := fmt.Errorf("commit %s refused (%s): %w", name, refusal(o, resp), ErrFenced)
+	if !a.resp.Succeeded {
+		why := fmt.Errorf("commit %s refused (%s): %w", name, refusal(o, (*clientv3.TxnResponse)(a.resp)), ErrFenced)
 		s.drop(o, why)
 		return 0, why
 	}
-	o.State, o.StateRev = bytes.Clone(state), resp.Header.Revision
-	return resp.Header.Revision, nil
+	o.State, o.StateRev = bytes.Clone(state), a.rev
+	return a.rev, nil
 }
 
 // Reread reads the state again under o's fencing token (after ErrAmbiguous)
@@ -193,6 +201,7 @@ func (s *Session) Release(ctx context.Context, r Resource) error {
 	var token int64
 	if o != nil {
 		token = o.Token
+		o.markLost()
 	}
 	if o == nil && id == 0 {
 		return nil
@@ -246,7 +255,8 @@ func (s *Session) drop(o *Ownership, reason error) {
 	dropped := s.owned[o.Resource.OwnerKey] == o
 	if dropped {
 		delete(s.owned, o.Resource.OwnerKey)
-		s.sendLossLocked(Loss{Resource: o.Resource, Reason: reason})
+		o.markLost()
+		s.losses.add(Loss{Resources: []Resource{o.Resource}, Reason: reason})
 	}
 	s.mu.Unlock()
 	if dropped {
@@ -268,8 +278,12 @@ func refusal(o *Ownership, resp *clientv3.TxnResponse) string {
 }
 
 // classify marks an etcd error ambiguous unless etcd definitely rejected the
-// request before applying it (invalid request, missing lease, no permission).
+// request before applying it (invalid request, missing lease, no permission,
+// back-pressure: ErrOverloaded).
 func classify(err error) error {
+	if overloaded(err) {
+		return fmt.Errorf("%w: %w", ErrOverloaded, err)
+	}
 	var ee rpctypes.EtcdError
 	if errors.As(err, &ee) {
 		switch ee.Code() {

@@ -19,11 +19,22 @@ import (
 // It runs its own keepalive loop (not clientv3's KeepAlive, whose idea of
 // expiry counts from when an answer arrives) and renews itself after an
 // expiry, so a broker that was paused past its lease serves again once it can
-// reach etcd. All methods are safe for concurrent use.
+// reach etcd. Keepalives travel on their own etcd connection (when
+// Config.EtcdConfig is set) and acquisitions wait while a keepalive is late,
+// so bulk traffic cannot starve the lease. Acquisitions and commits go through
+// batchers that put many resources into one etcd transaction. All methods are
+// safe for concurrent use.
 type Session struct {
-	cfg Config
-	cli *clientv3.Client
-	log *slog.Logger
+	cfg    Config
+	cli    *clientv3.Client // acquisitions, commits, registered keys
+	kaCli  *clientv3.Client // grants, keepalives, revokes of expired leases
+	ownKA  bool             // kaCli was built by the session: Close closes it
+	log    *slog.Logger
+	losses *lossQueue
+	stats  batchStats
+	acq    *batcher
+	com    *batcher
+	bg     sync.WaitGroup // batchers
 
 	ctx    context.Context // cancelled by Close; bounds every loop call
 	cancel context.CancelFunc
@@ -36,9 +47,9 @@ type Session struct {
 	lastSend   time.Time        // send time of the last keepalive or grant
 	owned      map[string]*Ownership
 	registered map[string]string
-	regDirty   bool // registered keys not yet put under the current lease
+	regDirty   bool      // registered keys not yet put under the current lease
+	retryAt    time.Time // after a failed keepalive: when to try again
 	closed     bool
-	losses     chan Loss
 
 	regMu     sync.Mutex // orders puts of registered keys across lease changes
 	closeOnce sync.Once
@@ -54,18 +65,73 @@ func NewSession(ctx context.Context, cfg Config) (*Session, error) {
 	s := &Session{
 		cfg:        cfg,
 		cli:        cfg.Client,
+		kaCli:      cfg.Client,
 		log:        cfg.Logger.With("broker", cfg.BrokerID),
+		losses:     newLossQueue(),
 		done:       make(chan struct{}),
 		owned:      make(map[string]*Ownership),
 		registered: make(map[string]string),
-		losses:     make(chan Loss, cfg.LossBuffer),
+	}
+	if cfg.EtcdConfig != nil {
+		kc := *cfg.EtcdConfig
+		kaCli, err := clientv3.New(kc)
+		if err != nil {
+			return nil, fmt.Errorf("new lease session for broker %d: keepalive client: %w", cfg.BrokerID, err)
+		}
+		s.kaCli, s.ownKA = kaCli, true
 	}
 	if err := s.grant(ctx); err != nil {
+		s.closeKeepaliveClient()
 		return nil, fmt.Errorf("new lease session for broker %d: %w", cfg.BrokerID, err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.acq = s.newBatcher("acquire", cfg.AcquireInFlight, s.keepaliveLate)
+	s.com = s.newBatcher("commit", cfg.CommitInFlight, nil)
+	for _, b := range []*batcher{s.acq, s.com} {
+		s.bg.Add(1)
+		go func() {
+			defer s.bg.Done()
+			b.run(s.ctx)
+		}()
+	}
 	go s.run()
 	return s, nil
+}
+
+func (s *Session) newBatcher(name string, inFlight int, hold func() bool) *batcher {
+	return &batcher{
+		name: name, cli: s.cli, maxOps: s.cfg.MaxTxnOps, maxBytes: s.cfg.MaxTxnBytes,
+		timeout: s.cfg.OpTimeout, hold: hold, log: s.log, stats: &s.stats,
+		slots: make(chan struct{}, inFlight), wake: make(chan struct{}, 1),
+	}
+}
+
+// keepaliveLate reports that the last answered keepalive is older than it
+// should be: acquisitions wait so that the keepalive gets etcd first.
+func (s *Session) keepaliveLate() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.leaseID == 0 {
+		return false // acquisitions fail at once without a lease
+	}
+	return s.deadline.Sub(s.cfg.Now()) < (s.ttl-s.cfg.SafetyMargin)/2
+}
+
+func (s *Session) closeKeepaliveClient() {
+	if s.ownKA {
+		s.kaCli.Close()
+	}
+}
+
+// Stats returns the session's counters.
+func (s *Session) Stats() Stats {
+	return Stats{
+		SessionLosses:  s.losses.sessionLosses.Load(),
+		OwnershipsLost: s.losses.ownershipsLost.Load(),
+		Txns:           s.stats.txns.Load(),
+		TxnItems:       s.stats.items.Load(),
+		Overloads:      s.stats.overloads.Load(),
+	}
 }
 
 // LeaseID is the current session lease, 0 while the session is renewing.
@@ -97,10 +163,15 @@ func (s *Session) validLocked() bool {
 	return !s.closed && s.leaseID != 0 && s.cfg.Now().Before(s.deadline)
 }
 
-// Losses reports resources the session stopped holding without being asked
-// to (expiry, fenced commit). Sends never block: when the buffer is full the
-// loss is logged and dropped, so Owns stays the authority. Closed by Close.
-func (s *Session) Losses() <-chan Loss { return s.losses }
+// LossReady receives a token whenever losses are waiting for TakeLosses:
+// resources the session stopped holding without being asked to (an expiry,
+// reported as one Loss covering everything the lease held, or a fenced
+// commit). Nothing is ever dropped and the reporter never blocks. Closed by
+// Close.
+func (s *Session) LossReady() <-chan struct{} { return s.losses.ready }
+
+// TakeLosses returns and forgets every loss reported since the last call.
+func (s *Session) TakeLosses() []Loss { return s.losses.take() }
 
 // Register puts key=value under the session lease and puts it again under
 // every new lease the session obtains, until Close. With no lease at the
@@ -165,10 +236,19 @@ func (s *Session) close(revoke bool) {
 		s.mu.Lock()
 		id := s.leaseID
 		s.closed, s.leaseID = true, 0
+		for _, o := range s.owned {
+			o.markLost()
+		}
 		clear(s.owned)
-		close(s.losses)
 		s.mu.Unlock()
-		if id == 0 || !revoke {
+		s.bg.Wait()
+		s.losses.close()
+		if !revoke {
+			s.closeKeepaliveClient()
+			return
+		}
+		defer s.closeKeepaliveClient()
+		if id == 0 {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -204,6 +284,9 @@ func (s *Session) nextWait() time.Duration {
 		return s.retryInterval()
 	}
 	wait := s.lastSend.Add(s.ttl / 3).Sub(now)
+	if !s.retryAt.IsZero() {
+		wait = s.retryAt.Sub(now)
+	}
 	if untilDeadline := s.deadline.Sub(now); untilDeadline < wait {
 		wait = untilDeadline
 	}
@@ -245,10 +328,13 @@ func (s *Session) keepAlive(id clientv3.LeaseID, deadline time.Time, ttl time.Du
 	// Never wait past the deadline: an answer after it cannot revive the lease.
 	timeout := min(ttl/3, deadline.Sub(send))
 	ctx, cancel := context.WithTimeout(s.ctx, max(timeout, 10*time.Millisecond))
-	resp, err := s.cli.KeepAliveOnce(ctx, id)
+	resp, err := s.kaCli.KeepAliveOnce(ctx, id)
 	cancel()
 	switch {
 	case err == nil:
+		s.mu.Lock()
+		s.retryAt = time.Time{}
+		s.mu.Unlock()
 		return s.extend(id, send, time.Duration(resp.TTL)*time.Second)
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		s.expire(id, fmt.Errorf("lease %x: %w", id, err))
@@ -257,11 +343,16 @@ func (s *Session) keepAlive(id clientv3.LeaseID, deadline time.Time, ttl time.Du
 		if s.ctx.Err() != nil {
 			return true // closing; Close takes over
 		}
-		s.log.Debug("keepalive failed", "lease", fmt.Sprintf("%x", id), "err", err)
+		// Overload and transient errors alike: try again soon rather than
+		// a third of a TTL later, while the deadline leaves room.
+		s.log.Debug("keepalive failed", "lease", fmt.Sprintf("%x", id), "err", err, "overload", overloaded(err))
 		if !s.cfg.Now().Before(deadline) {
 			s.expire(id, fmt.Errorf("lease %x: no keepalive answered before the local deadline: %w", id, err))
 			return false
 		}
+		s.mu.Lock()
+		s.retryAt = s.cfg.Now().Add(min(ttl/20, 250*time.Millisecond))
+		s.mu.Unlock()
 		return true
 	}
 }
@@ -297,17 +388,19 @@ func (s *Session) expire(id clientv3.LeaseID, reason error) {
 		s.mu.Unlock()
 		return
 	}
-	s.leaseID, s.regDirty = 0, true
-	lost := len(s.owned)
+	s.leaseID, s.regDirty, s.retryAt = 0, true, time.Time{}
+	all := Loss{Session: true, Reason: reason, Resources: make([]Resource, 0, len(s.owned))}
 	for k, o := range s.owned {
 		delete(s.owned, k)
-		s.sendLossLocked(Loss{Resource: o.Resource, Reason: reason})
+		o.markLost()
+		all.Resources = append(all.Resources, o.Resource)
 	}
+	s.losses.add(all)
 	s.mu.Unlock()
-	s.log.Warn("lease session expired", "lease", fmt.Sprintf("%x", id), "ownerships_lost", lost, "reason", reason)
+	s.log.Warn("lease session expired", "lease", fmt.Sprintf("%x", id), "ownerships_lost", len(all.Resources), "reason", reason)
 	ctx, cancel := context.WithTimeout(s.ctx, s.retryInterval())
 	defer cancel()
-	if _, err := s.cli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+	if _, err := s.kaCli.Revoke(ctx, id); err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
 		s.log.Debug("revoke expired lease", "lease", fmt.Sprintf("%x", id), "err", err)
 	}
 }
@@ -328,7 +421,7 @@ func (s *Session) renew() {
 
 func (s *Session) grant(ctx context.Context) error {
 	send := s.cfg.Now()
-	resp, err := s.cli.Grant(ctx, ttlSeconds(s.cfg.TTL))
+	resp, err := s.kaCli.Grant(ctx, ttlSeconds(s.cfg.TTL))
 	if err != nil {
 		return fmt.Errorf("grant lease ttl %v: %w", s.cfg.TTL, err)
 	}
@@ -367,15 +460,4 @@ func (s *Session) putRegistered() {
 		s.regDirty = false
 	}
 	s.mu.Unlock()
-}
-
-func (s *Session) sendLossLocked(l Loss) {
-	if s.closed {
-		return
-	}
-	select {
-	case s.losses <- l:
-	default:
-		s.log.Error("loss channel full; loss dropped", "resource", l.Resource.Name, "reason", l.Reason)
-	}
 }

@@ -38,6 +38,10 @@ func runBroker(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	ecfg, err := etcdClientConfig(c)
+	if err != nil {
+		return err
+	}
 	cli, err := newEtcdClient(c)
 	if err != nil {
 		return err
@@ -49,6 +53,7 @@ func runBroker(c *cli.Context) error {
 		Listen:            c.String("listen"),
 		Advertise:         c.String("advertise"),
 		Etcd:              cli,
+		EtcdConfig:        &ecfg,
 		Layout:            layout.New(c.String("etcd-prefix")),
 		Store:             st,
 		LeaseTTL:          c.Duration("lease-ttl"),

@@ -78,6 +78,19 @@ func etcdFlags() []cli.Flag {
 }
 
 func newEtcdClient(c *cli.Context) (*clientv3.Client, error) {
+	cfg, err := etcdClientConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd %v: %w", cfg.Endpoints, err)
+	}
+	return cli, nil
+}
+
+// etcdClientConfig is the etcd client configuration the flags describe.
+func etcdClientConfig(c *cli.Context) (clientv3.Config, error) {
 	var endpoints []string
 	for _, e := range strings.Split(c.String("etcd-endpoints"), ",") {
 		if e = strings.TrimSpace(e); e != "" {
@@ -85,19 +98,15 @@ func newEtcdClient(c *cli.Context) (*clientv3.Client, error) {
 		}
 	}
 	if len(endpoints) == 0 {
-		return nil, fmt.Errorf("--etcd-endpoints is empty")
+		return clientv3.Config{}, fmt.Errorf("--etcd-endpoints is empty")
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	return clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: c.Duration("etcd-dial-timeout"),
 		// Keepalives on the gRPC connection notice a dead etcd member quickly.
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("connect to etcd %v: %w", endpoints, err)
-	}
-	return cli, nil
+	}, nil
 }
 
 // topicFlags are the settings every process that may create topics shares.

@@ -140,8 +140,12 @@ func listenAt(addrs []string, i int) string {
 	return "127.0.0.1:0"
 }
 
+func (c *Cluster) clientConfig() clientv3.Config {
+	return clientv3.Config{Endpoints: []string{c.EtcdEndpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+}
+
 func (c *Cluster) newClient() (*clientv3.Client, error) {
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{c.EtcdEndpoint}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(c.clientConfig())
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %s: %w", c.EtcdEndpoint, err)
 	}
@@ -171,8 +175,9 @@ func (c *Cluster) startBroker(ctx context.Context, id int32, listen string) erro
 	if err != nil {
 		return err
 	}
+	ecfg := c.clientConfig()
 	b, err := broker.New(ctx, broker.Config{
-		ID: id, Listen: listen, Etcd: cli, Layout: c.layout, Store: c.store,
+		ID: id, Listen: listen, Etcd: cli, EtcdConfig: &ecfg, Layout: c.layout, Store: c.store,
 		LeaseTTL: c.cfg.LeaseTTL, AutoCreateTopics: c.cfg.AutoCreateTopics,
 		DefaultPartitions: c.cfg.DefaultPartitions,
 		Logger:            c.logger,
