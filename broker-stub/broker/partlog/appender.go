@@ -189,7 +189,15 @@ func (a *appender) ensureOwned() (res Result, dead bool) {
 			return Result{}, false
 		}
 	}
-	ctx, cancel := context.WithTimeout(a.logs.ctx, a.cfg.OpTimeout)
+	select {
+	case a.logs.acquiring <- struct{}{}:
+		defer func() { <-a.logs.acquiring }()
+	default:
+		// etcd already has all the acquisitions it can take: answer now,
+		// the client retries after refreshing metadata.
+		return Result{Code: kerr.NotLeaderForPartition.Code, Msg: "partition not acquired yet: broker busy acquiring others; retry"}, true
+	}
+	ctx, cancel := context.WithTimeout(a.logs.ctx, a.cfg.AcquireTimeout)
 	defer cancel()
 	o, err := a.cfg.Session.Acquire(ctx, a.res)
 	if err != nil {
@@ -214,15 +222,16 @@ func (a *appender) ensureOwned() (res Result, dead bool) {
 	return Result{}, false
 }
 
+// acquireFailure answers appends that found the partition not held. Nothing
+// of theirs was written whatever the acquisition did, so the answer is the
+// definite, retriable NOT_LEADER_OR_FOLLOWER (never REQUEST_TIMED_OUT, which
+// leaves idempotent producers unsure of a write that never happened).
 func acquireFailure(err error) Result {
 	var oe lease.OwnedElsewhereError
-	switch {
-	case errors.As(err, &oe):
+	if errors.As(err, &oe) {
 		return Result{Code: kerr.NotLeaderForPartition.Code, Msg: fmt.Sprintf("partition owned by broker %d", oe.Broker)}
-	case errors.Is(err, lease.ErrNotOwner), errors.Is(err, lease.ErrFenced), errors.Is(err, lease.ErrClosed):
-		return Result{Code: kerr.NotLeaderForPartition.Code, Msg: err.Error()}
 	}
-	return Result{Code: kerr.RequestTimedOut.Code, Msg: err.Error()}
+	return Result{Code: kerr.NotLeaderForPartition.Code, Msg: "partition not acquired: " + err.Error()}
 }
 
 // commitFailure maps a commit error to the answer for the group, and says
@@ -234,6 +243,10 @@ func commitFailure(err error) (Result, bool) {
 	case errors.Is(err, lease.ErrFenced), errors.Is(err, lease.ErrNotOwner),
 		errors.Is(err, lease.ErrNeedsReread), errors.Is(err, lease.ErrClosed):
 		return Result{Code: kerr.NotLeaderForPartition.Code, Msg: err.Error()}, true
+	case errors.Is(err, lease.ErrOverloaded), errors.Is(err, lease.ErrNotSent):
+		// Definitely not written and the partition is still ours: a
+		// retriable refusal that does not leave the producer unsure.
+		return Result{Code: kerr.NotEnoughReplicas.Code, Msg: err.Error()}, false
 	}
 	return Result{Code: kerr.KafkaStorageError.Code, Msg: err.Error()}, false
 }

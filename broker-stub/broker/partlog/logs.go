@@ -68,6 +68,14 @@ type Config struct {
 	OpTimeout time.Duration
 	// MaxGroupBytes caps the bytes of one group commit (default 8 MiB).
 	MaxGroupBytes int
+	// AcquiringMax bounds the acquisitions in flight (default 256: two
+	// batched etcd transactions' worth). An append for a partition not yet
+	// held finds no free slot is refused at once with
+	// NOT_LEADER_OR_FOLLOWER, which clients retry after a metadata refresh,
+	// instead of queueing behind etcd.
+	AcquiringMax int
+	// AcquireTimeout bounds one acquisition (default 3s).
+	AcquireTimeout time.Duration
 	Now           func() time.Time
 }
 
@@ -89,13 +97,16 @@ type Logs struct {
 	mu     sync.Mutex
 	apps   map[TP]*appender
 	closed bool
+
+	acquiring chan struct{} // one token per acquisition in flight
 }
 
 // NewLogs returns a Logs with no appenders.
 func NewLogs(cfg Config) *Logs {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Logs{cfg: cfg, ctx: ctx, cancel: cancel, apps: make(map[TP]*appender)}
+	return &Logs{cfg: cfg, ctx: ctx, cancel: cancel, apps: make(map[TP]*appender),
+		acquiring: make(chan struct{}, cfg.AcquiringMax)}
 }
 
 func (c Config) withDefaults() Config {
@@ -113,6 +124,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.AcquiringMax <= 0 {
+		c.AcquiringMax = 256
+	}
+	if c.AcquireTimeout <= 0 {
+		c.AcquireTimeout = 3 * time.Second
 	}
 	return c
 }
