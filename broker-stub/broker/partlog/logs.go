@@ -76,7 +76,7 @@ type Config struct {
 	AcquiringMax int
 	// AcquireTimeout bounds one acquisition (default 3s).
 	AcquireTimeout time.Duration
-	Now           func() time.Time
+	Now            func() time.Time
 }
 
 // Result is the outcome of one append or trim.
