@@ -223,13 +223,16 @@ func (d *Dispatcher) topicMetadata(t routing.Topic, replicas []int32) kmsg.Metad
 		mp.Default()
 		mp.Partition = p
 		mp.Leader = d.cfg.NodeID
-		// An unowned partition's next owner gets a new epoch; telling
-		// clients the old one would have them fenced (and waiting out
-		// their metadata refresh) on the first request after acquisition.
-		mp.LeaderEpoch = -1
-		if _, epoch, owned := d.routes.Owner(t.Name, p); owned {
-			mp.LeaderEpoch = epoch
-		}
+		// The last known epoch, owned or not (-1 only for a partition never
+		// owned). Never -1 once a client has seen an epoch: kgo reads -1
+		// as "no leader yet", keeps its old leader and holds the
+		// partition's records until the epoch comes back, and nothing
+		// comes back, because only a produce makes a broker acquire the
+		// partition (issue 11: a producer hung 13 minutes). With the last
+		// epoch the client produces again; a fetch at that epoch after a
+		// new owner took over is answered FENCED_LEADER_EPOCH and costs
+		// one metadata refresh.
+		mp.LeaderEpoch = d.routes.Epoch(t.Name, p)
 		mp.Replicas, mp.ISR = replicas, replicas
 	}
 	return out

@@ -212,16 +212,17 @@ func TestDescribeClusterEveryVersion(t *testing.T) {
 	}
 }
 
-// TestMetadataEpochOnlyWhileOwned: a partition whose owner left keeps its
-// epoch key in etcd, but its next owner will get a new epoch; reporting the
-// old one would get clients fenced on their first request to the new owner.
-func TestMetadataEpochOnlyWhileOwned(t *testing.T) {
+// TestMetadataEpochNeverRewinds: a partition whose owner left (or whose
+// owner is not live) reports its last known epoch, never the -1 sentinel:
+// kgo keeps waiting for a leader on -1 and never produces again, and only a
+// produce gets the partition acquired (issue 11). It used to report -1.
+func TestMetadataEpochNeverRewinds(t *testing.T) {
 	d, _, rt := newTestDispatcher(t)
 	rt.DeleteOwner("t", 3)  // released: epoch key still says 5
 	rt.SetOwner("t", 4, 42) // owned by a broker that is not live
 	rt.SetEpoch("t", 4, 6)
 	resp := roundTrip(t, d, metadataFor(12, false, "t")).(*kmsg.MetadataResponse)
-	want := map[int32]int32{0: 5, 3: -1, 4: -1, 5: 5}
+	want := map[int32]int32{0: 5, 3: 5, 4: 6, 5: 5}
 	for p, epoch := range want {
 		if got := resp.Topics[0].Partitions[p].LeaderEpoch; got != epoch {
 			t.Errorf("partition %d: leader epoch %d, want %d", p, got, epoch)
