@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
+	"github.com/kproxy/kproxy/internal/devcluster/devtest"
 	"github.com/kproxy/kproxy/layout"
 )
 
@@ -25,7 +26,7 @@ import (
 // and records waited forever.
 func TestNoHangWhenOwnerVanishes(t *testing.T) {
 	const topic, delivery = "vanish", 8 * time.Second
-	c := startCluster(t, devcluster.Config{Brokers: 1, AutoCreateTopics: true, DefaultPartitions: 1, LeaseTTL: 2 * time.Second})
+	c := devtest.Start(t, devcluster.Config{Brokers: 1, AutoCreateTopics: true, DefaultPartitions: 1, LeaseTTL: 2 * time.Second})
 	cl := newClient(t, c.ProxyAddrs()[0], kgo.DefaultProduceTopic(topic), kgo.AllowAutoTopicCreation(),
 		kgo.RecordDeliveryTimeout(delivery), kgo.ProduceRequestTimeout(time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

@@ -202,7 +202,8 @@ func (b *Broker) deleteTopic(ctx context.Context, t topicMeta) error {
 		Then(clientv3.OpDelete(key),
 			clientv3.OpDelete(l.MetaPrefix()+"owners/"+name+"/", clientv3.WithPrefix()),
 			clientv3.OpDelete(l.MetaPrefix()+"epochs/"+name+"/", clientv3.WithPrefix()),
-			clientv3.OpDelete(schema.New(l).LogPrefix()+name+"/", clientv3.WithPrefix())).
+			clientv3.OpDelete(schema.New(l).LogPrefix()+name+"/", clientv3.WithPrefix()),
+			clientv3.OpDelete(schema.New(l).TopicProducerPrefix(name), clientv3.WithPrefix())).
 		Commit()
 	if err != nil {
 		return fmt.Errorf("delete topic %s: %w", name, err)

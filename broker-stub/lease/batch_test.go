@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/kproxy/kproxy/broker-stub/lease"
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 )
 
 // TestBatchedAcquireMixed: many concurrent acquisitions travel in few
@@ -23,7 +23,7 @@ func TestBatchedAcquireMixed(t *testing.T) {
 	_, cli := startEtcd(t)
 	other, s := newSession(t, cli, 2), newSession(t, cli, 1)
 	const n = 300
-	res := func(p int) lease.Resource { return lease.PartitionResource(testLayout, "mixed", int32(p)) }
+	res := func(p int) lease.Resource { return testPartition("mixed", int32(p)) }
 	for p := 0; p < n; p += 3 { // every third partition is taken
 		mustAcquire(t, other, res(p))
 	}
@@ -77,7 +77,7 @@ func TestBatchedCommitOwnRefusal(t *testing.T) {
 	const n = 60
 	owns := make([]*lease.Ownership, n)
 	for p := range n {
-		owns[p] = mustAcquire(t, s, lease.PartitionResource(testLayout, "commits", int32(p)))
+		owns[p] = mustAcquire(t, s, testPartition("commits", int32(p)))
 	}
 	const victim = 17
 	if _, err := cli.Put(tctx(t, 5*time.Second), owns[victim].Resource.StateKey, "intruder"); err != nil {
@@ -120,7 +120,7 @@ func TestBatchedCommitOwnRefusal(t *testing.T) {
 func TestKeepaliveOwnConnection(t *testing.T) {
 	srv, direct := startEtcd(t)
 	rl := newRelay(t, srv.Endpoint[len("http://"):])
-	bulk := etcdlocal.NewClientForTest(t, rl.Endpoint())
+	bulk := etcdtest.NewClient(t, rl.Endpoint())
 	s, err := lease.NewSession(tctx(t, 10*time.Second), lease.Config{
 		Client: bulk, Layout: testLayout, BrokerID: 1, TTL: testTTL, SafetyMargin: testMargin,
 		EtcdConfig: &clientv3.Config{Endpoints: []string{srv.Endpoint}, DialTimeout: 5 * time.Second},
@@ -129,7 +129,7 @@ func TestKeepaliveOwnConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)
-	r := lease.PartitionResource(testLayout, "ka", 0)
+	r := testPartition("ka", 0)
 	mustAcquire(t, s, r)
 	id := s.LeaseID()
 	rl.Pause()

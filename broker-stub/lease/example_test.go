@@ -39,14 +39,19 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	// Losses reports every ownership the session drops (expiry, a fenced
-	// commit): the broker stops serving that partition and forgets its
-	// cached state. Close closes the channel, which ends the loop.
+	// LossReady signals every ownership the session drops (one Loss for a
+	// fenced commit, one for everything an expired lease held): the broker
+	// stops serving those partitions and forgets their cached state. Close
+	// closes the channel, which ends the loop.
 	lossesDone := make(chan struct{})
 	go func() {
 		defer close(lossesDone)
-		for loss := range sess.Losses() {
-			fmt.Println("lost", loss.Resource.Name, loss.Reason)
+		for range sess.LossReady() {
+			for _, loss := range sess.TakeLosses() {
+				for _, r := range loss.Resources {
+					fmt.Println("lost", r.Name, loss.Reason)
+				}
+			}
 		}
 	}()
 	defer func() { sess.Close(); <-lossesDone }()

@@ -154,7 +154,7 @@ func TestAmbiguousCommit(t *testing.T) {
 func testDeadContextIsDefinite(t *testing.T) {
 	_, cli := startEtcd(t)
 	s := newSession(t, cli, 1)
-	r := lease.PartitionResource(testLayout, "demo", 0)
+	r := testPartition("demo", 0)
 	o := mustAcquire(t, s, r)
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()

@@ -7,9 +7,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/broker-stub/store"
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
 )
 
@@ -17,7 +18,7 @@ import (
 // partition not yet held is answered NOT_LEADER_OR_FOLLOWER at once (nothing
 // written, clients retry), and succeeds once a slot is free.
 func TestAcquisitionPaced(t *testing.T) {
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	l := layout.New("/paced")
@@ -47,7 +48,7 @@ func TestAcquisitionPaced(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("append held while no acquisition slot was free")
 	}
-	if _, ok := sess.Owns(lease.PartitionResource(l, tp.Topic, tp.Partition)); ok {
+	if _, ok := sess.Owns(lease.PartitionResource(l, tp.Topic, tp.Partition, schema.New(l).PartitionStateKey(tp.Topic, tp.Partition))); ok {
 		t.Fatal("partition acquired although no slot was free")
 	}
 

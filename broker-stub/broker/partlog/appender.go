@@ -45,8 +45,9 @@ type appender struct {
 
 	// Touched only by the run goroutine.
 	own      *lease.Ownership
-	state    schema.PartitionState // as of stateRev
+	state    schema.PartitionState // as of stateRev, producers included
 	stateRev int64
+	migrate  bool // state read in the old encoding: next commit moves producers to keys
 }
 
 func newAppender(l *Logs, tp TP) *appender {
@@ -211,6 +212,11 @@ func (a *appender) ensureOwned() (res Result, dead bool) {
 			if err := layout.Unmarshal(o.State, &st); err != nil {
 				return Result{Code: kerr.KafkaStorageError.Code, Msg: fmt.Sprintf("partition state: %v", err)}, true
 			}
+		}
+		if err := a.loadProducers(ctx, &st); err != nil {
+			a.own = nil
+			a.owned.Store(nil)
+			return Result{Code: kerr.NotLeaderForPartition.Code, Msg: err.Error()}, true
 		}
 		if o != a.own {
 			a.cfg.Obs.Acquired(a.tp)

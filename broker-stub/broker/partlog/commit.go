@@ -6,7 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -37,6 +40,8 @@ type built struct {
 	buf     []byte
 	maxTS   int64
 	pending []pending
+	put     []int64 // producers whose keys the commit writes
+	del     []int64 // producers whose keys the commit deletes
 }
 
 // build assigns offsets to the group's batches in queue order, on top of the
@@ -73,6 +78,7 @@ func (a *appender) build(group []*request) built {
 		}
 	}
 	st.Producers = prod.result(now)
+	g.put, g.del = prod.changes(st.Producers)
 	g.state = st
 	return g
 }
@@ -101,6 +107,7 @@ func (a *appender) append(group []*request) bool {
 		return false
 	}
 	ops := []clientv3.Op{clientv3.OpPut(schema.New(a.cfg.Layout).SegmentKey(a.tp.Topic, a.tp.Partition, g.base), layout.Marshal(seg))}
+	ops = append(ops, a.producerOps(st.Producers, g.put, g.del)...)
 	fail, dead := a.commit(st, ops, &seg)
 	a.answer(g.pending, fail, st.LogStart)
 	return dead
@@ -157,6 +164,7 @@ func (a *appender) trim(r *request) bool {
 			ops = append(ops, clientv3.OpDelete(from, clientv3.WithRange(end)))
 		}
 	}
+	ops = append(ops, a.producerOps(st.Producers, nil, nil)...)
 	fail, dead := a.commit(st, ops, nil)
 	if fail != nil {
 		r.finish(*fail)
@@ -173,7 +181,9 @@ func (a *appender) commit(st schema.PartitionState, ops []clientv3.Op, seg *sche
 	if h := a.cfg.Hooks.BeforeCommit; h != nil {
 		h(a.tp.Topic, a.tp.Partition)
 	}
-	val := []byte(layout.Marshal(st))
+	enc := st // producers travel in their own keys (producerOps)
+	enc.Producers, enc.ProducerKeys = nil, len(st.Producers)
+	val := []byte(layout.Marshal(enc))
 	ctx, cancel := context.WithTimeout(a.logs.ctx, a.cfg.OpTimeout)
 	defer cancel()
 	start := a.cfg.Now()
@@ -191,7 +201,7 @@ func (a *appender) commit(st schema.PartitionState, ops []clientv3.Op, seg *sche
 		return &res, dead
 	}
 	a.cfg.Obs.Committed(a.tp, a.cfg.Now().Sub(start))
-	a.state, a.stateRev = st, rev
+	a.state, a.stateRev, a.migrate = st, rev, false
 	a.cfg.View.Apply(a.tp, st, rev, seg)
 	if h := a.cfg.Hooks.AfterCommitBeforeAck; h != nil {
 		h(a.tp.Topic, a.tp.Partition)
@@ -231,4 +241,54 @@ func (a *appender) objectName(base int64) string {
 // SegmentPrefix is the object-store prefix of a partition's segments.
 func SegmentPrefix(tp TP) string {
 	return fmt.Sprintf("segments/%s/%d/", tp.Topic, tp.Partition)
+}
+
+// producerOps writes the producer keys a commit changed: put for changed
+// producers, delete for dropped ones. A state read in the old encoding (every
+// producer inline) moves all of them to keys in its first commit.
+func (a *appender) producerOps(final map[int64]schema.ProducerState, put, del []int64) []clientv3.Op {
+	if a.migrate {
+		put = slices.Sorted(maps.Keys(final))
+	}
+	sc := schema.New(a.cfg.Layout)
+	ops := make([]clientv3.Op, 0, len(put)+len(del))
+	for _, id := range put {
+		ops = append(ops, clientv3.OpPut(sc.ProducerKey(a.tp.Topic, a.tp.Partition, id), layout.Marshal(final[id])))
+	}
+	for _, id := range del {
+		ops = append(ops, clientv3.OpDelete(sc.ProducerKey(a.tp.Topic, a.tp.Partition, id)))
+	}
+	return ops
+}
+
+// loadProducers reads the producer keys of a state in the new encoding. Only
+// fenced commits of the owner change them, and this appender now holds the
+// partition, so any read after the acquisition sees the state it read.
+func (a *appender) loadProducers(ctx context.Context, st *schema.PartitionState) error {
+	if st.Producers != nil {
+		a.migrate = true // old encoding: inline
+		return nil
+	}
+	a.migrate = false
+	if st.ProducerKeys == 0 {
+		return nil
+	}
+	prefix := schema.New(a.cfg.Layout).ProducerPrefix(a.tp.Topic, a.tp.Partition)
+	resp, err := a.cfg.Etcd.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return fmt.Errorf("read producer state: %w", err)
+	}
+	st.Producers = make(map[int64]schema.ProducerState, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		id, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), prefix), 10, 64)
+		if err != nil {
+			return fmt.Errorf("producer key %s: %w", kv.Key, err)
+		}
+		var ps schema.ProducerState
+		if err := layout.Unmarshal(kv.Value, &ps); err != nil {
+			return fmt.Errorf("producer key %s: %w", kv.Key, err)
+		}
+		st.Producers[id] = ps
+	}
+	return nil
 }

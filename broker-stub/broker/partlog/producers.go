@@ -18,18 +18,19 @@ const (
 	keptBatches = 5
 	// producerExpiry drops idle producers, like producer.id.expiration.ms.
 	producerExpiry = 24 * time.Hour
-	// maxProducers bounds the producer table in one partition state, which
-	// every commit rewrites (about 400 bytes per producer; etcd takes at
-	// most 1.5 MiB per request).
+	// maxProducers bounds the producers one partition remembers (about 400
+	// bytes each, in memory and in their own etcd keys; a commit rewrites
+	// only the ones it changed).
 	maxProducers = 1000
 )
 
 // producerTable is the idempotent-producer state of a group commit being
 // built: the committed table, copied on the first change.
 type producerTable struct {
-	src    map[int64]schema.ProducerState
-	cur    map[int64]schema.ProducerState
-	copied bool
+	src     map[int64]schema.ProducerState
+	cur     map[int64]schema.ProducerState
+	copied  bool
+	touched map[int64]bool // ids set since src
 }
 
 func (t *producerTable) get(id int64) (schema.ProducerState, bool) {
@@ -48,8 +49,28 @@ func (t *producerTable) set(id int64, ps schema.ProducerState) {
 			t.cur = make(map[int64]schema.ProducerState)
 		}
 		t.copied = true
+		t.touched = make(map[int64]bool)
 	}
 	t.cur[id] = ps
+	t.touched[id] = true
+}
+
+// changes is what the commit of final (result's answer) must write: the
+// producers whose state changed and those dropped since src.
+func (t *producerTable) changes(final map[int64]schema.ProducerState) (put, del []int64) {
+	for id := range t.touched {
+		if _, ok := final[id]; ok {
+			put = append(put, id)
+		}
+	}
+	for id := range t.src {
+		if _, ok := final[id]; !ok {
+			del = append(del, id)
+		}
+	}
+	slices.Sort(put)
+	slices.Sort(del)
+	return put, del
 }
 
 // check decides about a request's batches before any is written, as if

@@ -48,6 +48,25 @@ func (s Schema) SegmentKey(topic string, partition int32, base int64) string {
 	return fmt.Sprintf("%sseg/%020d", s.PartitionLogPrefix(topic, partition), base)
 }
 
+// ProducerPrefix covers the idempotent-producer keys of one partition. They
+// live outside LogPrefix so that no broker's log view watches them.
+func (s Schema) ProducerPrefix(topic string, partition int32) string {
+	return s.TopicProducerPrefix(topic) + strconv.FormatInt(int64(partition), 10) + "/"
+}
+
+// TopicProducerPrefix covers the producer keys of every partition of topic.
+func (s Schema) TopicProducerPrefix(topic string) string {
+	return s.prefix + "/producers/" + topic + "/"
+}
+
+// ProducerKey holds one idempotent producer's ProducerState in one
+// partition. It is written, in the partition's fenced commit, only when that
+// producer's state changed, so a commit's size does not grow with the
+// number of producers the partition remembers.
+func (s Schema) ProducerKey(topic string, partition int32, producerID int64) string {
+	return s.ProducerPrefix(topic, partition) + strconv.FormatInt(producerID, 10)
+}
+
 // GroupStateKey holds a GroupState, changed only by fenced commits. It is
 // the lease.Resource state key of the group.
 func (s Schema) GroupStateKey(group string) string { return s.GroupPrefix() + group }
@@ -140,11 +159,15 @@ type ProducerState struct {
 
 // PartitionState is the value of PartitionStateKey. End is the next offset to
 // assign and the high watermark: only committed offsets are below it.
+//
+// Producers inline is the old encoding, still read: states written now
+// keep producers in ProducerKey keys and count them in ProducerKeys.
 type PartitionState struct {
-	LogStart  int64                   `json:"log_start"`
-	End       int64                   `json:"end"`
-	Epochs    []EpochStart            `json:"epochs,omitempty"`
-	Producers map[int64]ProducerState `json:"producers,omitempty"`
+	LogStart     int64                   `json:"log_start"`
+	End          int64                   `json:"end"`
+	Epochs       []EpochStart            `json:"epochs,omitempty"`
+	Producers    map[int64]ProducerState `json:"producers,omitempty"`
+	ProducerKeys int                     `json:"producer_keys,omitempty"`
 }
 
 // GroupOffset is one committed offset of a consumer group.
