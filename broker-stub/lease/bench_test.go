@@ -2,6 +2,8 @@ package lease_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,4 +51,27 @@ func BenchmarkFencedCommit(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkAcquireStorm is a cold start: b.N partitions acquired at once by
+// one session (the batcher carries them in few transactions).
+func BenchmarkAcquireStorm(b *testing.B) {
+	s, _, _ := benchSession(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	before := s.Stats()
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for i := range b.N {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := s.Acquire(ctx, s.Partition("storm", int32(i), testStateKey(fmt.Sprintf("storm/%d", i)))); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	st := s.Stats()
+	b.ReportMetric(float64(st.TxnItems-before.TxnItems)/float64(max(st.Txns-before.Txns, 1)), "items/txn")
 }

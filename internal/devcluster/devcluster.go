@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kproxy/kproxy/broker-stub/broker"
+	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/broker-stub/store"
 	"github.com/kproxy/kproxy/internal/etcdlocal"
 	"github.com/kproxy/kproxy/layout"
@@ -299,6 +300,17 @@ func (c *Cluster) Owner(ctx context.Context, topic string, partition int32) (int
 		return 0, false, fmt.Errorf("owner of %s/%d: %w", topic, partition, err)
 	}
 	return b, true, nil
+}
+
+// LeaseStats returns each running broker's lease session counters.
+func (c *Cluster) LeaseStats() map[int32]lease.Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[int32]lease.Stats, len(c.brokers))
+	for id, p := range c.brokers {
+		out[id] = p.b.LeaseStats()
+	}
+	return out
 }
 
 // KillBroker stops a broker the way a crash would: it releases nothing, its

@@ -1,7 +1,6 @@
 package partlog
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -9,26 +8,18 @@ import (
 
 	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
-	"github.com/kproxy/kproxy/broker-stub/store"
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
 )
 
 // TestAcquisitionPaced: with every acquisition slot taken, an append for a
-// partition not yet held is answered NOT_LEADER_OR_FOLLOWER at once (nothing
-// written, clients retry), and succeeds once a slot is free.
+// partition not yet held is answered NOT_LEADER_OR_FOLLOWER once AcquireWait
+// passes (nothing written, clients retry), not held, and succeeds once a slot
+// is free.
 func TestAcquisitionPaced(t *testing.T) {
 	_, cli := etcdtest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	l := layout.New("/paced")
-	sess, err := lease.NewSession(ctx, lease.Config{Client: cli, Layout: l, BrokerID: 1, TTL: 2 * time.Second, SafetyMargin: 500 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sess.Close()
-	logs := NewLogs(Config{Session: sess, Etcd: cli, Layout: l, Store: store.NewMemory(), View: NewView(l, nil), AcquiringMax: 1})
-	defer logs.Close(ctx)
+	logs, sess := newTestLogs(t, cli, l, 1, func(c *Config) { c.AcquiringMax, c.AcquireWait = 1, 100*time.Millisecond })
 	batches, perr := ParseProduce(testBatch(-1, -1, -1, 1, "a"))
 	if perr != nil {
 		t.Fatal(perr.Msg)
@@ -43,7 +34,7 @@ func TestAcquisitionPaced(t *testing.T) {
 			t.Fatalf("append while acquisitions are full = %+v; want NOT_LEADER_OR_FOLLOWER", r)
 		}
 		if took := time.Since(start); took > time.Second {
-			t.Fatalf("refusal took %v; want it at once", took)
+			t.Fatalf("refusal took %v; want it after the 100ms AcquireWait", took)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("append held while no acquisition slot was free")

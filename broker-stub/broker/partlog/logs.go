@@ -70,10 +70,15 @@ type Config struct {
 	MaxGroupBytes int
 	// AcquiringMax bounds the acquisitions in flight (default 256: two
 	// batched etcd transactions' worth). An append for a partition not yet
-	// held finds no free slot is refused at once with
+	// held that finds no free slot within AcquireWait is refused with
 	// NOT_LEADER_OR_FOLLOWER, which clients retry after a metadata refresh,
 	// instead of queueing behind etcd.
 	AcquiringMax int
+	// AcquireWait is how long an append waits for a free acquisition slot
+	// (default 1s: many batched transactions' time, well inside a produce
+	// request's timeout; 250ms made a 10,000-partition cold start take 8s
+	// instead of 3.6s, the refused ones waiting out client retries).
+	AcquireWait time.Duration
 	// AcquireTimeout bounds one acquisition (default 3s).
 	AcquireTimeout time.Duration
 	Now            func() time.Time
@@ -127,6 +132,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AcquiringMax <= 0 {
 		c.AcquiringMax = 256
+	}
+	if c.AcquireWait <= 0 {
+		c.AcquireWait = time.Second
 	}
 	if c.AcquireTimeout <= 0 {
 		c.AcquireTimeout = 3 * time.Second
@@ -233,4 +241,22 @@ func (l *Logs) remove(a *appender) {
 	if l.apps[a.tp] == a {
 		delete(l.apps, a.tp)
 	}
+}
+
+// acquireSlot takes an acquisition slot, waiting at most AcquireWait.
+func (l *Logs) acquireSlot() bool {
+	select {
+	case l.acquiring <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(l.cfg.AcquireWait)
+	defer t.Stop()
+	select {
+	case l.acquiring <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-l.ctx.Done():
+	}
+	return false
 }

@@ -15,7 +15,8 @@ import (
 	"github.com/kproxy/kproxy/layout"
 )
 
-func newTestLogs(t *testing.T, cli *clientv3.Client, l layout.Layout, broker int32) (*Logs, *lease.Session) {
+// newTestLogs is a Logs on a real session; tune adjusts its config.
+func newTestLogs(t *testing.T, cli *clientv3.Client, l layout.Layout, broker int32, tune ...func(*Config)) (*Logs, *lease.Session) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -24,7 +25,11 @@ func newTestLogs(t *testing.T, cli *clientv3.Client, l layout.Layout, broker int
 		t.Fatal(err)
 	}
 	t.Cleanup(sess.Close)
-	logs := NewLogs(Config{Session: sess, Etcd: cli, Layout: l, Store: store.NewMemory(), View: NewView(l, nil)})
+	cfg := Config{Session: sess, Etcd: cli, Layout: l, Store: store.NewMemory(), View: NewView(l, nil)}
+	for _, f := range tune {
+		f(&cfg)
+	}
+	logs := NewLogs(cfg)
 	t.Cleanup(func() { logs.Close(context.Background()) })
 	return logs, sess
 }
