@@ -17,7 +17,7 @@ import (
 )
 
 // scalePartitions is the partition count of TestScaleColdStart:
-// KPROXY_SCALE_PARTITIONS, default 30000 (issue 11's run), 3000 under the
+// KPROXY_SCALE_PARTITIONS, default 30000 (issue 11's run), 2000 under the
 // race detector (see defaultScalePartitions).
 func scalePartitions(t *testing.T) int32 {
 	t.Helper()
