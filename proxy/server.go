@@ -32,9 +32,11 @@ import (
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/leasewatch"
+	"github.com/kproxy/kproxy/proxy/aclstore"
 	"github.com/kproxy/kproxy/proxy/adminui"
 	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/proxy/quota"
+	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -69,6 +71,14 @@ type Config struct {
 	// Quota sets the client quota windows (Kafka's defaults); New sets its
 	// Now and Registerer.
 	Quota quota.Config
+	// Authz configures authorization (zero: mode allow-all, everything is
+	// permitted). The bindings come from etcd under Layout.ACLPrefix in
+	// every mode, so they can be managed before enforcement is turned on.
+	Authz authz.Config
+	// Audit, if set, receives every authorization denial and one in
+	// AuditAllowsEvery allows (0: none).
+	Audit            func(authz.Event)
+	AuditAllowsEvery uint64
 
 	UpstreamConnsPerBroker int // default 4
 	EnablePprof            bool
@@ -125,6 +135,12 @@ type deps struct {
 	quotas *quota.Manager                  // nil: no client quotas
 	// quotaRun keeps quotas current until ctx ends (nil: nothing to run).
 	quotaRun func(ctx context.Context) error
+	// acls, if set, keeps the authorizer's bindings current until ctx
+	// ends; aclsSynced is closed once they are complete, and accepting
+	// waits for it when enforce is set.
+	acls       func(ctx context.Context) error
+	aclsSynced <-chan struct{}
+	enforce    bool
 }
 
 // Server is a running proxy: create it with New, then call Run once.
@@ -217,6 +233,18 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
 	if err != nil {
 		return deps{}, fmt.Errorf("proxy: routing watch: %w", err)
 	}
+	az := authz.New(cfg.Authz)
+	rec, err := authz.NewRecorder(authz.RecorderConfig{
+		Registerer: cfg.Registry, Logger: cfg.Logger.With("component", "authz"),
+		Audit: cfg.Audit, AuditAllowsEvery: cfg.AuditAllowsEvery,
+	})
+	if err != nil {
+		return deps{}, fmt.Errorf("proxy: authorizer: %w", err)
+	}
+	acls := aclstore.New(aclstore.Config{
+		Client: cfg.Etcd, Layout: cfg.Layout, Authorizer: az,
+		Logger: cfg.Logger.With("component", "aclstore"), OnBadValue: rec.BadBinding,
+	})
 	pool := upstream.NewPool(upstream.Config{
 		Resolve: func(id int32) (string, bool) {
 			b, ok := routes.Broker(id)
@@ -234,6 +262,7 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
 		Routes: routes, Sender: pool, Quotas: qs,
 		NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port), ClusterID: cfg.ClusterID,
 		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions, SCRAM: scram,
+		Authorizer: az, AuthzRecorder: rec, ACLs: acls,
 		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry,
 		// Each replica jitters its retries differently, or replicas retrying
 		// the same failed broker would move in lockstep.
@@ -247,6 +276,7 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
 		disp: apisDispatcher{disp}, routes: routes, status: w.Status,
 		watch: w.Run, prune: pool.Prune, quotas: qm, quotaRun: qs.Run,
 		close: func() { pool.Close(); disp.Close() }, // failed by the pool, the long polls end
+		acls:  acls.Run, aclsSynced: acls.Synced(), enforce: az.Enabled(),
 	}, nil
 }
 
@@ -282,12 +312,19 @@ func (s *Server) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
 	var bgWG sync.WaitGroup
-	errc := make(chan error, 5+len(s.lns))
+	errc := make(chan error, 6+len(s.lns)) // one per sender: routing, acl and quota watches, http, security, accept loops
 	bgWG.Go(func() {
 		if err := s.d.watch(bg); err != nil && bg.Err() == nil {
 			errc <- fmt.Errorf("routing watch: %w", err)
 		}
 	})
+	if s.d.acls != nil {
+		bgWG.Go(func() {
+			if err := s.d.acls(bg); err != nil && bg.Err() == nil {
+				errc <- fmt.Errorf("acl watch: %w", err)
+			}
+		})
+	}
 	bgWG.Go(func() { s.pruneLoop(bg) })
 	bgWG.Go(func() { s.ui.Run(bg) })
 	if s.d.quotaRun != nil {
@@ -305,6 +342,9 @@ func (s *Server) Run(ctx context.Context) error {
 	var acceptWG sync.WaitGroup
 	for _, bl := range s.lns {
 		acceptWG.Go(func() {
+			if !s.aclsReady(ctx) {
+				return
+			}
 			if err := s.acceptLoop(bl); err != nil {
 				errc <- err
 			}
@@ -336,6 +376,21 @@ func (s *Server) Run(ctx context.Context) error {
 	bgWG.Wait()
 	s.d.close()
 	return runErr
+}
+
+// aclsReady waits, when the authorizer enforces, until it holds the
+// complete bindings: before that it would deny what they allow. Connections
+// wait in the listen backlog meanwhile.
+func (s *Server) aclsReady(ctx context.Context) bool {
+	if !s.d.enforce || s.d.aclsSynced == nil {
+		return true
+	}
+	select {
+	case <-s.d.aclsSynced:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // pruneLoop drops upstream connections to brokers that left the table.

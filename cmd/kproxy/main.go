@@ -32,6 +32,7 @@ func newApp() *cli.App {
 			devCommand(),
 			routesCommand(),
 			etcdCommand(),
+			aclsCommand(),
 			usersCommand(),
 		},
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/authz"
 )
 
 func serveCommand() *cli.Command {
@@ -23,7 +24,7 @@ func serveCommand() *cli.Command {
 		intFlag("upstream-conns", 4, "multiplexed connections per broker, shared by all clients"),
 		durationFlag("drain-timeout", 10*time.Second, "how long shutdown waits for in-flight requests"),
 		boolFlag("pprof", false, "serve /debug/pprof on the admin address"),
-	}, runServe, listenerFlags(), securityFlags(), saslFlags())
+	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags())
 }
 
 func runServe(c *cli.Context) error {
@@ -67,8 +68,14 @@ func runServe(c *cli.Context) error {
 			logger.Info("super user credentials created", "user", name)
 		}
 	}
+	az, err := authzConfig(c, sec.SuperUsers)
+	if err != nil {
+		return err
+	}
 	reg := newRegistry()
 	srv, err := proxy.New(c.Context, proxy.Config{
+		Authz:                  az,
+		AuditAllowsEvery:       uint64(c.Int("audit-allows-every")),
 		Listen:                 c.String("listen"),
 		Listeners:              listeners,
 		Security:               sec,
@@ -91,7 +98,11 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("proxy listening", "kafka", srv.Addr(), "admin", srv.AdminAddr(), "advertise", advertise)
+	logger.Info("proxy listening", "kafka", srv.Addr(), "admin", srv.AdminAddr(), "advertise", advertise,
+		"authorizer", az.Mode.String(), "authorizer_dry_run", az.DryRun)
+	if az.Mode == authz.AllowAll {
+		logger.Warn("authorizer allow-all: every client may do everything; use --authorizer deny-by-default in production")
+	}
 	return srv.Run(c.Context)
 }
 

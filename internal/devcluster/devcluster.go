@@ -26,6 +26,7 @@ import (
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/adminapi"
+	"github.com/kproxy/kproxy/proxy/authz"
 )
 
 // Config describes the cluster. Zero values take the defaults in brackets.
@@ -38,9 +39,10 @@ type Config struct {
 	LeaseTTL          time.Duration // [10s]
 	DefaultPartitions int32         // [3]
 	AutoCreateTopics  bool
-	StoreMemory       bool   // keep segments in memory instead of DataDir/store
-	DataDir           string // [temporary, removed by Close]
-	EtcdClientAddr    string // [127.0.0.1:0]
+	StoreMemory       bool         // keep segments in memory instead of DataDir/store
+	DataDir           string       // [temporary, removed by Close]
+	EtcdClientAddr    string       // [127.0.0.1:0]
+	Authz             authz.Config // the proxies' authorization [allow-all]
 	Logger            *slog.Logger
 	// ProxyConfig, if set, adjusts proxy i's configuration before it starts
 	// (listeners, security).
@@ -201,6 +203,7 @@ func (c *Cluster) startProxy(ctx context.Context, listen, admin string) error {
 	pcfg := proxy.Config{
 		Listen: listen, AdminListen: admin, Etcd: c.cli, Layout: c.layout,
 		AutoCreateTopics: c.cfg.AutoCreateTopics, DefaultPartitions: c.cfg.DefaultPartitions,
+		Authz:  c.cfg.Authz,
 		Logger: c.logger.With("proxy", len(c.proxies)), Registry: prometheus.NewRegistry(),
 	}
 	if c.cfg.ProxyConfig != nil {

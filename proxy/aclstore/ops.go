@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -117,4 +118,39 @@ func Delete(ctx context.Context, cli *clientv3.Client, l layout.Layout, filters 
 		return nil, 0, fmt.Errorf("delete ACL bindings: %w", err)
 	}
 	return matched, rev, nil
+}
+
+// applyWait bounds how long the admin methods wait for this replica's view
+// to include their own change.
+const applyWait = 5 * time.Second
+
+// CreateACLs writes bindings and waits until this replica enforces them
+// (apis.ACLAdmin).
+func (s *Store) CreateACLs(ctx context.Context, bindings []authz.Binding) error {
+	rev, err := Create(ctx, s.cli, s.layout, bindings)
+	if err != nil {
+		return err
+	}
+	return s.waitApplied(ctx, rev)
+}
+
+// DescribeACLs lists the stored bindings f selects.
+func (s *Store) DescribeACLs(ctx context.Context, f authz.Filter) ([]authz.Binding, error) {
+	return List(ctx, s.cli, s.layout, f)
+}
+
+// DeleteACLs deletes what each filter selects and waits until this
+// replica no longer enforces it.
+func (s *Store) DeleteACLs(ctx context.Context, filters []authz.Filter) ([][]authz.Binding, error) {
+	deleted, rev, err := Delete(ctx, s.cli, s.layout, filters)
+	if err != nil {
+		return nil, err
+	}
+	return deleted, s.waitApplied(ctx, rev)
+}
+
+func (s *Store) waitApplied(ctx context.Context, rev int64) error {
+	ctx, cancel := context.WithTimeout(ctx, applyWait)
+	defer cancel()
+	return s.WaitRevision(ctx, rev)
 }

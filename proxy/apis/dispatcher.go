@@ -16,6 +16,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis/split"
+	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/retry"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -57,6 +58,14 @@ type Config struct {
 	// Quotas, if set, answers DescribeClientQuotas and AlterClientQuotas
 	// (the proxy enforces client quotas itself); nil forwards them.
 	Quotas QuotaAdmin
+	// Authorizer decides what each connection's principal may do (nil:
+	// everything, as mode allow-all); AuthzRecorder counts and audits its
+	// decisions (nil: not recorded). ACLs answers CreateAcls, DescribeAcls
+	// and DeleteAcls (nil: SECURITY_DISABLED, as Kafka without an
+	// authorizer).
+	Authorizer    *authz.Authorizer
+	AuthzRecorder *authz.Recorder
+	ACLs          ACLAdmin
 
 	Logger     *slog.Logger          // default: discard
 	Registerer prometheus.Registerer // nil: metrics are kept but not exported
@@ -89,6 +98,9 @@ type Dispatcher struct {
 	producePool sync.Pool // *produceOp
 	fetchPool   sync.Pool // *fetchOp
 	eng         split.Env // what the split engine shares across calls
+
+	anonOnce sync.Once
+	anon     *authz.Session
 
 	randMu sync.Mutex
 	rnd    *rand.Rand

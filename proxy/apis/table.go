@@ -50,6 +50,7 @@ var apiTable = func() (t [numKeys]api) {
 	set(kindLocal, (*Dispatcher).beginApiVersions, kmsg.ApiVersions)
 	set(kindLocal, (*Dispatcher).beginFindCoordinator, kmsg.FindCoordinator)
 	set(kindLocal, (*Dispatcher).beginDescribeCluster, kmsg.DescribeCluster)
+	set(kindLocal, (*Dispatcher).beginACLs, kmsg.CreateACLs, kmsg.DescribeACLs, kmsg.DeleteACLs)
 	set(kindGroup, (*Dispatcher).beginGroup,
 		kmsg.OffsetCommit, kmsg.OffsetFetch, kmsg.JoinGroup, kmsg.Heartbeat, kmsg.LeaveGroup,
 		kmsg.SyncGroup, kmsg.DescribeGroups, kmsg.TxnOffsetCommit, kmsg.DeleteGroups, kmsg.OffsetDelete,
@@ -62,7 +63,7 @@ var apiTable = func() (t [numKeys]api) {
 	set(kindLocal, (*Dispatcher).beginAlterSCRAM, kmsg.AlterUserSCRAMCredentials)
 	set(kindAny, (*Dispatcher).beginAdmin,
 		kmsg.CreateTopics, kmsg.DeleteTopics, kmsg.InitProducerID, kmsg.AddPartitionsToTxn,
-		kmsg.AddOffsetsToTxn, kmsg.EndTxn, kmsg.DescribeACLs, kmsg.CreateACLs, kmsg.DeleteACLs,
+		kmsg.AddOffsetsToTxn, kmsg.EndTxn,
 		kmsg.DescribeConfigs, kmsg.AlterConfigs, kmsg.DescribeLogDirs, kmsg.CreatePartitions,
 		kmsg.IncrementalAlterConfigs)
 	set(kindLocal, (*Dispatcher).beginDescribeClientQuotas, kmsg.DescribeClientQuotas)

@@ -163,7 +163,7 @@ func TestDryRunComputesButPermits(t *testing.T) {
 
 func TestSessionCacheFollowsUpdates(t *testing.T) {
 	a := New(Config{Mode: DenyByDefault})
-	s := a.Session("User:alice", "127.0.0.1")
+	s := a.Session("User:alice", "127.0.0.1", "PLAINTEXT")
 	if d, _ := s.Authorize(opWrite, topicT, "a-1"); d.Allowed {
 		t.Fatal("allowed before any binding")
 	}
@@ -191,7 +191,7 @@ func TestSessionCacheFollowsUpdates(t *testing.T) {
 
 func TestSessionCacheBounded(t *testing.T) {
 	a := New(Config{Mode: DenyByDefault})
-	s := a.Session("User:x", "h")
+	s := a.Session("User:x", "h", "PLAINTEXT")
 	for i := range maxCached + 10 {
 		s.Authorize(opRead, topicT, fmt.Sprint(i))
 	}

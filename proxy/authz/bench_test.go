@@ -38,7 +38,7 @@ func BenchmarkDecision1000(b *testing.B) {
 		}
 	})
 	b.Run("cached", func(b *testing.B) {
-		s := a.Session("User:u42", "127.0.0.1")
+		s := a.Session("User:u42", "127.0.0.1", "PLAINTEXT")
 		s.Authorize(opWrite, topicT, "t-42-3")
 		b.ReportAllocs()
 		for b.Loop() {
@@ -52,7 +52,7 @@ func BenchmarkDecision1000(b *testing.B) {
 func TestCachedDecisionDoesNotAllocate(t *testing.T) {
 	a := New(Config{Mode: DenyByDefault})
 	a.Update(thousandBindings())
-	s := a.Session("User:u42", "127.0.0.1")
+	s := a.Session("User:u42", "127.0.0.1", "PLAINTEXT")
 	s.Authorize(opWrite, topicT, "t-42-3")
 	if n := testing.AllocsPerRun(100, func() { s.Authorize(opWrite, topicT, "t-42-3") }); n != 0 {
 		t.Fatalf("a cached decision allocates %.1f times", n)

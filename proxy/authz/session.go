@@ -17,6 +17,7 @@ type Session struct {
 	a         *Authorizer
 	principal string
 	host      string
+	listener  string
 
 	mu    sync.Mutex
 	gen   uint64
@@ -29,10 +30,14 @@ type cacheKey struct {
 	op   kmsg.ACLOperation
 }
 
-// Session returns a session for a connection of principal from host.
-func (a *Authorizer) Session(principal, host string) *Session {
-	return &Session{a: a, principal: principal, host: host}
+// Session returns a session for a connection of principal from host, on a
+// listener (named in audit events).
+func (a *Authorizer) Session(principal, host, listener string) *Session {
+	return &Session{a: a, principal: principal, host: host, listener: listener}
 }
+
+// Listener is the name of the session's listener.
+func (s *Session) Listener() string { return s.listener }
 
 // Principal is the session's principal.
 func (s *Session) Principal() string { return s.principal }

@@ -1,0 +1,58 @@
+package apis
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/proxy/authz"
+)
+
+// The authorizer is asked per resource as a request is decoded and split:
+// a denied partition, group or resource is answered locally with Kafka's
+// error code while the rest of the request goes on (authz.Recorder counts
+// and audits each decision). With no authorizer configured, or in mode
+// allow-all, every check passes without any work.
+
+// guard is one request's view of the authorizer.
+type guard struct {
+	d   *Dispatcher
+	s   *authz.Session // nil: allow everything
+	key int16
+	ctx context.Context
+}
+
+func (d *Dispatcher) guard(ctx context.Context, key int16) guard {
+	g := guard{d: d, key: key, ctx: ctx}
+	if a := d.cfg.Authorizer; a != nil && a.Enabled() {
+		g.s = d.session(ctx, a)
+	}
+	return g
+}
+
+// on reports whether checks are made at all.
+func (g guard) on() bool { return g.s != nil }
+
+// allowed decides op on a resource, and reports the decision.
+func (g guard) allowed(op kmsg.ACLOperation, rt kmsg.ACLResourceType, name string) bool {
+	if g.s == nil {
+		return true
+	}
+	d, _ := g.s.Authorize(op, rt, name)
+	g.d.cfg.AuthzRecorder.Record(g.ctx, g.key, g.s, op, rt, name, d)
+	return d.Permits()
+}
+
+// cluster decides op on the cluster resource.
+func (g guard) cluster(op kmsg.ACLOperation) bool {
+	return g.allowed(op, kmsg.ACLResourceTypeCluster, authz.ClusterName)
+}
+
+// ops returns Kafka's authorized-operations bits for a resource (without
+// recording: they describe, they do not decide).
+func (g guard) ops(rt kmsg.ACLResourceType, name string, list []kmsg.ACLOperation) int32 {
+	if g.s == nil {
+		return authz.OperationsBits(list)
+	}
+	return g.s.Operations(rt, name, list)
+}
