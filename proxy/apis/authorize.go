@@ -3,6 +3,7 @@ package apis
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/proxy/authz"
@@ -48,6 +49,14 @@ func (g guard) cluster(op kmsg.ACLOperation) bool {
 	return g.allowed(op, kmsg.ACLResourceTypeCluster, authz.ClusterName)
 }
 
+// anyTopicWrite reports whether the principal may write some topic.
+func (g guard) anyTopicWrite() bool {
+	if g.s == nil {
+		return true
+	}
+	return g.s.AnyAllowed(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTopic)
+}
+
 // ops returns Kafka's authorized-operations bits for a resource (without
 // recording: they describe, they do not decide).
 func (g guard) ops(rt kmsg.ACLResourceType, name string, list []kmsg.ACLOperation) int32 {
@@ -55,4 +64,41 @@ func (g guard) ops(rt kmsg.ACLResourceType, name string, list []kmsg.ACLOperatio
 		return authz.OperationsBits(list)
 	}
 	return g.s.Operations(rt, name, list)
+}
+
+// topicCheck is how the partitions of one request are authorized as they
+// are added to the split engine: op on each topic, a denied topic's
+// partitions answered with code (TOPIC_AUTHORIZATION_FAILED) while the
+// others go on. all, when set, answers every partition with it (a request
+// refused whole: a follower fetch without ClusterAction, a transactional
+// produce without Write on its transactional id). Consecutive partitions
+// of one topic share one decision.
+type topicCheck struct {
+	g    guard
+	op   kmsg.ACLOperation
+	all  int16
+	last string
+	code int16 // the decision for last
+	seen bool
+}
+
+func (d *Dispatcher) topicCheck(ctx context.Context, key int16, op kmsg.ACLOperation) *topicCheck {
+	return &topicCheck{g: d.guard(ctx, key), op: op}
+}
+
+// denied returns the code to answer a partition of topic with, or 0.
+func (c *topicCheck) denied(topic string) int16 {
+	if c == nil || !c.g.on() {
+		return 0
+	}
+	if c.all != 0 {
+		return c.all
+	}
+	if !c.seen || topic != c.last {
+		c.last, c.seen, c.code = topic, true, 0
+		if !c.g.allowed(c.op, kmsg.ACLResourceTypeTopic, topic) {
+			c.code = kerr.TopicAuthorizationFailed.Code
+		}
+	}
+	return c.code
 }

@@ -196,7 +196,7 @@ func (d *Dispatcher) Begin(ctx context.Context, conn uint64, h Header, body []by
 		return c
 	}
 	var err error
-	c.op, c.reply, err = begin(d, ctx, conn, h, body)
+	c.op, c.reply, err = d.authorizedBegin(ctx, conn, h, body, begin)
 	if err != nil {
 		c.err = fmt.Errorf("%s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/proxy/apis/split"
@@ -73,6 +74,9 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 	}
 	o.d, o.ep = d, d.endpoint(ctx)
 	o.req = kmsg.FetchRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
+	// kmsg's defaults for fields a version may not carry: without them a
+	// v15+ consumer's fetch would read as replica 0's.
+	o.req.ReplicaID, o.req.ReplicaState.ID, o.req.ReplicaState.Epoch = -1, -1, -1
 	if err := o.req.UnsafeReadFrom(body); err != nil {
 		o.release()
 		return nil, Reply{}, fmt.Errorf("decode: %w", err)
@@ -86,10 +90,11 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 	o.answers = slices.Grow(o.answers[:0], n)[:n]
 	o.s.Reserve(n)
 	o.tstart = split.TopicStarts(o.tstart, o.req.Topics, fetchParts)
+	chk := fetchCheck(ctx, d, &o.req)
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
 		for pi := range t.Partitions {
-			d.addPartition(&o.s, t.Topic, t.TopicID, o.byID, t.Partitions[pi].Partition, int32(ti), int32(pi))
+			d.addPartition(&o.s, chk, t.Topic, t.TopicID, o.byID, t.Partitions[pi].Partition, int32(ti), int32(pi))
 		}
 	}
 	var whole []byte
@@ -98,6 +103,17 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 	}
 	o.s.Dispatch(ctx, whole)
 	return o, Reply{}, nil
+}
+
+// fetchCheck is Kafka's: Read on each topic for a consumer; a follower
+// (a replica id) needs ClusterAction, or every partition is refused.
+func fetchCheck(ctx context.Context, d *Dispatcher, req *kmsg.FetchRequest) *topicCheck {
+	chk := d.topicCheck(ctx, int16(kmsg.Fetch), kmsg.ACLOperationRead)
+	follower := req.ReplicaID >= 0 || req.ReplicaState.ID >= 0
+	if follower && chk.g.on() && !chk.g.cluster(kmsg.ACLOperationClusterAction) {
+		chk.all = kerr.TopicAuthorizationFailed.Code
+	}
+	return chk
 }
 
 func (o *fetchOp) finish(ctx context.Context) (Reply, error) {

@@ -3,6 +3,7 @@ package apis
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,6 +20,8 @@ import (
 type metadataOp struct {
 	d       *Dispatcher
 	ep      endpoint // the client's listener's advertised address
+	g       guard
+	denied  map[string]int16 // named topics the principal may not see or create
 	req     *kmsg.MetadataRequest
 	pending Pending  // the CreateTopics sent to a broker
 	sendErr error    // CreateTopics could not be sent
@@ -31,11 +34,14 @@ func (d *Dispatcher) beginMetadata(ctx context.Context, _ uint64, h Header, body
 	if err := req.ReadFrom(body); err != nil {
 		return nil, Reply{}, fmt.Errorf("decode: %w", err)
 	}
+	g := d.guard(ctx, h.Key)
 	missing := d.toCreate(req)
+	denied := g.metadataDenied(req, missing)
+	missing = slices.DeleteFunc(missing, func(t string) bool { return denied[t] != 0 })
 	if len(missing) == 0 {
-		return nil, Reply{Body: d.metadataAnswer(d.endpoint(ctx), req, nil)}, nil
+		return nil, Reply{Body: d.metadataAnswer(d.endpoint(ctx), req, denied, g)}, nil
 	}
-	o := &metadataOp{d: d, ep: d.endpoint(ctx), req: req, created: missing}
+	o := &metadataOp{d: d, ep: d.endpoint(ctx), g: g, req: req, created: missing, denied: denied}
 	o.pending, o.sendErr = d.createTopics(ctx, missing)
 	return o, Reply{}, nil
 }
@@ -101,7 +107,10 @@ func (d *Dispatcher) createTopics(ctx context.Context, topics []string) (Pending
 func (o *metadataOp) finish(ctx context.Context) (Reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.d.cfg.AutoCreateWait)
 	defer cancel()
-	failed := map[string]int16{}
+	failed := o.denied
+	if failed == nil {
+		failed = map[string]int16{}
+	}
 	if o.sendErr == nil {
 		o.sendErr = o.createResult(ctx, failed)
 	}
@@ -115,7 +124,7 @@ func (o *metadataOp) finish(ctx context.Context) (Reply, error) {
 			failed[t] = kerr.LeaderNotAvailable.Code // not there yet: clients retry
 		}
 	}
-	return Reply{Body: o.d.metadataAnswer(o.ep, o.req, failed)}, nil
+	return Reply{Body: o.d.metadataAnswer(o.ep, o.req, failed, o.g)}, nil
 }
 
 // createResult records topics the broker refused to create (an existing
@@ -161,7 +170,8 @@ func (o *metadataOp) awaitTopics(ctx context.Context, failed map[string]int16) {
 
 // metadataAnswer encodes the Metadata response; failed holds error codes
 // for topics whose creation failed or is not visible yet.
-func (d *Dispatcher) metadataAnswer(ep endpoint, req *kmsg.MetadataRequest, failed map[string]int16) []byte {
+// Topics g may not describe are left out of an all-topics answer.
+func (d *Dispatcher) metadataAnswer(ep endpoint, req *kmsg.MetadataRequest, failed map[string]int16, g guard) []byte {
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.Version = req.Version
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: d.cfg.NodeID, Host: ep.host, Port: ep.port}}
@@ -173,13 +183,16 @@ func (d *Dispatcher) metadataAnswer(ep endpoint, req *kmsg.MetadataRequest, fail
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range d.routes.Topics() {
-			resp.Topics = append(resp.Topics, d.topicMetadata(t, replicas))
+			if g.describable(t.Name) {
+				resp.Topics = append(resp.Topics, d.topicMetadata(t, replicas))
+			}
 		}
-		return resp.AppendTo(nil)
+	} else {
+		for _, rt := range req.Topics {
+			resp.Topics = append(resp.Topics, d.requestedTopic(req.Version, rt, failed, replicas))
+		}
 	}
-	for _, rt := range req.Topics {
-		resp.Topics = append(resp.Topics, d.requestedTopic(req.Version, rt, failed, replicas))
-	}
+	g.fillOperations(req, resp)
 	return resp.AppendTo(nil)
 }
 

@@ -48,6 +48,15 @@ func (d *Dispatcher) beginOffsets(ctx context.Context, conn uint64, h Header, bo
 	return o, Reply{}, nil
 }
 
+// offsetsOp is what Kafka checks on each topic: Describe to list offsets
+// or epochs, Delete to delete records.
+func offsetsOp(key int16) kmsg.ACLOperation {
+	if key == int16(kmsg.DeleteRecords) {
+		return kmsg.ACLOperationDelete
+	}
+	return kmsg.ACLOperationDescribe
+}
+
 // budget is the retry deadline for a request with an optional timeout.
 func (d *Dispatcher) budget(timeoutMillis int32) time.Time {
 	t := time.Duration(timeoutMillis) * time.Millisecond
@@ -96,11 +105,12 @@ func (o *partList[QT, QP, RT, RP]) start(ctx context.Context, d *Dispatcher, h H
 	})
 	o.answers = make([]RP, split.CountParts(o.all, o.spec.parts))
 	s.Reserve(len(o.answers))
+	chk := d.topicCheck(ctx, h.Key, offsetsOp(h.Key))
 	for ti := range o.all {
 		t := &o.all[ti]
 		ps := *o.spec.parts(t)
 		for pi := range ps {
-			d.addPartition(s, o.spec.topic(t), [16]byte{}, false, o.spec.part(&ps[pi]), int32(ti), int32(pi))
+			d.addPartition(s, chk, o.spec.topic(t), [16]byte{}, false, o.spec.part(&ps[pi]), int32(ti), int32(pi))
 		}
 	}
 	s.Dispatch(ctx, body)

@@ -54,7 +54,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: body, Hold: holdOf(&o.req),
 		Deadline: retry.Budget(d.now(), time.Duration(o.req.TimeoutMillis)*time.Millisecond, minBudget),
 	})
-	o.addItems()
+	o.addItems(o.produceCheck(ctx))
 	if o.req.Acks == 0 {
 		r, err := o.fireAndForget(ctx)
 		return nil, r, err
@@ -63,7 +63,18 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 	return o, Reply{}, nil
 }
 
-func (o *produceOp) addItems() {
+// produceCheck is Kafka's: Write on each topic, and a transactional
+// produce needs Write on its transactional id or fails whole.
+func (o *produceOp) produceCheck(ctx context.Context) *topicCheck {
+	chk := o.d.topicCheck(ctx, int16(kmsg.Produce), kmsg.ACLOperationWrite)
+	if id := o.req.TransactionID; id != nil && chk.g.on() &&
+		!chk.g.allowed(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *id) {
+		chk.all = kerr.TransactionalIDAuthorizationFailed.Code
+	}
+	return chk
+}
+
+func (o *produceOp) addItems(chk *topicCheck) {
 	n := split.CountParts(o.req.Topics, produceParts)
 	o.answers = slices.Grow(o.answers[:0], n)[:n]
 	o.s.Reserve(n)
@@ -71,7 +82,7 @@ func (o *produceOp) addItems() {
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
 		for pi := range t.Partitions {
-			o.d.addPartition(&o.s, t.Topic, t.TopicID, o.byID, t.Partitions[pi].Partition, int32(ti), int32(pi))
+			o.d.addPartition(&o.s, chk, t.Topic, t.TopicID, o.byID, t.Partitions[pi].Partition, int32(ti), int32(pi))
 		}
 	}
 }

@@ -63,9 +63,10 @@ func (x *topicIDs) rebuild(routes *routing.Table, seen *idIndex) *idIndex {
 }
 
 // addPartition resolves one partition of a client request (by topic id
-// when byID) and adds it to s: routed when the topic and partition exist,
-// answered locally with the unknown-topic code otherwise.
-func (d *Dispatcher) addPartition(s *split.Engine, name string, id [16]byte, byID bool, part, ti, pi int32) {
+// when byID) and adds it to s: answered locally when chk denies the topic
+// (before its existence is told, as Kafka does) or with the unknown-topic
+// code when it does not exist, routed otherwise.
+func (d *Dispatcher) addPartition(s *split.Engine, chk *topicCheck, name string, id [16]byte, byID bool, part, ti, pi int32) {
 	unknown := kerr.UnknownTopicOrPartition.Code
 	if byID {
 		unknown = kerr.UnknownTopicID.Code
@@ -75,6 +76,10 @@ func (d *Dispatcher) addPartition(s *split.Engine, name string, id [16]byte, byI
 			return
 		}
 		name = n
+	}
+	if code := chk.denied(name); code != 0 {
+		s.AddLocal(name, id, part, ti, pi, code)
+		return
 	}
 	t, ok := d.routes.Topic(name)
 	if !ok || part < 0 || part >= t.Partitions {

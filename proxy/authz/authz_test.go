@@ -208,3 +208,32 @@ func TestUpdateDeduplicates(t *testing.T) {
 		t.Fatalf("%d bindings, want 2", n)
 	}
 }
+
+// Kafka's authorizeByResourceType (an idempotent producer's
+// InitProducerId): some allow on the type not covered by a deny.
+func TestAnyAllowed(t *testing.T) {
+	w := func(pt kmsg.ACLResourcePatternType, name string, perm kmsg.ACLPermissionType) Binding {
+		return bind(topicT, pt, name, "User:a", "*", opWrite, perm)
+	}
+	cases := []struct {
+		name string
+		bs   []Binding
+		want bool
+	}{
+		{"none", nil, false},
+		{"literal allow", []Binding{w(literal, "t", allow)}, true},
+		{"covered by literal deny", []Binding{w(literal, "t", allow), w(literal, "t", deny)}, false},
+		{"covered by prefix deny", []Binding{w(prefixed, "ab", allow), w(prefixed, "a", deny)}, false},
+		{"not covered by a longer prefix", []Binding{w(prefixed, "a", allow), w(prefixed, "ab", deny)}, true},
+		{"wildcard deny covers all", []Binding{w(prefixed, "a", allow), w(literal, "*", deny)}, false},
+		{"other principal", []Binding{bind(topicT, literal, "t", "User:b", "*", opWrite, allow)}, false},
+		{"read is not write", []Binding{bind(topicT, literal, "t", "User:a", "*", opRead, allow)}, false},
+	}
+	for _, c := range cases {
+		a := New(Config{Mode: DenyByDefault})
+		a.Update(append([]Binding(nil), c.bs...))
+		if got := a.Session("User:a", "h", "").AnyAllowed(opWrite, topicT); got != c.want {
+			t.Errorf("%s: AnyAllowed = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,238 @@
+package authz
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/kproxy/kproxy/internal/devcluster"
+	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
+	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/proxy/aclstore"
+	"github.com/kproxy/kproxy/proxy/authz"
+)
+
+const anon = authz.AnonymousUser
+
+func b(rt kmsg.ACLResourceType, pt kmsg.ACLResourcePatternType, name string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) authz.Binding {
+	return authz.Binding{
+		Pattern: authz.Pattern{Type: rt, PatternType: pt, Name: name},
+		Entry:   authz.Entry{Principal: anon, Host: "*", Operation: op, Permission: perm},
+	}
+}
+
+// anonBindings: the unauthenticated client may write and read topics
+// a-*, not a-secret, use group g-ok, and alter ACLs.
+func anonBindings() []authz.Binding {
+	const (
+		topic   = kmsg.ACLResourceTypeTopic
+		lit     = kmsg.ACLResourcePatternTypeLiteral
+		pre     = kmsg.ACLResourcePatternTypePrefixed
+		allowed = kmsg.ACLPermissionTypeAllow
+	)
+	return []authz.Binding{
+		b(topic, pre, "a-", kmsg.ACLOperationWrite, allowed),
+		b(topic, pre, "a-", kmsg.ACLOperationRead, allowed),
+		b(topic, lit, "a-secret", kmsg.ACLOperationAll, kmsg.ACLPermissionTypeDeny),
+		b(kmsg.ACLResourceTypeGroup, lit, "g-ok", kmsg.ACLOperationRead, allowed),
+		b(kmsg.ACLResourceTypeCluster, lit, authz.ClusterName, kmsg.ACLOperationAlter, allowed),
+	}
+}
+
+// setup creates the topics directly on a broker (brokers do not
+// authorize) and writes the bindings to etcd.
+func setup(t *testing.T, c *devcluster.Cluster, bindings []authz.Binding, topics ...string) {
+	t.Helper()
+	ctx := testCtx(t)
+	adm := newAdmin(t, c.BrokerAddr(c.BrokerIDs()[0]))
+	if _, err := adm.CreateTopics(ctx, 2, -1, nil, topics...); err != nil {
+		t.Fatalf("create topics: %v", err)
+	}
+	if _, err := aclstore.Create(ctx, c.Client(), layout.New(""), bindings); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawClient speaks Kafka 3.0's versions, whose Produce and Fetch name
+// topics (from 3.1 on they carry ids), so raw requests can be built by name.
+func rawClient(t *testing.T, addr string) *kgo.Client {
+	return newClient(t, addr, kgo.MaxVersions(kversion.V3_0_0()))
+}
+
+// produceRaw sends one Produce naming both topics' partition 0.
+func produceRaw(t *testing.T, cl *kgo.Client, topics ...string) map[string]int16 {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	for _, topic := range topics {
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		p := kmsg.NewProduceRequestTopicPartition()
+		p.Records = kwiretest.Batch{ProducerID: -1, LeaderEpoch: -1, Values: kwiretest.Values("v")}.Encode()
+		rt.Partitions = append(rt.Partitions, p)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	codes := map[string]int16{}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			codes[rt.Topic] = p.ErrorCode
+		}
+	}
+	return codes
+}
+
+func TestEnforcementAnonymous(t *testing.T) {
+	c := startCluster(t, 1, authz.Config{Mode: authz.DenyByDefault})
+	setup(t, c, anonBindings(), "a-orders", "a-secret", "b-other")
+	proxy := c.ProxyAddrs()[0]
+	cl := rawClient(t, proxy)
+
+	within(t, time.Second, "produce allowed on a-orders", func() error {
+		return kerr.ErrorForCode(produceRaw(t, cl, "a-orders")["a-orders"])
+	})
+	// One request, two topics: the allowed partition is written, the
+	// denied one answers TOPIC_AUTHORIZATION_FAILED.
+	codes := produceRaw(t, cl, "a-orders", "a-secret", "b-other")
+	if codes["a-orders"] != 0 || codes["a-secret"] != kerr.TopicAuthorizationFailed.Code || codes["b-other"] != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("mixed produce codes %v: want a-orders 0, a-secret and b-other 29", codes)
+	}
+
+	// kgo as a producer: its metadata for a-secret answers 29, and the
+	// record fails with it.
+	err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: "a-secret", Value: []byte("x")}).FirstErr()
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("kgo produce to a-secret: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+
+	// Metadata for all topics lists only what may be described.
+	adm := kadm.NewClient(cl)
+	md, err := adm.Metadata(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := md.Topics.Names(); len(names) != 1 || names[0] != "a-orders" {
+		t.Fatalf("all-topics metadata lists %v, want [a-orders]", names)
+	}
+	mreq := kmsg.NewPtrMetadataRequest()
+	for _, name := range []string{"a-secret", "a-orders", "a-absent"} {
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr(name)
+		mreq.Topics = append(mreq.Topics, mt)
+	}
+	mreq.AllowAutoTopicCreation, mreq.IncludeTopicAuthorizedOperations = true, true
+	mresp, err := mreq.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOps := authz.OperationsBits([]kmsg.ACLOperation{kmsg.ACLOperationRead, kmsg.ACLOperationWrite, kmsg.ACLOperationDescribe})
+	for _, mt := range mresp.Topics {
+		switch *mt.Topic {
+		case "a-secret", "a-absent": // denied; absent and not creatable
+			if mt.ErrorCode != kerr.TopicAuthorizationFailed.Code {
+				t.Fatalf("named metadata for %s: code %d, want TOPIC_AUTHORIZATION_FAILED", *mt.Topic, mt.ErrorCode)
+			}
+		case "a-orders":
+			if mt.ErrorCode != 0 || mt.AuthorizedOperations != wantOps {
+				t.Fatalf("a-orders: code %d, operations %b; want 0, %b", mt.ErrorCode, mt.AuthorizedOperations, wantOps)
+			}
+		}
+	}
+
+	// Fetch: a-secret's partition answers 29, a-orders' records come.
+	freq := kmsg.NewPtrFetchRequest()
+	freq.MaxWaitMillis, freq.MaxBytes = 100, 1<<20
+	for _, topic := range []string{"a-orders", "a-secret"} {
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = topic
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		freq.Topics = append(freq.Topics, ft)
+	}
+	fresp, err := freq.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ft := range fresp.Topics {
+		want := int16(0)
+		if ft.Topic == "a-secret" {
+			want = kerr.TopicAuthorizationFailed.Code
+		}
+		if got := ft.Partitions[0].ErrorCode; got != want {
+			t.Fatalf("fetch %s: code %d, want %d", ft.Topic, got, want)
+		}
+	}
+
+	// Offset commits: g-ok works, another group answers 30.
+	commit := func(group string) error {
+		os := kadm.Offsets{}
+		os.Add(kadm.Offset{Topic: "a-orders", Partition: 0, At: 1, LeaderEpoch: -1})
+		r, err := adm.CommitOffsets(testCtx(t), group, os)
+		if err != nil {
+			return err
+		}
+		return r.Error()
+	}
+	if err := commit("g-ok"); err != nil {
+		t.Fatalf("commit in g-ok: %v", err)
+	}
+	if err := commit("g-other"); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("commit in g-other: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+
+	// Admin: creating and deleting topics needs Create and Delete.
+	ct, err := adm.CreateTopics(testCtx(t), 1, -1, nil, "a-new")
+	if err != nil || !errors.Is(ct["a-new"].Err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("create a-new: %+v, %v; want TOPIC_AUTHORIZATION_FAILED", ct, err)
+	}
+	dt, err := adm.DeleteTopics(testCtx(t), "a-orders")
+	if err != nil || !errors.Is(dt["a-orders"].Err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("delete a-orders: %+v, %v; want TOPIC_AUTHORIZATION_FAILED", dt, err)
+	}
+}
+
+// A binding removed through one proxy stops traffic through the other
+// within a second.
+func TestRemovalReachesOtherProxy(t *testing.T) {
+	c := startCluster(t, 2, authz.Config{Mode: authz.DenyByDefault})
+	setup(t, c, anonBindings(), "a-orders")
+	one, two := rawClient(t, c.ProxyAddrs()[0]), rawClient(t, c.ProxyAddrs()[1])
+	within(t, 2*time.Second, "produce through the second proxy", func() error {
+		return kerr.ErrorForCode(produceRaw(t, two, "a-orders")["a-orders"])
+	})
+	res, err := kadm.NewClient(one).DeleteACLs(testCtx(t), kadm.NewACLs().Allow(anon).AllowHosts().
+		Topics("a-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite))
+	if err != nil || len(res) != 1 || res[0].Err != nil || len(res[0].Deleted) != 1 {
+		t.Fatalf("DeleteACLs through the first proxy: %+v, %v", res, err)
+	}
+	took := within(t, time.Second, "produce refused through the second proxy", func() error {
+		if c := produceRaw(t, two, "a-orders")["a-orders"]; c != kerr.TopicAuthorizationFailed.Code {
+			return kerr.ErrorForCode(c)
+		}
+		return nil
+	})
+	t.Logf("removal enforced by the other proxy after %v", took)
+}
+
+// Dry run: a denied produce goes through.
+func TestDryRunDoesNotEnforce(t *testing.T) {
+	c := startCluster(t, 1, authz.Config{Mode: authz.DenyByDefault, DryRun: true})
+	setup(t, c, nil, "b-other")
+	cl := newClient(t, c.ProxyAddrs()[0])
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "b-other", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("dry-run produce: %v", err)
+	}
+}

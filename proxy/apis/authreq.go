@@ -1,0 +1,185 @@
+package apis
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Group, transaction and admin requests are authorized before they are
+// begun, as Kafka's broker does: a request refused whole (the group, the
+// transactional id or the cluster denied) is answered here with Kafka's
+// code (GROUP_, TRANSACTIONAL_ID_ or CLUSTER_AUTHORIZATION_FAILED); a
+// request naming several topics, groups or resources of which some are
+// denied goes on without them, and their answers (TOPIC_AUTHORIZATION_
+// FAILED and so on) are added to the broker's. Partition-split requests
+// are authorized as they are split (topicCheck).
+
+// verdict is what a rule decided about one request.
+type verdict struct {
+	refuse   int16                 // answer the whole request with this code
+	stripped bool                  // entries were removed from the request
+	empty    bool                  // nothing is left to send: answer locally
+	patch    []func(kmsg.Response) // add local answers to the broker's
+}
+
+func (v *verdict) add(p func(kmsg.Response)) {
+	if p != nil {
+		v.patch = append(v.patch, p)
+	}
+}
+
+// rule decides one request type.
+type rule func(g guard, d *Dispatcher, req kmsg.Request, v *verdict)
+
+// authorizedBegin runs begin on what the principal may do of the request.
+func (d *Dispatcher) authorizedBegin(ctx context.Context, conn uint64, h Header, body []byte, begin beginFunc) (op, Reply, error) {
+	r := authRules[h.Key]
+	if r == nil {
+		return begin(d, ctx, conn, h, body)
+	}
+	g := d.guard(ctx, h.Key)
+	if !g.on() {
+		return begin(d, ctx, conn, h, body)
+	}
+	req := kmsg.RequestForKey(h.Key)
+	req.SetVersion(h.Version)
+	if err := req.ReadFrom(body); err != nil {
+		return nil, Reply{}, fmt.Errorf("decode: %w", err)
+	}
+	var v verdict
+	r(g, d, req, &v)
+	if v.refuse != 0 {
+		return nil, Reply{Body: errorResponse(req, v.refuse).AppendTo(nil)}, nil
+	}
+	if v.empty {
+		p := &patchOp{reply: Reply{Body: errorResponse(req, 0).AppendTo(nil)}, req: req, patch: v.patch}
+		reply, err := p.finish(ctx)
+		return nil, reply, err
+	}
+	if v.stripped {
+		body = req.AppendTo(nil) // lives until Finish: the op holds it
+	}
+	o, reply, err := begin(d, ctx, conn, h, body)
+	if err != nil || len(v.patch) == 0 {
+		return o, reply, err
+	}
+	p := &patchOp{inner: o, reply: reply, req: req, patch: v.patch}
+	if o == nil {
+		reply, err = p.finish(ctx)
+		return nil, reply, err
+	}
+	return p, Reply{}, nil
+}
+
+// patchOp adds local answers to a begun request's answer.
+type patchOp struct {
+	inner op // nil: reply is the answer
+	reply Reply
+	req   kmsg.Request
+	patch []func(kmsg.Response)
+}
+
+func (p *patchOp) finish(ctx context.Context) (Reply, error) {
+	r := p.reply
+	if p.inner != nil {
+		var err error
+		if r, err = p.inner.finish(ctx); err != nil {
+			return r, err
+		}
+	}
+	body := r.Body
+	for _, part := range r.Parts {
+		body = append(body, part...)
+	}
+	resp := p.req.ResponseKind()
+	resp.SetVersion(p.req.GetVersion())
+	if err := resp.ReadFrom(body); err != nil {
+		return Reply{}, fmt.Errorf("decode answer to patch: %w", err)
+	}
+	if r.Release != nil {
+		r.Release()
+	}
+	for _, f := range p.patch {
+		f(resp)
+	}
+	return Reply{Body: resp.AppendTo(nil)}, nil
+}
+
+// strip removes from *list the entries code denies (non-zero) and returns
+// the patch that adds their answers, built by errorResponse, to the
+// response's list named field. A list left empty is answered locally.
+func strip[Q any](req kmsg.Request, list *[]Q, field string, code func(*Q) int16, v *verdict) {
+	var kept []Q
+	byCode := map[int16][]Q{}
+	var order []int16
+	for i := range *list {
+		c := code(&(*list)[i])
+		if c == 0 {
+			kept = append(kept, (*list)[i])
+			continue
+		}
+		if _, ok := byCode[c]; !ok {
+			order = append(order, c)
+		}
+		byCode[c] = append(byCode[c], (*list)[i])
+	}
+	if len(order) == 0 {
+		return
+	}
+	var answers []kmsg.Response
+	for _, c := range order {
+		*list = byCode[c]
+		answers = append(answers, errorResponse(req, c))
+	}
+	*list = kept
+	v.stripped, v.empty = true, len(kept) == 0
+	v.add(func(resp kmsg.Response) {
+		dst := reflect.ValueOf(resp).Elem().FieldByName(field)
+		for _, a := range answers {
+			dst.Set(reflect.AppendSlice(dst, reflect.ValueOf(a).Elem().FieldByName(field)))
+		}
+	})
+}
+
+// group and txn codes: 0 when allowed.
+func (g guard) groupCode(op kmsg.ACLOperation, group string) int16 {
+	if g.allowed(op, kmsg.ACLResourceTypeGroup, group) {
+		return 0
+	}
+	return kerr.GroupAuthorizationFailed.Code
+}
+
+func (g guard) txnCode(id string) int16 {
+	if g.allowed(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, id) {
+		return 0
+	}
+	return kerr.TransactionalIDAuthorizationFailed.Code
+}
+
+func (g guard) topicCode(op kmsg.ACLOperation, topic string) int16 {
+	if g.allowed(op, kmsg.ACLResourceTypeTopic, topic) {
+		return 0
+	}
+	return kerr.TopicAuthorizationFailed.Code
+}
+
+func (g guard) clusterCode(op kmsg.ACLOperation) int16 {
+	if g.cluster(op) {
+		return 0
+	}
+	return kerr.ClusterAuthorizationFailed.Code
+}
+
+// first returns the first non-zero code.
+func first(codes ...func() int16) int16 {
+	for _, c := range codes {
+		if code := c(); code != 0 {
+			return code
+		}
+	}
+	return 0
+}

@@ -1,0 +1,268 @@
+package apis
+
+import (
+	"slices"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/proxy/authz"
+)
+
+// authRules is what Kafka's broker checks for each API that is not split
+// by partition (Kafka's KafkaApis; kafka.apache.org/documentation's
+// operations-and-resources table).
+var authRules = func() (t [numKeys]rule) {
+	const (
+		read     = kmsg.ACLOperationRead
+		write    = kmsg.ACLOperationWrite
+		describe = kmsg.ACLOperationDescribe
+		del      = kmsg.ACLOperationDelete
+	)
+	oneGroup := func(op kmsg.ACLOperation, group func(kmsg.Request) string) rule {
+		return func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) { v.refuse = g.groupCode(op, group(req)) }
+	}
+	t[kmsg.JoinGroup] = oneGroup(read, func(r kmsg.Request) string { return r.(*kmsg.JoinGroupRequest).Group })
+	t[kmsg.SyncGroup] = oneGroup(read, func(r kmsg.Request) string { return r.(*kmsg.SyncGroupRequest).Group })
+	t[kmsg.Heartbeat] = oneGroup(read, func(r kmsg.Request) string { return r.(*kmsg.HeartbeatRequest).Group })
+	t[kmsg.LeaveGroup] = oneGroup(read, func(r kmsg.Request) string { return r.(*kmsg.LeaveGroupRequest).Group })
+	t[kmsg.ConsumerGroupHeartbeat] = oneGroup(read, func(r kmsg.Request) string { return r.(*kmsg.ConsumerGroupHeartbeatRequest).Group })
+	t[kmsg.OffsetCommit] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		r := req.(*kmsg.OffsetCommitRequest)
+		if v.refuse = g.groupCode(read, r.Group); v.refuse == 0 {
+			strip(req, &r.Topics, "Topics", func(t *kmsg.OffsetCommitRequestTopic) int16 { return g.topicCode(read, t.Topic) }, v)
+		}
+	}
+	t[kmsg.TxnOffsetCommit] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		if v.refuse = first(func() int16 { return g.txnCode(r.TransactionalID) }, func() int16 { return g.groupCode(read, r.Group) }); v.refuse == 0 {
+			strip(req, &r.Topics, "Topics", func(t *kmsg.TxnOffsetCommitRequestTopic) int16 { return g.topicCode(read, t.Topic) }, v)
+		}
+	}
+	t[kmsg.OffsetDelete] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		r := req.(*kmsg.OffsetDeleteRequest)
+		if v.refuse = g.groupCode(del, r.Group); v.refuse == 0 {
+			strip(req, &r.Topics, "Topics", func(t *kmsg.OffsetDeleteRequestTopic) int16 { return g.topicCode(read, t.Topic) }, v)
+		}
+	}
+	t[kmsg.OffsetFetch] = offsetFetchRule
+	groups := func(op kmsg.ACLOperation, list func(kmsg.Request) *[]string) rule {
+		return func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+			strip(req, list(req), "Groups", func(s *string) int16 { return g.groupCode(op, *s) }, v)
+		}
+	}
+	t[kmsg.DescribeGroups] = groups(describe, func(r kmsg.Request) *[]string { return &r.(*kmsg.DescribeGroupsRequest).Groups })
+	t[kmsg.DeleteGroups] = groups(del, func(r kmsg.Request) *[]string { return &r.(*kmsg.DeleteGroupsRequest).Groups })
+	t[kmsg.ConsumerGroupDescribe] = groups(describe, func(r kmsg.Request) *[]string { return &r.(*kmsg.ConsumerGroupDescribeRequest).Groups })
+	t[kmsg.ListGroups] = listGroupsRule
+	t[kmsg.FindCoordinator] = findCoordinatorRule
+	t[kmsg.DescribeCluster] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		if v.refuse = g.clusterCode(describe); v.refuse == 0 && req.(*kmsg.DescribeClusterRequest).IncludeClusterAuthorizedOperations {
+			v.add(func(resp kmsg.Response) {
+				resp.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations = g.ops(kmsg.ACLResourceTypeCluster, authz.ClusterName, authz.ClusterOperations)
+			})
+		}
+	}
+	transactionRules(&t)
+	adminRules(&t)
+	return t
+}()
+
+func transactionRules(t *[numKeys]rule) {
+	t[kmsg.InitProducerID] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		r := req.(*kmsg.InitProducerIDRequest)
+		if r.TransactionalID != nil {
+			v.refuse = g.txnCode(*r.TransactionalID)
+			return
+		}
+		// Idempotent producers: IdempotentWrite on the cluster, or Write on
+		// any topic (KIP-679).
+		if !g.cluster(kmsg.ACLOperationIdempotentWrite) && !g.anyTopicWrite() {
+			v.refuse = kerr.ClusterAuthorizationFailed.Code
+		}
+	}
+	t[kmsg.AddPartitionsToTxn] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		r := req.(*kmsg.AddPartitionsToTxnRequest)
+		if r.Version >= 4 { // broker to broker
+			v.refuse = g.clusterCode(kmsg.ACLOperationClusterAction)
+			return
+		}
+		if v.refuse = g.txnCode(r.TransactionalID); v.refuse != 0 {
+			return
+		}
+		// Kafka: any unauthorized topic fails the request; the authorized
+		// partitions answer OPERATION_NOT_ATTEMPTED.
+		denied := false
+		for _, tp := range r.Topics {
+			denied = denied || g.topicCode(kmsg.ACLOperationWrite, tp.Topic) != 0
+		}
+		if denied {
+			strip(req, &r.Topics, "Topics", func(tp *kmsg.AddPartitionsToTxnRequestTopic) int16 {
+				if c := g.topicCode(kmsg.ACLOperationWrite, tp.Topic); c != 0 {
+					return c
+				}
+				return kerr.OperationNotAttempted.Code
+			}, v)
+		}
+	}
+	t[kmsg.AddOffsetsToTxn] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		r := req.(*kmsg.AddOffsetsToTxnRequest)
+		v.refuse = first(func() int16 { return g.txnCode(r.TransactionalID) }, func() int16 { return g.groupCode(kmsg.ACLOperationRead, r.Group) })
+	}
+	t[kmsg.EndTxn] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		v.refuse = g.txnCode(req.(*kmsg.EndTxnRequest).TransactionalID)
+	}
+}
+
+func offsetFetchRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.OffsetFetchRequest)
+	if r.Version >= 8 {
+		strip(req, &r.Groups, "Groups", func(q *kmsg.OffsetFetchRequestGroup) int16 {
+			return g.groupCode(kmsg.ACLOperationDescribe, q.Group)
+		}, v)
+		return
+	}
+	if v.refuse = g.groupCode(kmsg.ACLOperationDescribe, r.Group); v.refuse != 0 {
+		return
+	}
+	if r.Topics != nil {
+		strip(req, &r.Topics, "Topics", func(t *kmsg.OffsetFetchRequestTopic) int16 {
+			return g.topicCode(kmsg.ACLOperationDescribe, t.Topic)
+		}, v)
+		return
+	}
+	// Every topic of the group: leave out what may not be described.
+	v.add(func(resp kmsg.Response) {
+		o := resp.(*kmsg.OffsetFetchResponse)
+		o.Topics = slices.DeleteFunc(o.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return !g.describable(t.Topic) })
+	})
+}
+
+// listGroupsRule: Describe on the cluster lists every group; otherwise
+// only the groups the principal may describe.
+func listGroupsRule(g guard, _ *Dispatcher, _ kmsg.Request, v *verdict) {
+	if g.cluster(kmsg.ACLOperationDescribe) {
+		return
+	}
+	v.add(func(resp kmsg.Response) {
+		l := resp.(*kmsg.ListGroupsResponse)
+		l.Groups = slices.DeleteFunc(l.Groups, func(x kmsg.ListGroupsResponseGroup) bool {
+			return g.groupCode(kmsg.ACLOperationDescribe, x.Group) != 0
+		})
+	})
+}
+
+// findCoordinatorRule: Describe on the group (30) or the transactional id
+// (53) for each key.
+func findCoordinatorRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.FindCoordinatorRequest)
+	code := func(key string) int16 {
+		if r.CoordinatorType == 1 {
+			if g.allowed(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTransactionalId, key) {
+				return 0
+			}
+			return kerr.TransactionalIDAuthorizationFailed.Code
+		}
+		return g.groupCode(kmsg.ACLOperationDescribe, key)
+	}
+	if r.Version < 4 {
+		v.refuse = code(r.CoordinatorKey)
+		return
+	}
+	v.add(func(resp kmsg.Response) {
+		for i := range resp.(*kmsg.FindCoordinatorResponse).Coordinators {
+			c := &resp.(*kmsg.FindCoordinatorResponse).Coordinators[i]
+			if cd := code(c.Key); cd != 0 {
+				c.NodeID, c.Host, c.Port, c.ErrorCode, c.ErrorMessage = -1, "", -1, cd, nil
+			}
+		}
+	})
+}
+
+func adminRules(t *[numKeys]rule) {
+	t[kmsg.CreateTopics] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		if g.cluster(kmsg.ACLOperationCreate) {
+			return
+		}
+		r := req.(*kmsg.CreateTopicsRequest)
+		strip(req, &r.Topics, "Topics", func(x *kmsg.CreateTopicsRequestTopic) int16 { return g.topicCode(kmsg.ACLOperationCreate, x.Topic) }, v)
+	}
+	t[kmsg.DeleteTopics] = deleteTopicsRule
+	t[kmsg.CreatePartitions] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		r := req.(*kmsg.CreatePartitionsRequest)
+		strip(req, &r.Topics, "Topics", func(x *kmsg.CreatePartitionsRequestTopic) int16 { return g.topicCode(kmsg.ACLOperationAlter, x.Topic) }, v)
+	}
+	t[kmsg.DescribeConfigs] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		r := req.(*kmsg.DescribeConfigsRequest)
+		strip(req, &r.Resources, "Resources", func(x *kmsg.DescribeConfigsRequestResource) int16 {
+			return g.configCode(kmsg.ACLOperationDescribeConfigs, x.ResourceType, x.ResourceName)
+		}, v)
+	}
+	t[kmsg.AlterConfigs] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		r := req.(*kmsg.AlterConfigsRequest)
+		strip(req, &r.Resources, "Resources", func(x *kmsg.AlterConfigsRequestResource) int16 {
+			return g.configCode(kmsg.ACLOperationAlterConfigs, x.ResourceType, x.ResourceName)
+		}, v)
+	}
+	t[kmsg.IncrementalAlterConfigs] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		r := req.(*kmsg.IncrementalAlterConfigsRequest)
+		strip(req, &r.Resources, "Resources", func(x *kmsg.IncrementalAlterConfigsRequestResource) int16 {
+			return g.configCode(kmsg.ACLOperationAlterConfigs, x.ResourceType, x.ResourceName)
+		}, v)
+	}
+	cluster := func(op kmsg.ACLOperation) rule {
+		return func(g guard, _ *Dispatcher, _ kmsg.Request, v *verdict) { v.refuse = g.clusterCode(op) }
+	}
+	t[kmsg.DescribeLogDirs] = cluster(kmsg.ACLOperationDescribe)
+	t[kmsg.DescribeClientQuotas] = cluster(kmsg.ACLOperationDescribeConfigs)
+	t[kmsg.AlterClientQuotas] = cluster(kmsg.ACLOperationAlterConfigs)
+}
+
+// configCode: topic configs by topic (29), broker configs by the cluster
+// (31).
+func (g guard) configCode(op kmsg.ACLOperation, rt kmsg.ConfigResourceType, name string) int16 {
+	if rt == kmsg.ConfigResourceTypeTopic {
+		return g.topicCode(op, name)
+	}
+	return g.clusterCode(op)
+}
+
+// deleteTopicsRule: Delete on each topic (by name, or by the name its id
+// resolves to; an unknown id is the broker's to answer).
+func deleteTopicsRule(g guard, d *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.DeleteTopicsRequest)
+	if r.Version < 6 {
+		var denied []string
+		r.TopicNames = slices.DeleteFunc(r.TopicNames, func(s string) bool {
+			if g.topicCode(kmsg.ACLOperationDelete, s) != 0 {
+				denied = append(denied, s)
+				return true
+			}
+			return false
+		})
+		if len(denied) == 0 {
+			return
+		}
+		v.stripped, v.empty = true, len(r.TopicNames) == 0
+		v.add(func(resp kmsg.Response) {
+			o := resp.(*kmsg.DeleteTopicsResponse)
+			for _, s := range denied {
+				x := kmsg.NewDeleteTopicsResponseTopic()
+				x.Topic, x.ErrorCode = kmsg.StringPtr(s), kerr.TopicAuthorizationFailed.Code
+				o.Topics = append(o.Topics, x)
+			}
+		})
+		return
+	}
+	strip(req, &r.Topics, "Topics", func(x *kmsg.DeleteTopicsRequestTopic) int16 {
+		name := ""
+		if x.Topic != nil {
+			name = *x.Topic
+		} else if n, ok := d.ids.name(d.routes, x.TopicID); ok {
+			name = n
+		} else {
+			return 0
+		}
+		return g.topicCode(kmsg.ACLOperationDelete, name)
+	}, v)
+}
