@@ -236,3 +236,108 @@ func TestDryRunDoesNotEnforce(t *testing.T) {
 		t.Fatalf("dry-run produce: %v", err)
 	}
 }
+
+// Groups, transactions and configs, as Kafka answers them.
+func TestEnforcementGroupsTransactionsConfigs(t *testing.T) {
+	c := startCluster(t, 1, authz.Config{Mode: authz.DenyByDefault})
+	setup(t, c, anonBindings(), "a-orders", "a-secret")
+	cl := rawClient(t, c.ProxyAddrs()[0])
+	adm := kadm.NewClient(cl)
+	ctx := testCtx(t)
+	within(t, time.Second, "bindings in force", func() error {
+		return kerr.ErrorForCode(produceRaw(t, cl, "a-orders")["a-orders"])
+	})
+
+	// A commit in g-ok naming an allowed and a denied topic: the allowed
+	// partition is committed, the denied one answers 29.
+	oc := kmsg.NewPtrOffsetCommitRequest()
+	oc.Group, oc.Generation = "g-ok", -1
+	for _, tp := range []string{"a-orders", "a-secret"} {
+		rt := kmsg.NewOffsetCommitRequestTopic()
+		rt.Topic = tp
+		p := kmsg.NewOffsetCommitRequestTopicPartition()
+		p.Offset = 1
+		rt.Partitions = append(rt.Partitions, p)
+		oc.Topics = append(oc.Topics, rt)
+	}
+	ocr, err := oc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int16{}
+	for _, rt := range ocr.Topics {
+		got[rt.Topic] = rt.Partitions[0].ErrorCode
+	}
+	if len(got) != 2 || got["a-orders"] != 0 || got["a-secret"] != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("mixed commit codes %v: want a-orders 0, a-secret 29", got)
+	}
+
+	// FindCoordinator: a group the principal may not describe answers 30.
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKeys = []string{"g-ok", "g-other"}
+	fresp, err := fc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, co := range fresp.Coordinators {
+		want := int16(0)
+		if co.Key == "g-other" {
+			want = kerr.GroupAuthorizationFailed.Code
+		}
+		if co.ErrorCode != want {
+			t.Fatalf("FindCoordinator %s: code %d, want %d", co.Key, co.ErrorCode, want)
+		}
+	}
+
+	// ListGroups without Describe on the cluster: only describable groups.
+	lg, err := adm.ListGroups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range lg.Groups() {
+		if g != "g-ok" {
+			t.Fatalf("ListGroups shows %q", g)
+		}
+	}
+
+	// InitProducerId: idempotent (Write on some topic suffices), and
+	// transactional with an id the principal may not write: 53.
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ipr, err := ip.RequestWith(ctx, cl)
+	if err != nil || ipr.ErrorCode != 0 {
+		t.Fatalf("idempotent InitProducerId: %+v, %v", ipr, err)
+	}
+	ip.TransactionalID = kmsg.StringPtr("tx-1")
+	ipr, err = ip.RequestWith(ctx, cl)
+	if err == nil {
+		err = kerr.ErrorForCode(ipr.ErrorCode) // kgo reports it as err or leaves it in the answer
+	}
+	if !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		t.Fatalf("transactional InitProducerId: %v; want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", err)
+	}
+
+	// DescribeConfigs: the topic needs DescribeConfigs (29), the broker
+	// DescribeConfigs on the cluster (31).
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	for _, r := range []struct {
+		rt   kmsg.ConfigResourceType
+		name string
+	}{{kmsg.ConfigResourceTypeTopic, "a-orders"}, {kmsg.ConfigResourceTypeBroker, "0"}} {
+		x := kmsg.NewDescribeConfigsRequestResource()
+		x.ResourceType, x.ResourceName = r.rt, r.name
+		dc.Resources = append(dc.Resources, x)
+	}
+	dresp, err := dc.RequestWith(ctx, cl)
+	if err != nil || len(dresp.Resources) != 2 {
+		t.Fatalf("DescribeConfigs: %+v, %v", dresp, err)
+	}
+	for _, x := range dresp.Resources {
+		want := kerr.TopicAuthorizationFailed.Code
+		if x.ResourceType == kmsg.ConfigResourceTypeBroker {
+			want = kerr.ClusterAuthorizationFailed.Code
+		}
+		if x.ErrorCode != want {
+			t.Fatalf("DescribeConfigs %v %s: code %d, want %d", x.ResourceType, x.ResourceName, x.ErrorCode, want)
+		}
+	}
+}
