@@ -51,11 +51,24 @@ type clientConn struct {
 func newClientConn(s *Server, id uint64, nc net.Conn, bl *boundListener) *clientConn {
 	ctx, cancel := context.WithCancelCause(s.connCtx)
 	info := apis.NewConnInfo(bl.Name, bl.host, bl.port)
+	info.Client = clientHost(nc.RemoteAddr())
 	return &clientConn{
 		s: s, id: id, nc: bl.wrap(nc), ctx: apis.WithConnInfo(ctx, info), cancel: cancel, info: info, ln: bl,
 		log: s.log.With("conn", id, "remote", nc.RemoteAddr().String(), "listener", bl.Name),
 		seq: newSequencer(s.cfg.MaxInFlightPerConn),
 	}
+}
+
+// clientHost is the client's IP address as Kafka's ACLs name hosts.
+func clientHost(a net.Addr) string {
+	if t, ok := a.(*net.TCPAddr); ok {
+		return t.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }
 
 // serve runs the connection until it is closed; it returns once every

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/promreg"
 	"github.com/kproxy/kproxy/proxy/audit"
+	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/proxy/credstore"
 	"github.com/kproxy/kproxy/proxy/principal"
 	"github.com/kproxy/kproxy/proxy/sasl"
@@ -163,4 +164,20 @@ func newSecurityMetrics(reg prometheus.Registerer) *securityMetrics {
 // mayManageUsers says whether p may describe and alter SCRAM credentials.
 func (s *Security) mayManageUsers(p principal.Principal) bool {
 	return len(s.SuperUsers) == 0 || slices.Contains(s.SuperUsers, p)
+}
+
+// authzAudit sends authorization decisions to cfg.Audit, or else to the
+// security audit log.
+func authzAudit(cfg Config) func(authz.Event) {
+	if cfg.Audit != nil || cfg.Security.Audit == nil {
+		return cfg.Audit
+	}
+	l := cfg.Security.Audit
+	return func(e authz.Event) {
+		l.Write(audit.Event{
+			Event: audit.Authorization, Listener: e.Listener, Client: e.Client, Principal: e.Principal,
+			Reason: e.Reason, API: e.API, ResourceType: e.ResourceType, Resource: e.Resource,
+			Operation: e.Operation, Decision: e.Decision, Binding: e.Binding,
+		})
+	}
 }

@@ -76,9 +76,12 @@ type Config struct {
 	// every mode, so they can be managed before enforcement is turned on.
 	Authz authz.Config
 	// Audit, if set, receives every authorization denial and one in
-	// AuditAllowsEvery allows (0: none).
+	// AuditAllowsEvery allows (0: none); unset, they go to Security.Audit.
 	Audit            func(authz.Event)
 	AuditAllowsEvery uint64
+	// AuthzOpenListeners names listeners whose clients are not authorized
+	// (for kproxy dev --secure's plaintext listener; never in production).
+	AuthzOpenListeners []string
 
 	UpstreamConnsPerBroker int // default 4
 	EnablePprof            bool
@@ -236,7 +239,7 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
 	az := authz.New(cfg.Authz)
 	rec, err := authz.NewRecorder(authz.RecorderConfig{
 		Registerer: cfg.Registry, Logger: cfg.Logger.With("component", "authz"),
-		Audit: cfg.Audit, AuditAllowsEvery: cfg.AuditAllowsEvery,
+		Audit: authzAudit(cfg), AuditAllowsEvery: cfg.AuditAllowsEvery,
 	})
 	if err != nil {
 		return deps{}, fmt.Errorf("proxy: authorizer: %w", err)
@@ -262,7 +265,7 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
 		Routes: routes, Sender: pool, Quotas: qs,
 		NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port), ClusterID: cfg.ClusterID,
 		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions, SCRAM: scram,
-		Authorizer: az, AuthzRecorder: rec, ACLs: acls,
+		Authorizer: az, AuthzRecorder: rec, ACLs: acls, OpenListeners: cfg.AuthzOpenListeners,
 		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry,
 		// Each replica jitters its retries differently, or replicas retrying
 		// the same failed broker would move in lockstep.

@@ -84,6 +84,7 @@ func runDev(c *cli.Context) error {
 	if secure != nil {
 		fmt.Fprintf(c.App.Writer, "  SASL_SSL:  %s (user %s, password in %s)\n", cl.Proxy(0).ListenerAddr(string(proxy.SASLSSL)), devAdmin, filepath.Join(secure.dir, "client.properties"))
 		fmt.Fprintf(c.App.Writer, "kcat -F %s -b %s -L\n", filepath.Join(secure.dir, "client.properties"), cl.Proxy(0).ListenerAddr(string(proxy.SASLSSL)))
+		fmt.Fprintf(c.App.Writer, "  ACLs: enforced on SASL_SSL, deny by default; User:%s is a super user (kafka-acls, kadm or kproxy acls --etcd-endpoints %s)\n", devAdmin, cl.EtcdEndpoint)
 	}
 	err = cl.Wait(c.Context)
 	fmt.Fprintln(c.App.Writer, "stopping")

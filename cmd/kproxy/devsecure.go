@@ -14,6 +14,7 @@ import (
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/proxy/credstore"
 	"github.com/kproxy/kproxy/proxy/principal"
 	"github.com/kproxy/kproxy/proxy/sasl"
@@ -82,6 +83,10 @@ func (d *devSecure) configure(_ int, cfg *proxy.Config) {
 	}
 	cfg.Security.SASL = &sasl.Config{Mechanisms: []string{sasl.ScramSHA512, sasl.ScramSHA256, sasl.Plain}}
 	cfg.Security.SuperUsers = []principal.Principal{principal.User(devAdmin)}
+	// The secure listener enforces ACLs, deny by default, so they can be
+	// tried at once; the plaintext one stays open as `make run` has it.
+	cfg.Authz = authz.Config{Mode: authz.DenyByDefault, SuperUsers: []string{principal.User(devAdmin).String()}}
+	cfg.AuthzOpenListeners = []string{string(proxy.Plaintext)}
 }
 
 // addAdmin stores the administrator's credentials in etcd.

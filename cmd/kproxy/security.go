@@ -25,7 +25,7 @@ func securityFlags() []cli.Flag {
 		durationFlag("tls-reload-interval", 10*time.Second, "how often the TLS files are checked for changes"),
 		stringFlag("ssl-principal-mapping-rules", "DEFAULT", "Kafka's rules mapping a client certificate subject to a principal: RULE:pattern/replacement/[LU],...,DEFAULT"),
 		durationFlag("auth-handshake-timeout", 10*time.Second, "time a client has for the TLS handshake and, on SASL listeners, to authenticate"),
-		stringFlag("super-users", "", "principals allowed to manage SCRAM credentials through the Kafka API, e.g. User:admin (empty: anyone)"),
+		stringFlag("super-users", "", "principals that bypass authorization and may manage SCRAM credentials through the Kafka API, e.g. User:admin (empty: with --authorizer allow-all, anyone may manage credentials)"),
 		stringFlag("super-user-credentials-file", "", "file holding the password of the first user of --super-users, given SCRAM credentials at startup unless it has some"),
 		stringFlag("audit-log", "", "write security audit events as JSON lines to this file (- for standard error; empty: off)"),
 	}

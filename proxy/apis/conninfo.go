@@ -16,8 +16,10 @@ type ConnInfo struct {
 	Listener string // listener name, e.g. "SASL_SSL"
 	Host     string // the listener's advertised host
 	Port     int32  // the listener's advertised port
+	Client   string // the client's IP address (ACL host matching)
 
 	principal atomic.Pointer[principal.Principal]
+	authz     atomic.Pointer[connSession] // see Dispatcher.session
 }
 
 // NewConnInfo returns the connection state for a client on a listener,

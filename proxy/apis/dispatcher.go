@@ -66,6 +66,9 @@ type Config struct {
 	Authorizer    *authz.Authorizer
 	AuthzRecorder *authz.Recorder
 	ACLs          ACLAdmin
+	// OpenListeners names listeners whose clients are not authorized at
+	// all (kproxy dev --secure keeps its plaintext listener open).
+	OpenListeners []string
 
 	Logger     *slog.Logger          // default: discard
 	Registerer prometheus.Registerer // nil: metrics are kept but not exported

@@ -23,6 +23,7 @@ const (
 	Reauthenticated   = "reauthenticated"
 	CredentialChanged = "credential_changed"
 	CredentialDeleted = "credential_deleted"
+	Authorization     = "authorization" // a decision of the authorizer
 )
 
 // Event is one audit record. Empty fields are left out.
@@ -35,7 +36,15 @@ type Event struct {
 	Mechanism string    `json:"mechanism,omitempty"`
 	User      string    `json:"user,omitempty"` // whose credential changed
 	Reason    string    `json:"reason,omitempty"`
-	Conn      uint64    `json:"conn,omitempty"`
+	// Authorization decisions: what was asked, what was decided and the
+	// ACL binding that decided it.
+	API          string `json:"api,omitempty"`
+	ResourceType string `json:"resource_type,omitempty"`
+	Resource     string `json:"resource,omitempty"`
+	Operation    string `json:"operation,omitempty"`
+	Decision     string `json:"decision,omitempty"`
+	Binding      string `json:"binding,omitempty"`
+	Conn         uint64 `json:"conn,omitempty"`
 }
 
 // Log writes events to one writer, a line each.
