@@ -63,8 +63,10 @@ func setup(t *testing.T, c *devcluster.Cluster, bindings []authz.Binding, topics
 // rawClient speaks Kafka 3.0's versions, whose Produce and Fetch name
 // topics (from 3.1 on they carry ids), so raw requests can be built by name.
 func rawClient(t *testing.T, addr string) *kgo.Client {
-	return newClient(t, addr, kgo.MaxVersions(kversion.V3_0_0()))
+	return newClient(t, addr, kgo.MaxVersions(rawVersions))
 }
+
+var rawVersions = kversion.V3_0_0()
 
 // produceRaw sends one Produce naming both topics' partition 0.
 func produceRaw(t *testing.T, cl *kgo.Client, topics ...string) map[string]int16 {

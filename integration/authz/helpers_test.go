@@ -11,21 +11,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
+	"github.com/kproxy/kproxy/internal/devcluster/devtest"
+	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/authz"
 )
 
-func startCluster(t *testing.T, proxies int, az authz.Config) *devcluster.Cluster {
+func startCluster(t *testing.T, proxies int, az authz.Config, adjust ...func(i int, cfg *proxy.Config)) *devcluster.Cluster {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	c, err := devcluster.Start(ctx, devcluster.Config{
-		Brokers: 2, Proxies: proxies, StoreMemory: true, AutoCreateTopics: true, Authz: az,
-	})
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
+	cfg := devcluster.Config{Brokers: 2, Proxies: proxies, StoreMemory: true, AutoCreateTopics: true, Authz: az}
+	if len(adjust) > 0 {
+		cfg.ProxyConfig = adjust[0]
 	}
-	t.Cleanup(c.Close)
-	return c
+	return devtest.Start(t, cfg)
 }
 
 func newClient(t *testing.T, bootstrap string, opts ...kgo.Opt) *kgo.Client {
