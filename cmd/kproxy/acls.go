@@ -18,16 +18,6 @@ import (
 // CreateAcls, DescribeAcls and DeleteAcls use, for scripts that have etcd
 // but no Kafka client.
 func aclsCommand() *cli.Command {
-	withEtcd := func(f func(c *cli.Context, cl *clientv3.Client, l layout.Layout) error) cli.ActionFunc {
-		return func(c *cli.Context) error {
-			cl, err := newEtcdClient(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			return f(c, cl, layout.New(c.String("etcd-prefix")))
-		}
-	}
 	return &cli.Command{
 		Name:  "acls",
 		Usage: "manage Kafka ACL bindings in etcd (kafka-acls style)",

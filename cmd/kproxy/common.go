@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/internal/promreg"
+	"github.com/kproxy/kproxy/layout"
 )
 
 // envPrefix makes every flag settable as KPROXY_<FLAG> (dashes become underscores).
@@ -137,4 +138,17 @@ func newRegistry() *prometheus.Registry {
 	promreg.Register(reg, collectors.NewGoCollector())
 	promreg.Register(reg, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
+}
+
+// withEtcd runs f with an etcd client and the layout of --etcd-prefix, for
+// the commands that change etcd directly (users, acls).
+func withEtcd(f func(c *cli.Context, cl *clientv3.Client, l layout.Layout) error) cli.ActionFunc {
+	return func(c *cli.Context) error {
+		cl, err := newEtcdClient(c)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		return f(c, cl, layout.New(c.String("etcd-prefix")))
+	}
 }

@@ -21,16 +21,6 @@ import (
 // usersCommand manages SCRAM credentials in etcd directly (the same store
 // DescribeUserScramCredentials and AlterUserScramCredentials use).
 func usersCommand() *cli.Command {
-	withEtcd := func(f func(c *cli.Context, cli *clientv3.Client, l layout.Layout) error) cli.ActionFunc {
-		return func(c *cli.Context) error {
-			cl, err := newEtcdClient(c)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			return f(c, cl, layout.New(c.String("etcd-prefix")))
-		}
-	}
 	return &cli.Command{
 		Name:  "users",
 		Usage: "manage the SCRAM users of SASL listeners, in etcd",
