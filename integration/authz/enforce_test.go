@@ -274,6 +274,50 @@ func TestEnforcementGroupsTransactionsConfigs(t *testing.T) {
 		t.Fatalf("mixed commit codes %v: want a-orders 0, a-secret 29", got)
 	}
 
+	// OffsetFetch (v8, groups batched): a denied topic asked for answers
+	// 29; asked for every topic, the group's denied topics are left out
+	// (a-secret's offset committed straight on a broker, which does not
+	// authorize).
+	direct := kadm.Offsets{}
+	direct.Add(kadm.Offset{Topic: "a-secret", Partition: 0, At: 7, LeaderEpoch: -1})
+	if r, err := newAdmin(t, c.BrokerAddr(c.BrokerIDs()[0])).CommitOffsets(ctx, "g-ok", direct); err != nil || r.Error() != nil {
+		t.Fatalf("commit a-secret on the broker: %v %v", err, r.Error())
+	}
+	fetchOffsets := func(topics ...string) map[string]int16 {
+		t.Helper()
+		of := kmsg.NewPtrOffsetFetchRequest()
+		g := kmsg.NewOffsetFetchRequestGroup()
+		g.Group = "g-ok"
+		for _, tp := range topics {
+			gt := kmsg.NewOffsetFetchRequestGroupTopic()
+			gt.Topic, gt.Partitions = tp, []int32{0}
+			g.Topics = append(g.Topics, gt)
+		}
+		of.Groups = []kmsg.OffsetFetchRequestGroup{g}
+		resp, err := of.RequestWith(ctx, cl)
+		if err != nil || len(resp.Groups) != 1 || resp.Version < 8 {
+			t.Fatalf("OffsetFetch: %+v, %v", resp, err)
+		}
+		out := map[string]int16{}
+		for _, rt := range resp.Groups[0].Topics {
+			out[rt.Topic] = rt.Partitions[0].ErrorCode
+		}
+		return out
+	}
+	if got := fetchOffsets("a-orders", "a-secret"); len(got) != 2 || got["a-orders"] != 0 || got["a-secret"] != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("OffsetFetch of a-orders and a-secret: %v; want 0 and 29", got)
+	}
+	onBroker, err := newAdmin(t, c.BrokerAddr(c.BrokerIDs()[0])).FetchOffsets(ctx, "g-ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := onBroker.Lookup("a-secret", 0); !ok {
+		t.Fatal("the broker holds no offset of a-secret in g-ok: the filter below would prove nothing")
+	}
+	if got := fetchOffsets(); len(got) != 1 || got["a-orders"] != 0 {
+		t.Fatalf("OffsetFetch of every topic: %v; want a-orders only", got)
+	}
+
 	// FindCoordinator: a group the principal may not describe answers 30.
 	fc := kmsg.NewPtrFindCoordinatorRequest()
 	fc.CoordinatorKeys = []string{"g-ok", "g-other"}

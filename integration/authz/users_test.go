@@ -1,7 +1,9 @@
 package authz
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +25,7 @@ import (
 	"github.com/kproxy/kproxy/internal/devcluster"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/audit"
 	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/proxy/credstore"
 	"github.com/kproxy/kproxy/proxy/principal"
@@ -32,8 +36,9 @@ import (
 // credentials in etcd), deny by default, User:admin a super user; the
 // administrator created alice and bob and their bindings through kadm.
 type usersEnv struct {
-	c    *devcluster.Cluster
-	addr string // SASL_PLAINTEXT address of proxy 0
+	c     *devcluster.Cluster
+	addr  string      // SASL_PLAINTEXT address of proxy 0
+	audit *syncBuffer // the proxy's audit log
 }
 
 var passwords = map[string]string{"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -44,13 +49,15 @@ func asUser(user string) kgo.Opt {
 
 func startUsers(t *testing.T) *usersEnv {
 	t.Helper()
+	log := &syncBuffer{}
 	c := startCluster(t, 1, authz.Config{Mode: authz.DenyByDefault, SuperUsers: []string{"User:admin"}},
 		func(_ int, cfg *proxy.Config) {
+			cfg.Security.Audit = audit.New(log)
 			cfg.Listeners = []proxy.Listener{{Name: "SASL_PLAINTEXT", Protocol: proxy.SASLPlaintext, Addr: "127.0.0.1:0"}}
 			cfg.Security.SASL = &sasl.Config{Mechanisms: []string{sasl.ScramSHA512, sasl.ScramSHA256}}
 			cfg.Security.SuperUsers = []principal.Principal{principal.User("admin")}
 		})
-	env := &usersEnv{c: c, addr: c.Proxy(0).ListenerAddr("SASL_PLAINTEXT")}
+	env := &usersEnv{c: c, addr: c.Proxy(0).ListenerAddr("SASL_PLAINTEXT"), audit: log}
 	ctx := testCtx(t)
 	// The first administrator, as `kproxy users add` makes it.
 	if err := credstore.PutPassword(ctx, c.Client(), layout.New(""), "admin", passwords["admin"], credstore.Mechanisms, credstore.DefaultIterations); err != nil {
@@ -113,6 +120,19 @@ func TestUsersWithKgo(t *testing.T) {
 	}
 	if got := produceRaw(t, bob, "a-orders")["a-orders"]; got != kerr.TopicAuthorizationFailed.Code {
 		t.Fatalf("bob's produce to a-orders: code %d, want 29", got)
+	}
+	// Each denial is an audit event naming who, what and the binding.
+	var denial *audit.Event
+	for _, line := range strings.Split(env.audit.String(), "\n") {
+		var e audit.Event
+		if json.Unmarshal([]byte(line), &e) == nil && e.Event == audit.Authorization && e.Principal == "User:alice" && e.Resource == "a-secret" {
+			denial = &e
+			break
+		}
+	}
+	if denial == nil || denial.Decision != authz.OutcomeDenied || denial.API != "Produce" || denial.Operation != "WRITE" ||
+		denial.Client != "127.0.0.1" || denial.Listener != "SASL_PLAINTEXT" || !strings.Contains(denial.Binding, "DENY") {
+		t.Fatalf("audit event of alice's denied produce: %+v\nlog:\n%s", denial, env.audit.String())
 	}
 	// Metadata lists what each may describe.
 	if got := topicNames(t, alice); !slices.Equal(got, []string{"a-orders"}) {
@@ -233,4 +253,22 @@ func TestUsersWithKcat(t *testing.T) {
 	if !strings.Contains(strings.ToLower(out), "authoriz") {
 		t.Fatalf("kcat produce to a-secret: %v, no authorization error in:\n%s", err, out)
 	}
+}
+
+// syncBuffer is an audit log the test reads while the proxy writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -114,12 +114,15 @@ func transactionRules(t *[numKeys]rule) {
 	}
 }
 
-func offsetFetchRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+func offsetFetchRule(g guard, d *Dispatcher, req kmsg.Request, v *verdict) {
 	r := req.(*kmsg.OffsetFetchRequest)
 	if r.Version >= 8 {
 		strip(req, &r.Groups, "Groups", func(q *kmsg.OffsetFetchRequestGroup) int16 {
 			return g.groupCode(kmsg.ACLOperationDescribe, q.Group)
 		}, v)
+		for i := range r.Groups {
+			groupTopics(g, d, &r.Groups[i], v)
+		}
 		return
 	}
 	if v.refuse = g.groupCode(kmsg.ACLOperationDescribe, r.Group); v.refuse != 0 {
@@ -135,6 +138,64 @@ func offsetFetchRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
 	v.add(func(resp kmsg.Response) {
 		o := resp.(*kmsg.OffsetFetchResponse)
 		o.Topics = slices.DeleteFunc(o.Topics, func(t kmsg.OffsetFetchResponseTopic) bool { return !g.describable(t.Topic) })
+	})
+}
+
+// groupTopics authorizes the topics of one group of an OffsetFetch v8+:
+// Describe on each; a denied topic asked for answers 29 for its
+// partitions, and an all-topics answer leaves denied topics out.
+func groupTopics(g guard, d *Dispatcher, q *kmsg.OffsetFetchRequestGroup, v *verdict) {
+	group := q.Group
+	name := func(topic string, id [16]byte) (string, bool) {
+		if topic != "" {
+			return topic, true
+		}
+		return d.ids.name(d.routes, id) // an unknown id is the broker's to answer
+	}
+	if q.Topics == nil {
+		v.add(func(resp kmsg.Response) {
+			for i := range resp.(*kmsg.OffsetFetchResponse).Groups {
+				rg := &resp.(*kmsg.OffsetFetchResponse).Groups[i]
+				if rg.Group == group {
+					rg.Topics = slices.DeleteFunc(rg.Topics, func(t kmsg.OffsetFetchResponseGroupTopic) bool {
+						n, ok := name(t.Topic, t.TopicID)
+						return ok && !g.describable(n)
+					})
+				}
+			}
+		})
+		return
+	}
+	var denied []kmsg.OffsetFetchRequestGroupTopic
+	q.Topics = slices.DeleteFunc(q.Topics, func(t kmsg.OffsetFetchRequestGroupTopic) bool {
+		n, ok := name(t.Topic, t.TopicID)
+		if ok && !g.describable(n) {
+			denied = append(denied, t)
+			return true
+		}
+		return false
+	})
+	if len(denied) == 0 {
+		return
+	}
+	v.stripped = true
+	v.add(func(resp kmsg.Response) {
+		for i := range resp.(*kmsg.OffsetFetchResponse).Groups {
+			rg := &resp.(*kmsg.OffsetFetchResponse).Groups[i]
+			if rg.Group != group {
+				continue
+			}
+			for _, t := range denied {
+				rt := kmsg.NewOffsetFetchResponseGroupTopic()
+				rt.Topic, rt.TopicID = t.Topic, t.TopicID
+				for _, p := range t.Partitions {
+					rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+					rp.Partition, rp.ErrorCode = p, kerr.TopicAuthorizationFailed.Code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rg.Topics = append(rg.Topics, rt)
+			}
+		}
 	})
 }
 
@@ -216,6 +277,9 @@ func adminRules(t *[numKeys]rule) {
 	t[kmsg.DescribeLogDirs] = cluster(kmsg.ACLOperationDescribe)
 	t[kmsg.DescribeClientQuotas] = cluster(kmsg.ACLOperationDescribeConfigs)
 	t[kmsg.AlterClientQuotas] = cluster(kmsg.ACLOperationAlterConfigs)
+	// The SCRAM credential APIs also keep their own super-user check.
+	t[kmsg.DescribeUserSCRAMCredentials] = cluster(kmsg.ACLOperationDescribe)
+	t[kmsg.AlterUserSCRAMCredentials] = cluster(kmsg.ACLOperationAlter)
 }
 
 // configCode: topic configs by topic (29), broker configs by the cluster
