@@ -335,6 +335,28 @@ func TestEnforcementGroupsTransactionsConfigs(t *testing.T) {
 		}
 	}
 
+	// DescribeGroups: a group the principal may not describe answers 30;
+	// authorized operations are filled when asked.
+	describeGroup := func(group string) (*kmsg.DescribeGroupsResponseGroup, error) {
+		dg := kmsg.NewPtrDescribeGroupsRequest()
+		dg.Groups, dg.IncludeAuthorizedOperations = []string{group}, true
+		dgr, err := dg.RequestWith(ctx, cl)
+		if err != nil {
+			return nil, err // kgo reports a group's error code as the request's
+		}
+		if len(dgr.Groups) != 1 {
+			t.Fatalf("DescribeGroups %s: %+v", group, dgr)
+		}
+		return &dgr.Groups[0], kerr.ErrorForCode(dgr.Groups[0].ErrorCode)
+	}
+	okGroup, err := describeGroup("g-ok")
+	if want := authz.OperationsBits([]kmsg.ACLOperation{kmsg.ACLOperationRead, kmsg.ACLOperationDescribe}); err != nil || okGroup.AuthorizedOperations != want {
+		t.Fatalf("DescribeGroups g-ok: %+v, %v; want operations %b", okGroup, err, want)
+	}
+	if _, err := describeGroup("g-other"); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("DescribeGroups g-other: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+
 	// ListGroups without Describe on the cluster: only describable groups.
 	lg, err := adm.ListGroups(ctx)
 	if err != nil {

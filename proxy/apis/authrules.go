@@ -51,7 +51,20 @@ var authRules = func() (t [numKeys]rule) {
 			strip(req, list(req), "Groups", func(s *string) int16 { return g.groupCode(op, *s) }, v)
 		}
 	}
-	t[kmsg.DescribeGroups] = groups(describe, func(r kmsg.Request) *[]string { return &r.(*kmsg.DescribeGroupsRequest).Groups })
+	describeGroups := groups(describe, func(r kmsg.Request) *[]string { return &r.(*kmsg.DescribeGroupsRequest).Groups })
+	t[kmsg.DescribeGroups] = func(g guard, d *Dispatcher, req kmsg.Request, v *verdict) {
+		describeGroups(g, d, req, v)
+		if req.(*kmsg.DescribeGroupsRequest).IncludeAuthorizedOperations {
+			v.add(func(resp kmsg.Response) {
+				for i := range resp.(*kmsg.DescribeGroupsResponse).Groups {
+					x := &resp.(*kmsg.DescribeGroupsResponse).Groups[i]
+					if x.ErrorCode == 0 {
+						x.AuthorizedOperations = g.ops(kmsg.ACLResourceTypeGroup, x.Group, authz.GroupOperations)
+					}
+				}
+			})
+		}
+	}
 	t[kmsg.DeleteGroups] = groups(del, func(r kmsg.Request) *[]string { return &r.(*kmsg.DeleteGroupsRequest).Groups })
 	t[kmsg.ConsumerGroupDescribe] = groups(describe, func(r kmsg.Request) *[]string { return &r.(*kmsg.ConsumerGroupDescribeRequest).Groups })
 	t[kmsg.ListGroups] = listGroupsRule
