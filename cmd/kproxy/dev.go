@@ -24,7 +24,7 @@ func devCommand() *cli.Command {
 			durationFlag("lease-ttl", 10*time.Second, "brokers' etcd lease TTL"),
 			intFlag("default-partitions", 3, "partitions of an auto-created topic"),
 			boolFlag("auto-create-topics", true, "create unknown topics on first use"),
-			boolFlag("secure", false, "also serve SASL_SSL (SCRAM) with a throwaway CA and an admin user; writes ca.pem and client.properties into the data dir"),
+			boolFlag("secure", false, "also serve SASL_SSL (SCRAM) with a throwaway CA and an admin user (a super user: ACLs are enforced there, deny by default); writes ca.pem and client.properties into the data dir"),
 			stringFlag("secure-listen", "127.0.0.1:9093", "SASL_SSL address with --secure"),
 		}, logFlags()...),
 		Action: runDev,
