@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -96,5 +97,49 @@ func TestDevSecureWithKcat(t *testing.T) {
 	kcat("hello\n", "-P", "-t", "devsecure")
 	if got := kcat("", "-C", "-t", "devsecure", "-c", "1", "-e", "-o", "beginning"); !strings.Contains(got, "hello") {
 		t.Fatalf("kcat -C read %q, want hello", got)
+	}
+	checkDevACLs(ctx, t, out.String(), dir, addr)
+}
+
+// checkDevACLs: on the secure listener a user other than the admin is
+// denied by default, and a binding made with kproxy acls lets it read.
+func checkDevACLs(ctx context.Context, t *testing.T, out, dir, addr string) {
+	t.Helper()
+	m := regexp.MustCompile(`etcd:\s+(\S+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no etcd endpoint in the output:\n%s", out)
+	}
+	run := func(stdin string, args ...string) {
+		t.Helper()
+		app := newApp()
+		app.Reader, app.Writer = strings.NewReader(stdin), io.Discard
+		if err := app.RunContext(ctx, append([]string{"kproxy"}, args...)); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	run("bob-secret\n", "users", "--etcd-endpoints", m[1], "add", "bob")
+	b, err := os.ReadFile(filepath.Join(dir, "client.properties"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	props := regexp.MustCompile(`(?m)^sasl\.username=.*$`).ReplaceAllString(string(b), "sasl.username=bob")
+	props = regexp.MustCompile(`(?m)^sasl\.password=.*$`).ReplaceAllString(props, "sasl.password=bob-secret")
+	bobProps := filepath.Join(t.TempDir(), "bob.properties")
+	if err := os.WriteFile(bobProps, []byte(props), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bob := func(args ...string) string {
+		res, _ := exec.CommandContext(ctx, "kcat", append([]string{"-F", bobProps, "-b", addr}, args...)...).CombinedOutput()
+		return string(res)
+	}
+	if got := bob("-L"); !strings.Contains(got, " 0 topics") {
+		t.Fatalf("bob lists topics before any binding:\n%s", got)
+	}
+	run("", "acls", "--etcd-endpoints", m[1], "add", "--principal", "User:bob", "--topic", "devsecure", "--operation", "Read")
+	var got string
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(got, "hello"); got = bob("-C", "-t", "devsecure", "-c", "1", "-e", "-o", "beginning") {
+		if time.Now().After(deadline) {
+			t.Fatalf("bob could not read devsecure after the binding:\n%s", got)
+		}
 	}
 }
