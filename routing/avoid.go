@@ -66,10 +66,14 @@ func (a Avoid) Last() int32 {
 // refuser) it routes to it anyway. Ownership may have settled since the
 // refusals (a dead owner's lease expires), and a partition nobody is asked
 // to take stays unowned: clients wait for a metadata change that only a
-// produce would cause. The caller's backoff spaces the retries.
+// produce would cause. The caller's backoff spaces the retries. Owner-only
+// routing (SetOwnerOnly) changes the rules for owned partitions.
 func (t *Table) RouteAvoiding(topic string, p int32, avoid Avoid) (int32, bool) {
 	st := t.st.Load()
 	o, _ := unpack(st.ownership(topic, p))
+	if b, ok, decided := t.ownerRoute(st, o); decided {
+		return b, ok
+	}
 	if o >= 0 && !avoid.Has(o) && st.brokers.live(o) {
 		return o, true
 	}
@@ -80,6 +84,9 @@ func (t *Table) RouteAvoiding(topic string, p int32, avoid Avoid) (int32, bool) 
 func (t *Table) RouteGroupAvoiding(group string, avoid Avoid) (int32, bool) {
 	st := t.st.Load()
 	b, _ := unpack(st.groups.get(group))
+	if o, ok, decided := t.ownerRoute(st, b); decided {
+		return o, ok
+	}
 	if b >= 0 && !avoid.Has(b) && st.brokers.live(b) {
 		return b, true
 	}

@@ -46,6 +46,8 @@ type Table struct {
 	owners atomic.Int64 // owner keys held (Len)
 	notify atomic.Pointer[notifier]
 	mu     sync.Mutex // serializes writers; readers never take it
+	// ownerOnly: see SetOwnerOnly.
+	ownerOnly atomic.Bool
 }
 
 // state is immutable once published, except for the atomic cells that its
