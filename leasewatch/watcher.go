@@ -65,6 +65,10 @@ type Status struct {
 	LastSync  time.Time     `json:"last_sync"` // when etcd last confirmed that revision
 	Age       time.Duration `json:"age"`       // time since LastSync (since New before the first sync)
 	Connected bool          `json:"connected"` // the watch is established
+	// MissingBrokers are brokers that own partitions or groups but are
+	// not in the broker list (so their partitions have no route). The
+	// native layout puts both under one lease, so it never has any.
+	MissingBrokers []int32 `json:"missing_brokers,omitempty"`
 }
 
 // New returns a Watcher and registers its metrics.
