@@ -173,7 +173,9 @@ func TestSourceFollowsKafScale(t *testing.T) {
 	}, {
 		name: "owner missing from the snapshot: no route, reported",
 		do:   func() { acquire(2, 1) },
-		want: func() bool { return ownerIs(f.table, "orders", 1, 2)() && slices.Equal(f.src.Status().MissingBrokers, []int32{2}) },
+		want: func() bool {
+			return ownerIs(f.table, "orders", 1, 2)() && slices.Equal(f.src.Status().MissingBrokers, []int32{2})
+		},
 		then: func() {
 			if b, ok := f.table.RouteAvoiding("orders", 1, routing.Avoid{}); ok {
 				t.Errorf("partition of a broker missing from the snapshot routed to %d", b)
