@@ -58,6 +58,7 @@ func (s *Server) readiness() adminapi.Readiness {
 	var r adminapi.Readiness
 	st := s.d.status()
 	r.Synced, r.Connected, r.Revision, r.RouteAgeSeconds = st.Synced, st.Connected, st.Revision, st.Age.Seconds()
+	r.MissingBrokers = st.MissingBrokers
 	r.LiveBrokers = len(s.d.routes.Brokers())
 	r.Draining = s.draining.Load()
 	r.Ready = r.Synced && r.LiveBrokers > 0 && !r.Draining

@@ -56,7 +56,10 @@ type Config struct {
 	NodeID    int32 // broker id clients see (default 0)
 	ClusterID string
 	Etcd      *clientv3.Client
-	Layout    layout.Layout
+	Layout    layout.Layout // its Prefix is the root of the keys EtcdLayout reads
+	// EtcdLayout says whose keys route: LayoutKproxy (default) or
+	// LayoutKafScale.
+	EtcdLayout string
 
 	AutoCreateTopics  bool
 	DefaultPartitions int32
@@ -229,10 +232,7 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
 		return deps{}, fmt.Errorf("proxy: advertise address %q: bad port", advertise)
 	}
 	routes := routing.NewTable()
-	w, err := leasewatch.New(leasewatch.Config{
-		Client: cfg.Etcd, Layout: cfg.Layout, Table: routes,
-		Logger: cfg.Logger.With("component", "leasewatch"), Registerer: cfg.Registry,
-	})
+	w, err := newSource(cfg, routes)
 	if err != nil {
 		return deps{}, fmt.Errorf("proxy: routing watch: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/leasewatch/kafscale"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/authz"
 )
@@ -24,6 +25,7 @@ func serveCommand() *cli.Command {
 		intFlag("upstream-conns", 4, "multiplexed connections per broker, shared by all clients"),
 		durationFlag("drain-timeout", 10*time.Second, "how long shutdown waits for in-flight requests"),
 		boolFlag("pprof", false, "serve /debug/pprof on the admin address"),
+		stringFlag("etcd-layout", proxy.LayoutKproxy, "whose etcd keys to route from: kproxy (kproxy's brokers) or kafscale (KafScale's brokers; --etcd-prefix then defaults to /kafscale, see docs/kafscale.md)"),
 	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags())
 }
 
@@ -84,7 +86,8 @@ func runServe(c *cli.Context) error {
 		NodeID:                 int32(c.Int("node-id")),
 		ClusterID:              c.String("cluster-id"),
 		Etcd:                   cli,
-		Layout:                 layout.New(c.String("etcd-prefix")),
+		Layout:                 layout.New(etcdPrefix(c)),
+		EtcdLayout:             c.String("etcd-layout"),
 		AutoCreateTopics:       c.Bool("auto-create-topics"),
 		DefaultPartitions:      int32(c.Int("default-partitions")),
 		MaxFrameBytes:          int32(c.Int("max-frame-bytes")),
@@ -104,6 +107,14 @@ func runServe(c *cli.Context) error {
 		logger.Warn("authorizer allow-all: every client may do everything; use --authorizer deny-by-default in production")
 	}
 	return srv.Run(c.Context)
+}
+
+// etcdPrefix is --etcd-prefix, whose default depends on --etcd-layout.
+func etcdPrefix(c *cli.Context) string {
+	if c.String("etcd-layout") == proxy.LayoutKafScale && !c.IsSet("etcd-prefix") {
+		return kafscale.DefaultPrefix
+	}
+	return c.String("etcd-prefix")
 }
 
 func splitHostPort(addr string) (string, int32, error) {

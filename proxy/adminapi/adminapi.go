@@ -20,7 +20,10 @@ type Readiness struct {
 	Revision        int64   `json:"revision"`  // etcd revision the routing table is complete up to
 	LiveBrokers     int     `json:"live_brokers"`
 	RouteAgeSeconds float64 `json:"route_age_seconds"` // since etcd last confirmed the table
-	Draining        bool    `json:"draining"`
+	// MissingBrokers own partitions or groups but have no address: those
+	// get retriable errors (KafScale's snapshot can lag its brokers).
+	MissingBrokers []int32 `json:"missing_brokers,omitempty"`
+	Draining       bool    `json:"draining"`
 }
 
 // FetchReadiness reads a proxy's /readyz answer (200 and 503 both carry it).
