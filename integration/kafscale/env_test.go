@@ -1,0 +1,287 @@
+package kafscale
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	kf "github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/leasewatch/kafscale/kafscaletest"
+	"github.com/kproxy/kproxy/proxy"
+)
+
+const (
+	prefix     = "/kafscale"
+	numBrokers = 3
+	stepWait   = 20 * time.Second // bounds every wait for the proxy
+)
+
+// served is one partition request a kfake broker received.
+type served struct {
+	node  int32
+	key   int16
+	topic string
+	part  int32
+	owner int32 // the lease owner when it arrived (-1: unowned)
+}
+
+// env is one etcd, one kfake cluster acting as KafScale, and one proxy in
+// KafScale mode.
+type env struct {
+	t    *testing.T
+	etcd *clientv3.Client
+	fake *kf.Cluster
+	srv  *proxy.Server
+	reg  *prometheus.Registry
+	http *http.Client
+
+	mu      sync.Mutex
+	addrs   map[int32]kafscaletest.Addr
+	brokers map[int32]*kafscaletest.Broker
+	topics  map[string]kafscaletest.Topic
+	names   map[[16]byte]string
+	log     []served
+}
+
+func newEnv(t *testing.T, topics map[string]int32) *env {
+	t.Helper()
+	_, cli := etcdlocal.StartForTest(t)
+	opts := []kf.Opt{kf.NumBrokers(numBrokers), kf.ClusterID("kafscale-under-kproxy")}
+	for name, n := range topics {
+		opts = append(opts, kf.SeedTopics(n, name))
+	}
+	fake, err := kf.NewCluster(opts...)
+	if err != nil {
+		t.Fatalf("start kfake: %v", err)
+	}
+	t.Cleanup(fake.Close)
+	e := &env{
+		t: t, etcd: cli, fake: fake, http: &http.Client{Timeout: 2 * time.Second},
+		addrs: map[int32]kafscaletest.Addr{}, brokers: map[int32]*kafscaletest.Broker{},
+		topics: map[string]kafscaletest.Topic{}, names: map[[16]byte]string{},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), stepWait)
+	defer cancel()
+	e.learnKfake(ctx)
+	for id := range e.addrs {
+		b, err := kafscaletest.StartBroker(ctx, cli, prefix, id, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.brokers[id] = b
+		t.Cleanup(func() { b.Crash() })
+	}
+	e.emulate()
+	rev := e.putSnapshot(ctx, e.liveIDs()...)
+	e.startProxy(ctx)
+	e.waitRoutes(rev)
+	return e
+}
+
+// learnKfake reads kfake's brokers and topic ids: the snapshot names them,
+// as KafScale's operator names its brokers.
+func (e *env) learnKfake(ctx context.Context) {
+	direct, err := kgo.NewClient(kgo.SeedBrokers(e.fake.ListenAddrs()...))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer direct.Close()
+	resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, direct)
+	if err != nil {
+		e.t.Fatalf("kfake metadata: %v", err)
+	}
+	for _, b := range resp.Brokers {
+		e.addrs[b.NodeID] = kafscaletest.Addr{ID: b.NodeID, Host: b.Host, Port: b.Port}
+	}
+	for _, rt := range resp.Topics {
+		e.topics[*rt.Topic] = kafscaletest.Topic{Name: *rt.Topic, ID: rt.TopicID, Partitions: int32(len(rt.Partitions))}
+		e.names[rt.TopicID] = *rt.Topic
+	}
+	if len(e.addrs) != numBrokers {
+		e.t.Fatalf("kfake names %d brokers, want %d", len(e.addrs), numBrokers)
+	}
+}
+
+func (e *env) liveIDs() []int32 {
+	var ids []int32
+	for id := range e.addrs {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// putSnapshot writes the snapshot naming brokers ids, as KafScale's
+// operator does; it returns the revision.
+func (e *env) putSnapshot(ctx context.Context, ids ...int32) int64 {
+	e.t.Helper()
+	var addrs []kafscaletest.Addr
+	for _, id := range ids {
+		addrs = append(addrs, e.addrs[id])
+	}
+	var topics []kafscaletest.Topic
+	for _, tp := range e.topics {
+		topics = append(topics, tp)
+	}
+	rev, err := kafscaletest.PutSnapshot(ctx, e.etcd, prefix, addrs, topics)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rev
+}
+
+func (e *env) startProxy(ctx context.Context) {
+	e.t.Helper()
+	e.reg = prometheus.NewRegistry()
+	srv, err := proxy.New(ctx, proxy.Config{
+		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Etcd: e.etcd,
+		Layout: layout.New(prefix), EtcdLayout: proxy.LayoutKafScale,
+		ClusterID: "kproxy-over-kafscale", Registry: e.reg, Logger: testLogger(e.t), DrainTimeout: 2 * time.Second,
+		// kfake serves one request at a time per connection: long polls
+		// must not hold up the other clients' requests.
+		UpstreamConnsPerBroker: 1024,
+	})
+	if err != nil {
+		e.t.Fatalf("proxy: %v", err)
+	}
+	e.srv = srv
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(runCtx) }()
+	e.t.Cleanup(func() {
+		stop()
+		select {
+		case err := <-done:
+			if err != nil {
+				e.t.Errorf("proxy Run: %v", err)
+			}
+		case <-time.After(15 * time.Second):
+			e.t.Errorf("proxy did not stop within 15s")
+		}
+	})
+}
+
+// waitReady waits until /readyz satisfies cond.
+func (e *env) waitReady(what string, cond func(proxy.Readiness) bool) proxy.Readiness {
+	e.t.Helper()
+	deadline := time.Now().Add(stepWait)
+	var last proxy.Readiness
+	for time.Now().Before(deadline) {
+		if r, err := e.readiness(); err == nil {
+			last = r
+			if cond(r) {
+				return r
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	e.t.Fatalf("proxy: %s not within %s (last readiness %+v)", what, stepWait, last)
+	return last
+}
+
+func (e *env) waitRoutes(rev int64) {
+	e.t.Helper()
+	e.waitReady(fmt.Sprintf("routing at etcd revision %d", rev), func(r proxy.Readiness) bool { return r.Synced && r.Revision >= rev })
+}
+
+func (e *env) readiness() (proxy.Readiness, error) {
+	var r proxy.Readiness
+	resp, err := e.http.Get("http://" + e.srv.AdminAddr() + "/readyz")
+	if err != nil {
+		return r, fmt.Errorf("get readyz: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return r, fmt.Errorf("decode readyz: %w", err)
+	}
+	return r, nil
+}
+
+// owner reads a partition's lease key: -1 if nobody leases it.
+func (e *env) owner(ctx context.Context, topic string, p int32) int32 {
+	resp, err := e.etcd.Get(ctx, kafscaletest.PartitionKey(prefix, topic, p))
+	if err != nil || len(resp.Kvs) == 0 {
+		return -1
+	}
+	id, err := strconv.Atoi(string(resp.Kvs[0].Value))
+	if err != nil {
+		return -1
+	}
+	return int32(id)
+}
+
+// served returns what the brokers received so far.
+func (e *env) servedLog() []served {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]served(nil), e.log...)
+}
+
+// client is a kgo client whose only seed is the proxy.
+func (e *env) client(opts ...kgo.Opt) *kgo.Client {
+	e.t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(e.srv.Addr()), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)
+	if os.Getenv("KPROXY_TEST_LOG") != "" {
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		e.t.Fatalf("kgo client: %v", err)
+	}
+	e.t.Cleanup(cl.Close)
+	return cl
+}
+
+func proxyHostPort(addr string) (string, int) {
+	h, p, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(p)
+	return h, port
+}
+
+// testLogger writes the proxy's warnings (everything with KPROXY_TEST_LOG)
+// to the test's output, and nothing once the test has ended.
+func testLogger(t *testing.T) *slog.Logger {
+	w := &testWriter{w: t.Output()}
+	t.Cleanup(w.stop)
+	level := slog.LevelWarn
+	if os.Getenv("KPROXY_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+}
+
+type testWriter struct {
+	mu      sync.Mutex
+	w       io.Writer
+	stopped bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopped {
+		return len(p), nil
+	}
+	return w.w.Write(p)
+}
+
+func (w *testWriter) stop() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+}
