@@ -19,6 +19,11 @@ import (
 //     an unowned partition moves to X. It also ignores leader epochs:
 //     CurrentLeaderEpoch is cleared (the proxy's epochs are its own).
 //
+//   - a group API at X for a group nobody leases: X takes the group's
+//     lease if kfake makes X its coordinator (kfake's coordinators cannot
+//     be moved, so the leases follow kfake); elsewhere kfake answers
+//     NOT_COORDINATOR, as KafScale does for a group another broker leases.
+//
 // Every partition request is logged with the lease owner it met, so that
 // tests can assert which broker got what.
 func (e *env) emulate() {
@@ -28,6 +33,47 @@ func (e *env) emulate() {
 			e.handle(e.fake.CurrentNode(), req)
 			return nil, nil, false
 		})
+	}
+	for _, key := range []kmsg.Key{kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.LeaveGroup, kmsg.OffsetCommit, kmsg.OffsetFetch} {
+		e.fake.ControlKey(int16(key), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			e.fake.KeepControl()
+			e.group(e.fake.CurrentNode(), req)
+			return nil, nil, false
+		})
+	}
+}
+
+func (e *env) group(node int32, req kmsg.Request) {
+	var groups []string
+	switch r := req.(type) {
+	case *kmsg.JoinGroupRequest:
+		groups = []string{r.Group}
+	case *kmsg.SyncGroupRequest:
+		groups = []string{r.Group}
+	case *kmsg.HeartbeatRequest:
+		groups = []string{r.Group}
+	case *kmsg.LeaveGroupRequest:
+		groups = []string{r.Group}
+	case *kmsg.OffsetCommitRequest:
+		groups = []string{r.Group}
+	case *kmsg.OffsetFetchRequest:
+		groups = []string{r.Group}
+		for _, g := range r.Groups {
+			groups = append(groups, g.Group)
+		}
+	}
+	e.mu.Lock()
+	b := e.brokers[node]
+	e.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, g := range groups {
+		if g == "" || b == nil || e.fake.CoordinatorFor(g) != node {
+			continue
+		}
+		if _, err := b.AcquireGroup(ctx, g); err != nil {
+			e.t.Logf("emulation: broker %d acquiring group %s: %v", node, g, err)
+		}
 	}
 }
 
@@ -100,12 +146,12 @@ func (e *env) produce(ctx context.Context, node int32, topic string, p int32) {
 	}
 }
 
-// read serves an unowned partition from node; an owned one stays with its
-// owner (the tests assert that reads never reach another broker).
+// read serves an unowned partition from node; an owned one is served by
+// its owner only (tests assert that reads never reach another broker).
 func (e *env) read(ctx context.Context, node int32, key int16, topic string, p int32) {
 	owner := e.owner(ctx, topic, p)
 	e.record(served{node: node, key: key, topic: topic, part: p, owner: owner})
-	if owner < 0 {
+	if owner < 0 || owner == node {
 		e.lead(topic, p, node)
 	}
 }
