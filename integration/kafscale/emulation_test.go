@@ -9,11 +9,13 @@ import (
 
 // emulate makes kfake act as KafScale's brokers, from control functions
 // that only observe and adjust each request before kfake handles it:
+//
 //   - Produce at broker X for a partition: X takes the partition's lease
 //     the way KafScale does (create if absent); if X holds it, kfake's
 //     leader is moved to X, so kfake accepts the write; if another broker
 //     holds it, kfake's leader is that broker and X answers
 //     NOT_LEADER_OR_FOLLOWER, as KafScale does.
+//
 //   - Fetch, ListOffsets, OffsetForLeaderEpoch at X: KafScale takes no
 //     lease and serves any partition nobody leases, so kfake's leader of
 //     an unowned partition moves to X. It also ignores leader epochs:
