@@ -44,7 +44,7 @@ type served struct {
 // env is one etcd, one kfake cluster acting as KafScale, and one proxy in
 // KafScale mode.
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	etcd *clientv3.Client
 	fake *kf.Cluster
 	srv  *proxy.Server
@@ -56,10 +56,11 @@ type env struct {
 	brokers map[int32]*kafscaletest.Broker
 	topics  map[string]kafscaletest.Topic
 	names   map[[16]byte]string
+	held    map[heldKey]bool
 	log     []served
 }
 
-func newEnv(t *testing.T, topics map[string]int32) *env {
+func newEnv(t testing.TB, topics map[string]int32) *env {
 	t.Helper()
 	_, cli := etcdlocal.StartForTest(t)
 	opts := []kf.Opt{kf.NumBrokers(numBrokers), kf.ClusterID("kafscale-under-kproxy")}
@@ -74,7 +75,7 @@ func newEnv(t *testing.T, topics map[string]int32) *env {
 	e := &env{
 		t: t, etcd: cli, fake: fake, http: &http.Client{Timeout: 2 * time.Second},
 		addrs: map[int32]kafscaletest.Addr{}, brokers: map[int32]*kafscaletest.Broker{},
-		topics: map[string]kafscaletest.Topic{}, names: map[[16]byte]string{},
+		topics: map[string]kafscaletest.Topic{}, names: map[[16]byte]string{}, held: map[heldKey]bool{},
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stepWait)
 	defer cancel()
@@ -255,7 +256,7 @@ func proxyHostPort(addr string) (string, int) {
 
 // testLogger writes the proxy's warnings (everything with KPROXY_TEST_LOG)
 // to the test's output, and nothing once the test has ended.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	w := &testWriter{w: t.Output()}
 	t.Cleanup(w.stop)
 	level := slog.LevelWarn

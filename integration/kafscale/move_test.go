@@ -52,6 +52,11 @@ func (e *env) scaleDown(ctx context.Context, x int32, ownsLeases bool) int {
 	b := e.brokers[x]
 	delete(e.brokers, x)
 	delete(e.addrs, x)
+	for k := range e.held {
+		if k.node == x {
+			delete(e.held, k)
+		}
+	}
 	e.mu.Unlock()
 	if err := b.Shutdown(ctx); err != nil {
 		e.t.Fatal(err)
