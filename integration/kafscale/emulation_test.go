@@ -137,6 +137,7 @@ func (e *env) produce(ctx context.Context, node int32, topic string, p int32) {
 	e.mu.Unlock()
 	if held { // KafScale checks etcd on the first Produce only
 		e.record(served{node: node, key: int16(kmsg.Produce), topic: topic, part: p, owner: node})
+		e.lead(topic, p, node) // kfake reshuffles leaders when a node leaves
 		return
 	}
 	owner := int32(-1)
