@@ -15,6 +15,10 @@ package routing
 //   - one without an owner key goes to the rendezvous choice, avoiding
 //     refusers as usual, so that its reads and its first write go to the
 //     same broker: the one that will take it.
+//
+// Such brokers do not fence on leader epochs either, so the epochs in an
+// owner-only table are the proxy's own: Metadata reports a partition's last
+// epoch while it is unowned, instead of -1 (see proxy/apis).
 
 // SetOwnerOnly turns owner-only routing on or off; it is off by default.
 // It is meant to be set once, before the table is used.

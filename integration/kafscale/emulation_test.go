@@ -19,7 +19,8 @@ import (
 //   - Fetch, ListOffsets, OffsetForLeaderEpoch at X: KafScale takes no
 //     lease and serves any partition nobody leases, so kfake's leader of
 //     an unowned partition moves to X. It also ignores leader epochs:
-//     CurrentLeaderEpoch is cleared (the proxy's epochs are its own).
+//     CurrentLeaderEpoch is cleared (the proxy's epochs are its own), and
+//     OffsetForLeaderEpoch gets the end offset whatever epoch is asked.
 //
 //   - a group API at X for a group nobody leases: X takes the group's
 //     lease if kfake makes X its coordinator (kfake's coordinators cannot
@@ -115,8 +116,14 @@ func (e *env) handle(node int32, req kmsg.Request) {
 	case *kmsg.OffsetForLeaderEpochRequest:
 		for i := range r.Topics {
 			for j := range r.Topics[i].Partitions {
-				r.Topics[i].Partitions[j].CurrentLeaderEpoch = -1
-				e.read(ctx, node, req.Key(), r.Topics[i].Topic, r.Topics[i].Partitions[j].Partition)
+				rp := &r.Topics[i].Partitions[j]
+				rp.CurrentLeaderEpoch = -1
+				e.read(ctx, node, req.Key(), r.Topics[i].Topic, rp.Partition)
+				// KafScale answers the partition's end offset whatever
+				// epoch is asked; kfake does so for its current epoch.
+				if info := e.fake.PartitionInfo(r.Topics[i].Topic, rp.Partition); info != nil {
+					rp.LeaderEpoch = info.Epoch
+				}
 			}
 		}
 	}

@@ -1,13 +1,11 @@
 package kafscale
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"sync"
@@ -20,10 +18,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/leasewatch/kafscale/kafscaletest"
 	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 const (
@@ -49,7 +48,6 @@ type env struct {
 	fake *kf.Cluster
 	srv  *proxy.Server
 	reg  *prometheus.Registry
-	http *http.Client
 
 	mu      sync.Mutex
 	addrs   map[int32]kafscaletest.Addr
@@ -62,7 +60,7 @@ type env struct {
 
 func newEnv(t testing.TB, topics map[string]int32) *env {
 	t.Helper()
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	opts := []kf.Opt{kf.NumBrokers(numBrokers), kf.ClusterID("kafscale-under-kproxy")}
 	for name, n := range topics {
 		opts = append(opts, kf.SeedTopics(n, name))
@@ -73,7 +71,7 @@ func newEnv(t testing.TB, topics map[string]int32) *env {
 	}
 	t.Cleanup(fake.Close)
 	e := &env{
-		t: t, etcd: cli, fake: fake, http: &http.Client{Timeout: 2 * time.Second},
+		t: t, etcd: cli, fake: fake,
 		addrs: map[int32]kafscaletest.Addr{}, brokers: map[int32]*kafscaletest.Broker{},
 		topics: map[string]kafscaletest.Topic{}, names: map[[16]byte]string{}, held: map[heldKey]bool{},
 	}
@@ -178,12 +176,12 @@ func (e *env) startProxy(ctx context.Context) {
 }
 
 // waitReady waits until /readyz satisfies cond.
-func (e *env) waitReady(what string, cond func(proxy.Readiness) bool) proxy.Readiness {
+func (e *env) waitReady(what string, cond func(adminapi.Readiness) bool) adminapi.Readiness {
 	e.t.Helper()
 	deadline := time.Now().Add(stepWait)
-	var last proxy.Readiness
+	var last adminapi.Readiness
 	for time.Now().Before(deadline) {
-		if r, err := e.readiness(); err == nil {
+		if r, err := adminapi.FetchReadiness(context.Background(), e.srv.AdminAddr()); err == nil {
 			last = r
 			if cond(r) {
 				return r
@@ -197,20 +195,7 @@ func (e *env) waitReady(what string, cond func(proxy.Readiness) bool) proxy.Read
 
 func (e *env) waitRoutes(rev int64) {
 	e.t.Helper()
-	e.waitReady(fmt.Sprintf("routing at etcd revision %d", rev), func(r proxy.Readiness) bool { return r.Synced && r.Revision >= rev })
-}
-
-func (e *env) readiness() (proxy.Readiness, error) {
-	var r proxy.Readiness
-	resp, err := e.http.Get("http://" + e.srv.AdminAddr() + "/readyz")
-	if err != nil {
-		return r, fmt.Errorf("get readyz: %w", err)
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return r, fmt.Errorf("decode readyz: %w", err)
-	}
-	return r, nil
+	e.waitReady(fmt.Sprintf("routing at etcd revision %d", rev), func(r adminapi.Readiness) bool { return r.Synced && r.Revision >= rev })
 }
 
 // owner reads a partition's lease key: -1 if nobody leases it.
@@ -254,35 +239,37 @@ func proxyHostPort(addr string) (string, int) {
 	return h, port
 }
 
-// testLogger writes the proxy's warnings (everything with KPROXY_TEST_LOG)
-// to the test's output, and nothing once the test has ended.
+// testLogger keeps the proxy's warnings (everything with KPROXY_TEST_LOG)
+// and prints them only if the test failed, once the proxy has stopped
+// (its cleanup is registered after this one, so it runs first).
 func testLogger(t testing.TB) *slog.Logger {
-	w := &testWriter{w: t.Output()}
-	t.Cleanup(w.stop)
+	var buf lockedBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("proxy log:\n%s", buf.String())
+		}
+	})
 	level := slog.LevelWarn
 	if os.Getenv("KPROXY_TEST_LOG") != "" {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
 }
 
-type testWriter struct {
-	mu      sync.Mutex
-	w       io.Writer
-	stopped bool
+// lockedBuffer is a bytes.Buffer safe for the proxy's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
 }
 
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped {
-		return len(p), nil
-	}
-	return w.w.Write(p)
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
 }
 
-func (w *testWriter) stop() {
-	w.mu.Lock()
-	w.stopped = true
-	w.mu.Unlock()
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // busiest returns the broker holding the most leases of topic's
@@ -33,7 +33,10 @@ func (e *env) busiest(ctx context.Context, topic string) (int32, int) {
 // the operator's snapshot stops listing it (its partitions get retriable
 // errors, and /readyz names it), it shuts down (revoking its leases: its
 // partitions are free to move), then its process is gone. It returns the
-// index in the served log from which no request may reach x.
+// index in the served log from which no request may reach x: the proxy
+// dropped its connections to x when the snapshot changed, and requests
+// written before then have been handled by the time x's revocation is
+// routed (kfake serves each connection in order).
 func (e *env) scaleDown(ctx context.Context, x int32, ownsLeases bool) int {
 	e.t.Helper()
 	var rest []int32
@@ -43,11 +46,10 @@ func (e *env) scaleDown(ctx context.Context, x int32, ownsLeases bool) int {
 		}
 	}
 	rev := e.putSnapshot(ctx, rest...)
-	r := e.waitReady("the snapshot without broker "+fmt.Sprint(x), func(r proxy.Readiness) bool { return r.Revision >= rev })
+	r := e.waitReady("the snapshot without broker "+fmt.Sprint(x), func(r adminapi.Readiness) bool { return r.Revision >= rev })
 	if ownsLeases && !slices.Equal(r.MissingBrokers, []int32{x}) {
 		e.t.Errorf("/readyz missing_brokers = %v while broker %d holds leases but is not in the snapshot", r.MissingBrokers, x)
 	}
-	from := len(e.servedLog())
 	e.mu.Lock()
 	b := e.brokers[x]
 	delete(e.brokers, x)
@@ -68,10 +70,10 @@ func (e *env) scaleDown(ctx context.Context, x int32, ownsLeases bool) int {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.waitReady("the leases of broker "+fmt.Sprint(x)+" revoked", func(r proxy.Readiness) bool {
+	e.waitReady("the leases of broker "+fmt.Sprint(x)+" revoked", func(r adminapi.Readiness) bool {
 		return r.Revision >= resp.Header.Revision && len(r.MissingBrokers) == 0
 	})
-	return from
+	return len(e.servedLog())
 }
 
 // checkServed asserts that reads reached only a partition's lease owner
@@ -86,7 +88,7 @@ func (e *env) checkServed(topic string, gone int32, goneFrom int) {
 			continue
 		}
 		if i >= goneFrom && s.node == gone {
-			e.t.Errorf("%s for %s/%d reached broker %d after it left", kmsg.NameForKey(s.key), s.topic, s.part, gone)
+			e.t.Errorf("%s for %s/%d reached broker %d after it left (lease owner then %d, request %d of %d)", kmsg.NameForKey(s.key), s.topic, s.part, gone, s.owner, i, len(log))
 		}
 		switch {
 		case s.key == int16(kmsg.Produce) && s.owner != s.node:

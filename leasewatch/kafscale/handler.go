@@ -22,7 +22,7 @@ type sink interface {
 var _ sink = (*routing.Table)(nil)
 var _ sink = (*routing.Builder)(nil)
 
-// handler applies leasewatch.Sync's calls. Sync calls it from one
+// handler applies mirror.Sync's calls. Sync calls it from one
 // goroutine, so its state needs no lock; only the missing list is read
 // elsewhere (through Source.missing).
 type handler struct {

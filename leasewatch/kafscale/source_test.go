@@ -12,7 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/leasewatch/kafscale/kafscaletest"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -121,7 +121,7 @@ var topics = []kafscaletest.Topic{{Name: "orders", ID: TopicID("orders"), Partit
 // its brokers and operator write; after each step the table must say what
 // a KafScale-aware router needs.
 func TestSourceFollowsKafScale(t *testing.T) {
-	_, cli := etcdlocal.StartForTest(t)
+	_, cli := etcdtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	// Three brokers run; the first started without a snapshot and wrote
