@@ -11,10 +11,7 @@ package leasewatch
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,19 +40,10 @@ type Config struct {
 // is unreachable the table keeps its last known contents, and Status shows
 // how old they are.
 type Watcher struct {
-	cfg     Config
-	created time.Time
-
-	synced     chan struct{}
-	syncedOnce sync.Once
-	ever       atomic.Bool
-	revision   atomic.Int64
-	lastSync   atomic.Int64 // unix nanoseconds of the last Synced
-	connected  atomic.Bool
-
-	events  *prometheus.CounterVec
-	bad     *prometheus.CounterVec
-	resyncs *prometheus.CounterVec
+	cfg Config
+	h   *Health
+	// The Health's counters, under the names this package's tests use.
+	events, bad, resyncs *prometheus.CounterVec
 }
 
 // Status says how current the table is.
@@ -85,51 +73,16 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.Layout.Prefix() == "" {
 		cfg.Layout = layout.New("")
 	}
-	w := &Watcher{cfg: cfg, created: cfg.Now(), synced: make(chan struct{})}
-	if err := w.registerMetrics(); err != nil {
+	h, err := NewHealth(cfg.Registerer, cfg.Now, cfg.Table)
+	if err != nil {
 		return nil, err
 	}
-	return w, nil
-}
-
-func (w *Watcher) registerMetrics() error {
-	w.events = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kproxy_watch_events_total",
-		Help: "etcd watch events applied to the routing table, by key kind.",
-	}, []string{"kind"})
-	w.bad = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kproxy_watch_bad_values_total",
-		Help: "etcd values that could not be decoded and were skipped, by key kind.",
-	}, []string{"kind"})
-	w.resyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kproxy_watch_resyncs_total",
-		Help: "Times the etcd watch was dropped and restarted, by reason (compacted means a full re-list).",
-	}, []string{"reason"})
-	staleness := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "kproxy_routes_staleness_seconds",
-		Help: "Seconds since etcd last confirmed the routing table is current.",
-	}, func() float64 { return w.Status().Age.Seconds() })
-	size := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "kproxy_routes_partitions",
-		Help: "Partitions with an owner in the routing table.",
-	}, func() float64 { return float64(w.cfg.Table.Len()) })
-	// Every kind and reason at 0 from the start, so that rates have a series.
+	// Every kind at 0 from the start, so that rates have a series.
 	for k := layout.KindUnknown; k <= layout.KindCoordinatorEpoch; k++ {
-		w.events.WithLabelValues(kindName(k))
-		w.bad.WithLabelValues(kindName(k))
+		h.Events.WithLabelValues(kindName(k))
+		h.Bad.WithLabelValues(kindName(k))
 	}
-	for _, r := range []string{mirror.ReasonCompacted, mirror.ReasonWatchClosed, mirror.ReasonCanceled, mirror.ReasonStalled, mirror.ReasonListFailed} {
-		w.resyncs.WithLabelValues(r)
-	}
-	if w.cfg.Registerer == nil {
-		return nil
-	}
-	for _, c := range []prometheus.Collector{w.events, w.bad, w.resyncs, staleness, size} {
-		if err := w.cfg.Registerer.Register(c); err != nil {
-			return fmt.Errorf("register watch metrics: %w", err)
-		}
-	}
-	return nil
+	return &Watcher{cfg: cfg, h: h, events: h.Events, bad: h.Bad, resyncs: h.Resyncs}, nil
 }
 
 // Run keeps the table current until ctx ends; it returns ctx.Err().
@@ -142,26 +95,16 @@ func (w *Watcher) Run(ctx context.Context) error {
 		MinBackoff:       w.cfg.MinBackoff,
 		MaxBackoff:       w.cfg.MaxBackoff,
 		ProgressInterval: w.cfg.ProgressInterval,
-		OnResync:         func(reason string) { w.resyncs.WithLabelValues(reason).Inc() },
-		OnDisconnect:     func(error) { w.connected.Store(false) },
+		OnResync:         w.h.Resynced,
+		OnDisconnect:     func(error) { w.h.Disconnected() },
 	})
 }
 
 // Synced is closed after the first full listing is in the table.
-func (w *Watcher) Synced() <-chan struct{} { return w.synced }
+func (w *Watcher) Synced() <-chan struct{} { return w.h.SyncedChan() }
 
 // Status reports how current the table is.
-func (w *Watcher) Status() Status {
-	now := w.cfg.Now()
-	s := Status{Synced: w.ever.Load(), Revision: w.revision.Load(), Connected: w.connected.Load()}
-	since := w.created
-	if s.Synced {
-		s.LastSync = time.Unix(0, w.lastSync.Load())
-		since = s.LastSync
-	}
-	s.Age = max(now.Sub(since), 0)
-	return s
-}
+func (w *Watcher) Status() Status { return w.h.Status() }
 
 // tableHandler applies mirror.Sync's calls to the table.
 type tableHandler struct {
@@ -189,11 +132,4 @@ func (h *tableHandler) Delete(kv *mvccpb.KeyValue) {
 	h.w.events.WithLabelValues(kind).Inc()
 }
 
-func (h *tableHandler) Synced(rev int64) {
-	w := h.w
-	w.revision.Store(rev)
-	w.lastSync.Store(w.cfg.Now().UnixNano())
-	w.connected.Store(true)
-	w.ever.Store(true)
-	w.syncedOnce.Do(func() { close(w.synced) })
-}
+func (h *tableHandler) Synced(rev int64) { h.w.h.Synced(rev) }

@@ -24,7 +24,7 @@ var _ sink = (*routing.Builder)(nil)
 
 // handler applies mirror.Sync's calls. Sync calls it from one
 // goroutine, so its state needs no lock; only the missing list is read
-// elsewhere (through Source.missing).
+// elsewhere (through Source.h).
 type handler struct {
 	s     *Source
 	snap  snapshot         // the snapshot in the table (the last good one)
@@ -83,7 +83,7 @@ func (h *handler) Put(kv *mvccpb.KeyValue) {
 	if !ok {
 		return
 	}
-	h.s.m.events.WithLabelValues(k.kind.String()).Inc()
+	h.s.h.Events.WithLabelValues(k.kind.String()).Inc()
 	switch k.kind {
 	case kindSnapshot:
 		if next, ok := h.decodeSnapshot(kv); ok {
@@ -103,7 +103,7 @@ func (h *handler) Delete(kv *mvccpb.KeyValue) {
 	if !ok {
 		return
 	}
-	h.s.m.events.WithLabelValues(k.kind.String()).Inc()
+	h.s.h.Events.WithLabelValues(k.kind.String()).Inc()
 	t := h.s.cfg.Table
 	switch k.kind {
 	case kindPartition:
@@ -122,7 +122,7 @@ func (h *handler) Delete(kv *mvccpb.KeyValue) {
 }
 
 // Synced records that the table is complete up to rev.
-func (h *handler) Synced(rev int64) { h.s.markSynced(rev) }
+func (h *handler) Synced(rev int64) { h.s.h.Synced(rev) }
 
 // parse names a key; a key that cannot be parsed is logged, counted and
 // skipped (ok false), like any key routing does not use.
@@ -137,7 +137,7 @@ func (h *handler) parse(kv *mvccpb.KeyValue) (key, bool) {
 
 func (h *handler) bad(kv *mvccpb.KeyValue, kind keyKind, err error) {
 	h.s.cfg.Logger.Warn("skipping bad KafScale etcd value", "key", string(kv.Key), "revision", kv.ModRevision, "err", err)
-	h.s.m.bad.WithLabelValues(kind.String()).Inc()
+	h.s.h.Bad.WithLabelValues(kind.String()).Inc()
 }
 
 func (h *handler) decodeSnapshot(kv *mvccpb.KeyValue) (snapshot, bool) {
@@ -218,14 +218,9 @@ func (h *handler) updateMissing() {
 		}
 	}
 	slices.Sort(missing)
-	old := *h.s.missing.Load()
-	if slices.Equal(old, missing) {
+	if !h.s.h.SetMissing(missing) {
 		return
 	}
-	if missing == nil {
-		missing = []int32{}
-	}
-	h.s.missing.Store(&missing)
 	if len(missing) == 0 {
 		h.s.cfg.Logger.Info("every lease owner is in the KafScale metadata snapshot again")
 		return

@@ -22,8 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,22 +53,12 @@ type Config struct {
 
 // Source keeps a routing.Table equal to KafScale's keys in etcd.
 type Source struct {
-	cfg     Config
-	keys    keys
-	created time.Time
-
-	synced     chan struct{}
-	syncedOnce sync.Once
-	ever       atomic.Bool
-	revision   atomic.Int64
-	lastSync   atomic.Int64 // unix nanoseconds of the last Synced
-	connected  atomic.Bool
-	missing    atomic.Pointer[[]int32]
-
-	m metrics
+	cfg  Config
+	keys keys
+	h    *leasewatch.Health // status and metrics, as the native Watcher's
 }
 
-// New returns a Source and registers its metrics.
+// New returns a Source and registers its metrics (the native watcher's).
 func New(cfg Config) (*Source, error) {
 	if cfg.Client == nil || cfg.Table == nil {
 		return nil, errors.New("kafscale: Config needs Client and Table")
@@ -87,14 +75,16 @@ func New(cfg Config) (*Source, error) {
 	if cfg.MissingLogInterval <= 0 {
 		cfg.MissingLogInterval = 10 * time.Second
 	}
-	s := &Source{cfg: cfg, keys: newKeys(cfg.Prefix), created: cfg.Now(), synced: make(chan struct{})}
-	s.missing.Store(&[]int32{})
-	m, err := newMetrics(cfg.Registerer, s)
+	h, err := leasewatch.NewHealth(cfg.Registerer, cfg.Now, cfg.Table)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kafscale: %w", err)
 	}
-	s.m = m
-	return s, nil
+	// Every kind at 0 from the start, so that rates have a series.
+	for k := kindOther; k <= kindSnapshot; k++ {
+		h.Events.WithLabelValues(k.String())
+		h.Bad.WithLabelValues(k.String())
+	}
+	return &Source{cfg: cfg, keys: newKeys(cfg.Prefix), h: h}, nil
 }
 
 // Run keeps the table current until ctx ends; it returns ctx.Err().
@@ -107,80 +97,13 @@ func (s *Source) Run(ctx context.Context) error {
 		MinBackoff:       s.cfg.MinBackoff,
 		MaxBackoff:       s.cfg.MaxBackoff,
 		ProgressInterval: s.cfg.ProgressInterval,
-		OnResync:         func(reason string) { s.m.resyncs.WithLabelValues(reason).Inc() },
-		OnDisconnect:     func(error) { s.connected.Store(false) },
+		OnResync:         s.h.Resynced,
+		OnDisconnect:     func(error) { s.h.Disconnected() },
 	})
 }
 
 // Synced is closed after the first full listing is in the table.
-func (s *Source) Synced() <-chan struct{} { return s.synced }
+func (s *Source) Synced() <-chan struct{} { return s.h.SyncedChan() }
 
 // Status reports how current the table is, in the native watcher's shape.
-func (s *Source) Status() leasewatch.Status {
-	st := leasewatch.Status{Synced: s.ever.Load(), Revision: s.revision.Load(), Connected: s.connected.Load()}
-	since := s.created
-	if st.Synced {
-		st.LastSync = time.Unix(0, s.lastSync.Load())
-		since = st.LastSync
-	}
-	st.Age = max(s.cfg.Now().Sub(since), 0)
-	if m := *s.missing.Load(); len(m) > 0 {
-		st.MissingBrokers = m
-	}
-	return st
-}
-
-// markSynced records that the table is complete up to rev.
-func (s *Source) markSynced(rev int64) {
-	s.revision.Store(rev)
-	s.lastSync.Store(s.cfg.Now().UnixNano())
-	s.connected.Store(true)
-	s.ever.Store(true)
-	s.syncedOnce.Do(func() { close(s.synced) })
-}
-
-// metrics keep the native watcher's names, so that dashboards and alerts
-// work unchanged, plus the count of owners missing from the snapshot.
-type metrics struct {
-	events, bad, resyncs *prometheus.CounterVec
-}
-
-func newMetrics(reg prometheus.Registerer, s *Source) (metrics, error) {
-	m := metrics{
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kproxy_watch_events_total",
-			Help: "etcd watch events applied to the routing table, by key kind.",
-		}, []string{"kind"}),
-		bad: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kproxy_watch_bad_values_total",
-			Help: "etcd values that could not be decoded and were skipped, by key kind.",
-		}, []string{"kind"}),
-		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kproxy_watch_resyncs_total",
-			Help: "Times the etcd watch was dropped and restarted, by reason (compacted means a full re-list).",
-		}, []string{"reason"}),
-	}
-	gauges := []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "kproxy_routes_staleness_seconds",
-			Help: "Seconds since etcd last confirmed the routing table is current.",
-		}, func() float64 { return s.Status().Age.Seconds() }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "kproxy_routes_partitions",
-			Help: "Partitions with an owner in the routing table.",
-		}, func() float64 { return float64(s.cfg.Table.Len()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "kproxy_routes_missing_brokers",
-			Help: "Brokers that own partitions or groups but are missing from the broker list (their partitions have no route).",
-		}, func() float64 { return float64(len(*s.missing.Load())) }),
-	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range append([]prometheus.Collector{m.events, m.bad, m.resyncs}, gauges...) {
-		if err := reg.Register(c); err != nil {
-			return metrics{}, fmt.Errorf("register kafscale watch metrics: %w", err)
-		}
-	}
-	return m, nil
-}
+func (s *Source) Status() leasewatch.Status { return s.h.Status() }

@@ -1,0 +1,133 @@
+package leasewatch
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kproxy/kproxy/leasewatch/mirror"
+	"github.com/kproxy/kproxy/routing"
+)
+
+// Health is how current a routing source's table is: its Status and the
+// metrics every source reports under the same names (the native Watcher
+// and other etcd layouts' sources alike), so that /readyz, dashboards and
+// alerts need no case per layout. A source calls Synced, Disconnected,
+// Resynced and SetMissing from its mirror loop; anyone may read Status.
+type Health struct {
+	now     func() time.Time
+	created time.Time
+
+	synced     chan struct{}
+	syncedOnce sync.Once
+	ever       atomic.Bool
+	revision   atomic.Int64
+	lastSync   atomic.Int64 // unix nanoseconds of the last Synced
+	connected  atomic.Bool
+	missing    atomic.Pointer[[]int32]
+
+	// Events counts applied watch events, Bad skipped values, both by key
+	// kind; Resyncs dropped watches, by reason.
+	Events, Bad, Resyncs *prometheus.CounterVec
+}
+
+// NewHealth returns a Health whose clock is now, and registers its metrics
+// on reg (nil: not registered); table gives the routed partition count.
+func NewHealth(reg prometheus.Registerer, now func() time.Time, table *routing.Table) (*Health, error) {
+	h := &Health{now: now, created: now(), synced: make(chan struct{})}
+	h.missing.Store(&[]int32{})
+	h.Events = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kproxy_watch_events_total",
+		Help: "etcd watch events applied to the routing table, by key kind.",
+	}, []string{"kind"})
+	h.Bad = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kproxy_watch_bad_values_total",
+		Help: "etcd values that could not be decoded and were skipped, by key kind.",
+	}, []string{"kind"})
+	h.Resyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kproxy_watch_resyncs_total",
+		Help: "Times the etcd watch was dropped and restarted, by reason (compacted means a full re-list).",
+	}, []string{"reason"})
+	// Every reason at 0 from the start, so that rates have a series.
+	for _, r := range []string{mirror.ReasonCompacted, mirror.ReasonWatchClosed, mirror.ReasonCanceled, mirror.ReasonStalled, mirror.ReasonListFailed} {
+		h.Resyncs.WithLabelValues(r)
+	}
+	if reg == nil {
+		return h, nil
+	}
+	for _, c := range []prometheus.Collector{h.Events, h.Bad, h.Resyncs,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kproxy_routes_staleness_seconds",
+			Help: "Seconds since etcd last confirmed the routing table is current.",
+		}, func() float64 { return h.Status().Age.Seconds() }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kproxy_routes_partitions",
+			Help: "Partitions with an owner in the routing table.",
+		}, func() float64 { return float64(table.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kproxy_routes_missing_brokers",
+			Help: "Brokers that own partitions or groups but are missing from the broker list (their partitions have no route).",
+		}, func() float64 { return float64(len(*h.missing.Load())) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register watch metrics: %w", err)
+		}
+	}
+	return h, nil
+}
+
+// Synced records that the table is complete up to rev (mirror's Synced).
+func (h *Health) Synced(rev int64) {
+	h.revision.Store(rev)
+	h.lastSync.Store(h.now().UnixNano())
+	h.connected.Store(true)
+	h.ever.Store(true)
+	h.syncedOnce.Do(func() { close(h.synced) })
+}
+
+// Disconnected records that the watch broke (mirror's OnDisconnect).
+func (h *Health) Disconnected() { h.connected.Store(false) }
+
+// Resynced counts a dropped watch (mirror's OnResync).
+func (h *Health) Resynced(reason string) { h.Resyncs.WithLabelValues(reason).Inc() }
+
+// SetMissing records the brokers that own something but have no address,
+// sorted; it reports whether the set changed.
+func (h *Health) SetMissing(ids []int32) bool {
+	if ids == nil {
+		ids = []int32{}
+	}
+	old := *h.missing.Load()
+	if len(old) == len(ids) {
+		same := true
+		for i := range ids {
+			same = same && old[i] == ids[i]
+		}
+		if same {
+			return false
+		}
+	}
+	h.missing.Store(&ids)
+	return true
+}
+
+// SyncedChan is closed after the first full listing is in the table.
+func (h *Health) SyncedChan() <-chan struct{} { return h.synced }
+
+// Status reports how current the table is.
+func (h *Health) Status() Status {
+	s := Status{Synced: h.ever.Load(), Revision: h.revision.Load(), Connected: h.connected.Load()}
+	since := h.created
+	if s.Synced {
+		s.LastSync = time.Unix(0, h.lastSync.Load())
+		since = s.LastSync
+	}
+	s.Age = max(h.now().Sub(since), 0)
+	if m := *h.missing.Load(); len(m) > 0 {
+		s.MissingBrokers = m
+	}
+	return s
+}
