@@ -62,7 +62,7 @@ func runServe(c *cli.Context) error {
 			return fmt.Errorf("--super-user-credentials-file needs --super-users")
 		}
 		name := sec.SuperUsers[0].Name
-		added, err := bootstrapSuperUser(c.Context, cli, layout.New(c.String("etcd-prefix")), name, f)
+		added, err := bootstrapSuperUser(c.Context, cli, layout.New(etcdPrefix(c)), name, f)
 		if err != nil {
 			return err
 		}

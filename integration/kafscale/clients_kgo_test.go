@@ -90,7 +90,7 @@ func TestKgoThroughLeaseMove(t *testing.T) {
 		t.Fatal("the first half was not acknowledged in time")
 	}
 	x, n := e.busiest(ctx, topic)
-	goneFrom := e.scaleDown(ctx, x, n > 0)
+	sentAtExit := e.scaleDown(ctx, x, n > 0)
 	t.Logf("scaled down broker %d, which held %d of %d leases", x, n, partitions)
 	wg.Wait()
 	<-consumed
@@ -109,5 +109,5 @@ func TestKgoThroughLeaseMove(t *testing.T) {
 	if len(acked) != numRecords || missing > 0 {
 		t.Errorf("acknowledged %d of %d records; %d acknowledged records not read back", len(acked), numRecords, missing)
 	}
-	e.checkServed(topic, x, goneFrom)
+	e.checkServed(topic, x, sentAtExit)
 }

@@ -52,7 +52,7 @@ func TestClientsThroughLeaseMove(t *testing.T) {
 				t.Fatalf("first half: %v", err)
 			}
 			x, held := e.busiest(ctx, topic)
-			goneFrom := e.scaleDown(ctx, x, held > 0)
+			sentAtExit := e.scaleDown(ctx, x, held > 0)
 			if err := c.produce(ctx, e.srv.Addr(), topic, values[n/2:]); err != nil {
 				t.Fatalf("second half, after broker %d (%d leases) left: %v", x, held, err)
 			}
@@ -69,7 +69,7 @@ func TestClientsThroughLeaseMove(t *testing.T) {
 					t.Errorf("acknowledged %q not read back", v)
 				}
 			}
-			e.checkServed(topic, x, goneFrom)
+			e.checkServed(topic, x, sentAtExit)
 		})
 	}
 }

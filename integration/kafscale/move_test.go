@@ -32,12 +32,11 @@ func (e *env) busiest(ctx context.Context, topic string) (int32, int) {
 // scaleDown takes broker x away as KafScale does on a graceful scale-down:
 // the operator's snapshot stops listing it (its partitions get retriable
 // errors, and /readyz names it), it shuts down (revoking its leases: its
-// partitions are free to move), then its process is gone. It returns the
-// index in the served log from which no request may reach x: the proxy
-// dropped its connections to x when the snapshot changed, and requests
-// written before then have been handled by the time x's revocation is
-// routed (kfake serves each connection in order).
-func (e *env) scaleDown(ctx context.Context, x int32, ownsLeases bool) int {
+// partitions are free to move), then its process is gone. It returns how
+// many requests the proxy had queued for x by then: no more may follow.
+// (Requests the proxy wrote before may still reach kfake later: kfake
+// serves a removed node's open connections, and its one loop can lag.)
+func (e *env) scaleDown(ctx context.Context, x int32, ownsLeases bool) float64 {
 	e.t.Helper()
 	var rest []int32
 	for _, id := range e.liveIDs() {
@@ -73,22 +72,47 @@ func (e *env) scaleDown(ctx context.Context, x int32, ownsLeases bool) int {
 	e.waitReady("the leases of broker "+fmt.Sprint(x)+" revoked", func(r adminapi.Readiness) bool {
 		return r.Revision >= resp.Header.Revision && len(r.MissingBrokers) == 0
 	})
-	return len(e.servedLog())
+	return e.sentTo(x)
 }
 
-// checkServed asserts that reads reached only a partition's lease owner
-// (or, unowned, one broker), and nothing reached broker gone from index
-// goneFrom on.
-func (e *env) checkServed(topic string, gone int32, goneFrom int) {
+// sentTo reads the proxy's count of requests queued for broker id.
+func (e *env) sentTo(id int32) float64 {
 	e.t.Helper()
-	log := e.servedLog()
-	refused := 0
-	for i, s := range log {
-		if s.topic != topic {
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatalf("gather proxy metrics: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "kproxy_upstream_requests_total" {
 			continue
 		}
-		if i >= goneFrom && s.node == gone {
-			e.t.Errorf("%s for %s/%d reached broker %d after it left (lease owner then %d, request %d of %d)", kmsg.NameForKey(s.key), s.topic, s.part, gone, s.owner, i, len(log))
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "broker" && l.GetValue() == fmt.Sprint(id) {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// checkServed asserts that reads reached only a partition's lease owner,
+// and that the proxy sent broker gone nothing more after it left (it had
+// sent sentAtExit by then).
+func (e *env) checkServed(topic string, gone int32, sentAtExit float64) {
+	e.t.Helper()
+	if sentAtExit == 0 {
+		e.t.Errorf("the proxy counts no request for broker %d, which held leases: the check below could not fail", gone)
+	}
+	if n := e.sentTo(gone); n != sentAtExit {
+		e.t.Errorf("the proxy queued %v requests for broker %d after it left the snapshot and revoked its leases", n-sentAtExit, gone)
+	}
+	log := e.servedLog()
+	refused := 0
+	for _, s := range log {
+		if s.topic != topic {
+			continue
 		}
 		switch {
 		case s.key == int16(kmsg.Produce) && s.owner != s.node:
