@@ -115,7 +115,7 @@ func (c *clientConn) drain() {
 }
 
 func (c *clientConn) readLoop() {
-	br := bufio.NewReaderSize(c.nc, clientReadBufferBytes)
+	br := bufio.NewReaderSize(c.idleReader(), clientReadBufferBytes)
 	for {
 		t, err := c.seq.reserve(c.ctx)
 		if err != nil {
@@ -146,7 +146,7 @@ func (c *clientConn) endRead(err error) {
 		c.log.Debug("client connection draining")
 	case errors.As(err, &bad):
 		c.s.m.fail(bad.key, codeInvalidRequest)
-		c.log.Warn("closing client connection", "reason", bad.Error())
+		c.s.g.report(c, bad.reason, "closing client connection", "err", bad.Error())
 		c.close(err)
 	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
 		c.log.Debug("client connection closed by client")
@@ -159,8 +159,9 @@ func (c *clientConn) endRead(err error) {
 
 // badFrameError is a frame the proxy cannot or will not serve.
 type badFrameError struct {
-	key int16
-	err error
+	key    int16
+	reason string // label of kproxy_bad_input_total
+	err    error
 }
 
 func (e *badFrameError) Error() string { return e.err.Error() }
@@ -174,14 +175,13 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	start := time.Now()
 	n := int32(binary.BigEndian.Uint32(c.sizeBuf[:]))
 	if limit := c.frameLimit(); n < 0 || n > limit {
-		return &badFrameError{key: -1, err: fmt.Errorf("frame of %d bytes (max %d)", n, limit)}
+		return &badFrameError{key: -1, reason: badFrameSize, err: fmt.Errorf("frame of %d bytes (max %d)", n, limit)}
 	}
-	buf := c.s.bufs.Get(int(n))
-	frame := (*buf)[:n]
-	if _, err := io.ReadFull(br, frame); err != nil {
-		c.s.bufs.Put(buf)
+	buf, err := c.s.g.readFrame(c.ctx, br, &c.s.bufs, int(n))
+	if err != nil {
 		return err
 	}
+	frame := *buf
 	c.s.m.bytesIn.Add(float64(4 + n))
 	if c.gate.sess != nil && c.gate.sess.RawNext() {
 		cl, last := c.rawToken(frame)
@@ -189,8 +189,8 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	}
 	h, err := parseHeader(frame, c.s.flex)
 	if err != nil {
-		c.s.bufs.Put(buf)
-		return &badFrameError{key: h.key, err: fmt.Errorf("request header: %w", err)}
+		c.s.g.put(&c.s.bufs, buf)
+		return &badFrameError{key: h.key, reason: headerReason(err), err: fmt.Errorf("request header: %w", err)}
 	}
 	am := c.s.m.api(h.key)
 	am.requests.Inc()
@@ -199,7 +199,7 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	}
 	cl, last, err := c.gateRequest(&h, frame[h.bodyOff:])
 	if err != nil {
-		c.s.bufs.Put(buf)
+		c.s.g.put(&c.s.bufs, buf)
 		return err
 	}
 	var cost quotaCost
@@ -254,12 +254,12 @@ func (c *clientConn) internClientID(h *reqHeader) *string {
 func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, start time.Time, buf *[]byte, cost quotaCost) {
 	defer c.calls.Done()
 	reply, err := call.Finish(c.ctx)
-	c.s.bufs.Put(buf)
+	c.s.g.put(&c.s.bufs, buf)
 	am.duration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if c.ctx.Err() == nil {
 			c.s.m.fail(h.key, codeDispatch)
-			c.log.Warn("closing client connection", "reason", "request failed", "api", apiName(h.key), "version", h.version, "err", err)
+			c.s.g.report(c, badRequest, "closing client connection", "api", apiName(h.key), "version", h.version, "err", err)
 		}
 		c.close(fmt.Errorf("%s v%d: %w", apiName(h.key), h.version, err))
 		return

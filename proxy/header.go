@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/binary"
+	"errors"
 
 	"github.com/kproxy/kproxy/internal/kwire"
 )
@@ -48,4 +49,12 @@ func responseHeader(h *reqHeader, bodyLen int) response {
 	}
 	r.hlen = uint8(kwire.PutResponseHeader(&r.hdr, h.corr, kwire.ResponseHeaderFlexible(h.key, h.flexible), bodyLen))
 	return r
+}
+
+// headerReason is the kproxy_bad_input_total reason of a parseHeader error.
+func headerReason(err error) string {
+	if errors.Is(err, errUnknownAPI) {
+		return badUnknownAPI
+	}
+	return badHeader
 }

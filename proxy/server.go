@@ -86,6 +86,8 @@ type Config struct {
 	// (for kproxy dev --secure's plaintext listener; never in production).
 	AuthzOpenListeners []string
 
+	Limits Limits // protection from large or hostile clients (guard.go)
+
 	UpstreamConnsPerBroker int // default 4
 	EnablePprof            bool
 	Logger                 *slog.Logger
@@ -108,6 +110,7 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.Limits.setDefaults()
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
@@ -156,6 +159,7 @@ type Server struct {
 	m    *metrics
 	flex kwire.FlexTable
 	bufs kwire.BufPool
+	g    *guard
 	d    deps
 
 	lns     []*boundListener // Kafka listeners, in Config.Listeners order
@@ -288,6 +292,7 @@ func newServer(cfg Config, lns []*boundListener, adminLn net.Listener, d deps) *
 		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registry), flex: kwire.NewFlexTable(), d: d,
 		lns: lns, adminLn: adminLn, conns: make(map[*clientConn]struct{}),
 	}
+	s.g = newGuard(cfg.Limits, cfg.Logger, cfg.Registry)
 	s.connCtx, s.cancelConn = context.WithCancelCause(context.Background())
 	s.ui = adminui.New(adminui.Config{
 		Table: d.routes, Gatherer: cfg.Registry, State: s.readiness,
@@ -429,10 +434,16 @@ func (s *Server) acceptLoop(bl *boundListener) error {
 }
 
 func (s *Server) startConn(nc net.Conn, bl *boundListener) {
+	release, refused := s.g.admit(nc)
+	if refused != "" {
+		s.g.refuse(nc, refused)
+		return
+	}
 	c := newClientConn(s, s.nextID.Add(1), nc, bl)
 	s.mu.Lock()
 	if s.draining.Load() {
 		s.mu.Unlock()
+		release()
 		nc.Close()
 		return
 	}
@@ -443,6 +454,7 @@ func (s *Server) startConn(nc net.Conn, bl *boundListener) {
 	s.m.connTotal.Inc()
 	go func() {
 		defer s.connWG.Done()
+		defer release()
 		c.serve()
 		s.mu.Lock()
 		delete(s.conns, c)

@@ -188,7 +188,9 @@ func AppendRequest(dst []byte, flex FlexTable, req kmsg.Request, corr int32, cli
 }
 
 // ReadFrame reads one frame (without its size) of minSize to maxSize bytes
-// into a buffer from pool, or a new one when pool is nil.
+// into a buffer from pool, or a new one when pool is nil. It allocates the
+// claimed size at once, which suits peers the caller trusts (brokers);
+// frames from clients go through BufPool.ReadGrowing.
 // From a *bufio.Reader (the hot paths) it allocates nothing but the frame.
 func ReadFrame(r io.Reader, minSize, maxSize int32, pool *BufPool) (*[]byte, error) {
 	n, err := readSize(r)
@@ -235,4 +237,34 @@ func readSize(r io.Reader) (int32, error) {
 		return 0, err
 	}
 	return int32(binary.BigEndian.Uint32(sz[:])), nil
+}
+
+// FirstReadBytes is the most ReadGrowing allocates before a frame's bytes
+// arrive: a claimed length costs nothing beyond it until the bytes come.
+const FirstReadBytes = 256 << 10
+
+// ReadGrowing reads an n-byte frame body from r into a buffer from the pool
+// that grows as the bytes arrive (doubling from FirstReadBytes), so that a
+// peer claiming a large frame and sending little holds little memory. The
+// returned slice has length n; Put it back when done. On error nothing is
+// kept.
+func (p *BufPool) ReadGrowing(r io.Reader, n int) (*[]byte, error) {
+	buf := p.Get(min(n, FirstReadBytes))
+	b := *buf
+	for len(b) < n {
+		if len(b) == cap(b) {
+			bigger := p.Get(min(n, 2*cap(b)))
+			*bigger = append((*bigger)[:0], b...)
+			p.Put(buf)
+			buf, b = bigger, *bigger
+		}
+		k, err := io.ReadFull(r, b[len(b):min(cap(b), n)])
+		b = b[:len(b)+k]
+		if err != nil {
+			p.Put(buf)
+			return nil, err
+		}
+	}
+	*buf = b
+	return buf, nil
 }

@@ -1,0 +1,243 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/kproxy/kproxy/internal/promreg"
+	"github.com/kproxy/kproxy/internal/ratelog"
+)
+
+// Limits protect the proxy from large or hostile clients, as Kafka's own
+// settings of the same names do. Zero values take the defaults in brackets.
+type Limits struct {
+	// QueuedMaxRequestBytes bounds the request bytes buffered across all
+	// connections (Kafka's queued.max.request.bytes) [256 MiB]. A
+	// connection whose next frame does not fit waits, reading nothing,
+	// until earlier requests finish; a frame larger than the whole budget
+	// closes its connection.
+	QueuedMaxRequestBytes int64
+	MaxConnections        int // open client connections [no limit]
+	MaxConnectionsPerIP   int // open client connections from one IP [no limit]
+	// IdleTimeout closes a connection that sent nothing for this long
+	// while no request of it was outstanding (Kafka's
+	// connections.max.idle.ms) [10m]; negative: never.
+	IdleTimeout time.Duration
+	// BadInputLogInterval: bad input is logged at most once per reason per
+	// interval, with the count of lines left out [10s].
+	BadInputLogInterval time.Duration
+}
+
+func (l *Limits) setDefaults() {
+	if l.QueuedMaxRequestBytes <= 0 {
+		l.QueuedMaxRequestBytes = 256 << 20
+	}
+	if l.IdleTimeout == 0 {
+		l.IdleTimeout = 10 * time.Minute
+	}
+	if l.BadInputLogInterval <= 0 {
+		l.BadInputLogInterval = 10 * time.Second
+	}
+}
+
+// Values of the reason label of kproxy_bad_input_total.
+const (
+	badFrameSize  = "frame_size" // negative or above max-frame-bytes
+	badOverBudget = "frame_over_budget"
+	badHeader     = "header"      // truncated header, client id or tags
+	badUnknownAPI = "unknown_api" // api key or version kmsg does not know
+	badRequest    = "request"     // the dispatcher could not serve the body
+)
+
+// Values of the reason label of kproxy_connections_refused_total.
+const (
+	refusedMax   = "max_connections"
+	refusedPerIP = "max_connections_per_ip"
+	closedIdle   = "idle_timeout"
+)
+
+// guard enforces Limits: the shared buffer budget, the connection counts and
+// the rate-limited reporting of bad input.
+type guard struct {
+	lim    Limits
+	budget *semaphore.Weighted
+	log    *ratelog.Logger
+
+	badInput *prometheus.CounterVec
+	refused  *prometheus.CounterVec
+	queued   prometheus.Gauge
+
+	mu    sync.Mutex
+	open  int
+	perIP map[string]int
+}
+
+func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
+	lim.setDefaults()
+	g := &guard{
+		lim:    lim,
+		budget: semaphore.NewWeighted(lim.QueuedMaxRequestBytes),
+		log:    ratelog.New(log, slog.LevelWarn, lim.BadInputLogInterval, nil),
+		perIP:  make(map[string]int),
+		badInput: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_bad_input_total",
+			Help: "Client frames the proxy refused, closing their connection, by reason.",
+		}, []string{"reason"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_connections_refused_total",
+			Help: "Client connections refused at accept or closed for the proxy's limits, by reason.",
+		}, []string{"reason"}),
+		queued: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kproxy_queued_request_bytes",
+			Help: "Request bytes buffered across client connections (bounded by queued-max-request-bytes).",
+		}),
+	}
+	if reg != nil {
+		g.badInput = promreg.Register(reg, g.badInput)
+		g.refused = promreg.Register(reg, g.refused)
+		g.queued = promreg.Register(reg, g.queued)
+	}
+	for _, r := range []string{badFrameSize, badOverBudget, badHeader, badUnknownAPI, badRequest} {
+		g.badInput.WithLabelValues(r)
+	}
+	for _, r := range []string{refusedMax, refusedPerIP, closedIdle} {
+		g.refused.WithLabelValues(r)
+	}
+	return g
+}
+
+// admit counts a new connection against the limits. It returns the
+// function that uncounts it, or the reason it is refused.
+func (g *guard) admit(nc net.Conn) (release func(), reason string) {
+	ip := remoteIP(nc)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.lim.MaxConnections > 0 && g.open >= g.lim.MaxConnections:
+		return nil, refusedMax
+	case g.lim.MaxConnectionsPerIP > 0 && g.perIP[ip] >= g.lim.MaxConnectionsPerIP:
+		return nil, refusedPerIP
+	}
+	g.open++
+	g.perIP[ip]++
+	return sync.OnceFunc(func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.open--
+		if g.perIP[ip]--; g.perIP[ip] <= 0 {
+			delete(g.perIP, ip)
+		}
+	}), ""
+}
+
+func remoteIP(nc net.Conn) string {
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	host, _, err := net.SplitHostPort(nc.RemoteAddr().String())
+	if err != nil {
+		return nc.RemoteAddr().String()
+	}
+	return host
+}
+
+// refuse closes a connection refused at accept.
+func (g *guard) refuse(nc net.Conn, reason string) {
+	g.refused.WithLabelValues(reason).Inc()
+	g.log.Log(reason, "client connection refused", "remote", nc.RemoteAddr().String())
+	nc.Close()
+}
+
+// report counts and logs (rate-limited) bad input from connection c.
+func (g *guard) report(c *clientConn, reason, msg string, args ...any) {
+	g.badInput.WithLabelValues(reason).Inc()
+	g.log.Log(reason, msg, append([]any{"conn", c.id, "remote", c.nc.RemoteAddr().String()}, args...)...)
+}
+
+// readFrame reserves n bytes of the shared budget, waiting (reading
+// nothing) while it is spent, then reads the frame. The frame's length is
+// its reservation: hand it back with put.
+func (g *guard) readFrame(ctx context.Context, br *bufio.Reader, bufs bufPool, n int) (*[]byte, error) {
+	if int64(n) > g.lim.QueuedMaxRequestBytes {
+		return nil, &badFrameError{key: -1, reason: badOverBudget,
+			err: fmt.Errorf("frame of %d bytes exceeds queued-max-request-bytes %d", n, g.lim.QueuedMaxRequestBytes)}
+	}
+	if err := g.budget.Acquire(ctx, int64(n)); err != nil {
+		return nil, fmt.Errorf("wait for request buffer budget: %w", err)
+	}
+	g.queued.Add(float64(n))
+	buf, err := bufs.ReadGrowing(br, n)
+	if err != nil {
+		g.release(n)
+		return nil, err
+	}
+	return buf, nil
+}
+
+// bufPool is the part of kwire.BufPool the guard uses.
+type bufPool interface {
+	ReadGrowing(r io.Reader, n int) (*[]byte, error)
+	Put(*[]byte)
+}
+
+// put returns a frame from readFrame and its reservation.
+func (g *guard) put(bufs bufPool, buf *[]byte) {
+	g.release(len(*buf))
+	bufs.Put(buf)
+}
+
+func (g *guard) release(n int) {
+	g.queued.Sub(float64(n))
+	g.budget.Release(int64(n))
+}
+
+// idleReader is the connection's socket as its reader sees it: each read
+// may wait at most IdleTimeout, unless requests are outstanding (a client
+// waiting for a long poll is not idle).
+type idleReader struct{ c *clientConn }
+
+func (c *clientConn) idleReader() io.Reader {
+	if c.s.g.lim.IdleTimeout < 0 {
+		return c.nc
+	}
+	return idleReader{c}
+}
+
+func (r idleReader) Read(p []byte) (int, error) {
+	c := r.c
+	for {
+		// drain sets draining, then a deadline of now: checking after
+		// setting ours means a drain is never missed.
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.g.lim.IdleTimeout))
+		if c.draining.Load() {
+			return 0, os.ErrDeadlineExceeded
+		}
+		n, err := c.nc.Read(p)
+		if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) || c.draining.Load() {
+			return n, err
+		}
+		if !c.seq.busy() {
+			c.s.g.refused.WithLabelValues(closedIdle).Inc()
+			return 0, fmt.Errorf("idle for %v: %w", c.s.g.lim.IdleTimeout, err)
+		}
+	}
+}
+
+// busy reports whether requests other than the one being read are
+// outstanding (the reader holds one ticket while it reads).
+func (s *sequencer) busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.next-s.free > 1
+}
