@@ -16,17 +16,18 @@ import (
 func TestServeSettingsPrecedence(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "kproxy.yaml")
-	yaml := "listen: 127.0.0.1:7001\nadmin: 127.0.0.1:7002\ndrain-timeout: 3s\nupstream-conns: 9\n"
+	yaml := "listen: 127.0.0.1:7001\nadmin: 127.0.0.1:7002\ndrain-timeout: 3s\nupstream-conns: 9\nmax-connections-per-ip: 5\n"
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("KPROXY_ADMIN", "127.0.0.1:7102")
 	t.Setenv("KPROXY_UPSTREAM_CONNS", "11")
+	t.Setenv("KPROXY_CONNECTIONS_MAX_IDLE", "2m")
 
 	got := map[string]string{}
 	cmd := serveCommand()
 	cmd.Action = func(c *cli.Context) error {
-		for _, name := range []string{"listen", "admin", "drain-timeout", "upstream-conns", "etcd-endpoints"} {
+		for _, name := range []string{"listen", "admin", "drain-timeout", "upstream-conns", "etcd-endpoints", "max-connections-per-ip", "connections-max-idle", "queued-max-request-bytes"} {
 			got[name] = fmt.Sprint(c.Value(name))
 		}
 		return nil
@@ -44,6 +45,10 @@ func TestServeSettingsPrecedence(t *testing.T) {
 		"drain-timeout":  "3s",                    // file beats default
 		"upstream-conns": "13",                    // flag beats env and file
 		"etcd-endpoints": "http://127.0.0.1:2379", // default
+
+		"max-connections-per-ip":   "5",         // file
+		"connections-max-idle":     "2m0s",      // env
+		"queued-max-request-bytes": "268435456", // default
 	}
 	for k, v := range want {
 		if got[k] != v {

@@ -26,7 +26,7 @@ func serveCommand() *cli.Command {
 		durationFlag("drain-timeout", 10*time.Second, "how long shutdown waits for in-flight requests"),
 		boolFlag("pprof", false, "serve /debug/pprof on the admin address"),
 		stringFlag("etcd-layout", proxy.LayoutKproxy, "whose etcd keys to route from: kproxy (kproxy's brokers) or kafscale (KafScale's brokers; --etcd-prefix then defaults to /kafscale, see docs/kafscale.md)"),
-	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags())
+	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags())
 }
 
 func runServe(c *cli.Context) error {
@@ -74,6 +74,10 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	limits, err := limitsFrom(c)
+	if err != nil {
+		return err
+	}
 	reg := newRegistry()
 	srv, err := proxy.New(c.Context, proxy.Config{
 		Authz:                  az,
@@ -93,6 +97,7 @@ func runServe(c *cli.Context) error {
 		MaxFrameBytes:          int32(c.Int("max-frame-bytes")),
 		MaxInFlightPerConn:     c.Int("max-inflight-per-conn"),
 		DrainTimeout:           c.Duration("drain-timeout"),
+		Limits:                 limits,
 		UpstreamConnsPerBroker: c.Int("upstream-conns"),
 		EnablePprof:            c.Bool("pprof"),
 		Logger:                 logger,

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/kproxy/kproxy/proxy"
+)
+
+// limitFlags are the proxy's protections from large or hostile clients,
+// named after Kafka's settings (proxy.Limits).
+func limitFlags() []cli.Flag {
+	return []cli.Flag{
+		intFlag("queued-max-request-bytes", 256<<20, "request bytes buffered across all client connections; reads pause while it is reached"),
+		intFlag("max-connections", 0, "open client connections; more are refused at accept (0: no limit)"),
+		intFlag("max-connections-per-ip", 0, "open client connections from one IP address (0: no limit)"),
+		durationFlag("connections-max-idle", 10*time.Minute, "close a client connection idle this long (negative: never)"),
+		durationFlag("bad-input-log-interval", 10*time.Second, "log bad client input at most once per reason per interval, with a count"),
+	}
+}
+
+func limitsFrom(c *cli.Context) (proxy.Limits, error) {
+	l := proxy.Limits{
+		QueuedMaxRequestBytes: int64(c.Int("queued-max-request-bytes")),
+		MaxConnections:        c.Int("max-connections"),
+		MaxConnectionsPerIP:   c.Int("max-connections-per-ip"),
+		IdleTimeout:           c.Duration("connections-max-idle"),
+		BadInputLogInterval:   c.Duration("bad-input-log-interval"),
+	}
+	switch {
+	case l.QueuedMaxRequestBytes < int64(c.Int("max-frame-bytes")):
+		return l, fmt.Errorf("--queued-max-request-bytes %d is below --max-frame-bytes %d: the largest frames could never be read",
+			l.QueuedMaxRequestBytes, c.Int("max-frame-bytes"))
+	case l.MaxConnections < 0 || l.MaxConnectionsPerIP < 0:
+		return l, fmt.Errorf("--max-connections and --max-connections-per-ip must not be negative")
+	case l.IdleTimeout == 0:
+		return l, fmt.Errorf("--connections-max-idle must not be 0 (negative disables it)")
+	}
+	return l, nil
+}
