@@ -4,7 +4,7 @@ BIN      := bin/kproxy
 GOFLAGS_TEST ?= -race -timeout 25m
 DURATION ?= 5m
 
-.PHONY: run build test vet unit deploy-check clients docs bench scale chaos clean
+.PHONY: run build test vet unit fuzz deploy-check clients docs bench scale chaos clean
 
 run: build ## a working local cluster: embedded etcd, 3 stub brokers, 1 proxy on 127.0.0.1:9092
 	./$(BIN) dev
@@ -12,7 +12,7 @@ run: build ## a working local cluster: embedded etcd, 3 stub brokers, 1 proxy on
 build:
 	$(GO) build -o $(BIN) ./cmd/kproxy
 
-test: clients vet unit deploy-check ## vet and every test under -race (includes the client matrix, a short fault run and the deployment files)
+test: clients vet unit fuzz deploy-check ## vet and every test under -race (includes the client matrix, a short fault run and the deployment files), then a short fuzz run
 
 vet:
 	$(GO) vet ./...
@@ -22,6 +22,16 @@ unit:
 
 deploy-check: ## render the Helm chart offline and decode it strictly (its own module: helm stays out of kproxy's dependencies)
 	cd deploy/check && $(GO) vet ./... && $(GO) test -count=1 ./...
+
+# Go fuzzes one target per run; each runs FUZZTIME beyond its corpus in
+# testdata/fuzz (new finds go to the build cache, so the tree is unchanged).
+FUZZTIME ?= 5s
+FUZZ_TARGETS := internal/kwire:FuzzReadGrowing proxy:FuzzParseHeader proxy:FuzzConnection proxy/apis:FuzzDispatch
+fuzz: ## the fuzz targets of frame, header and request parsing, FUZZTIME each
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz $${t#*:} ($(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/ || exit 1; \
+	done
 
 clients: ## kcat and kafkajs for the client matrix (skipped with a message when they cannot be installed)
 	./scripts/install-clients.sh
