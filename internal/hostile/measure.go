@@ -1,0 +1,292 @@
+package hostile
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// MeasureConfig runs `kproxy dev` from Binary, sends Traffic to it for
+// Duration while a kgo producer writes one record per ProduceEvery, and
+// measures the process.
+type MeasureConfig struct {
+	Binary       string
+	Dir          string // the dev cluster's data directory and its log
+	Duration     time.Duration
+	ProduceEvery time.Duration // [50ms]
+	Traffic      Config        // Addr is filled in
+}
+
+// Report is what Measure saw.
+type Report struct {
+	RSSBefore, RSSPeak, RSSAfter int64 // bytes
+	LogLines, WarnLines          int   // written while the traffic ran
+	Produced, Acked              int64
+	ProduceErr                   error // the first producer error
+	BadInput                     float64
+	Traffic                      Stats
+}
+
+func (r Report) String() string {
+	return fmt.Sprintf("RSS before %d MiB, peak %d MiB, after %d MiB; %d log lines (%d WARN or worse) during the traffic; "+
+		"producer %d/%d acknowledged (first error: %v); kproxy_bad_input_total %.0f; traffic: %d attacker conns, %d bad frames, %d idle conns, %d dial errors",
+		r.RSSBefore>>20, r.RSSPeak>>20, r.RSSAfter>>20, r.LogLines, r.WarnLines, r.Acked, r.Produced, r.ProduceErr, r.BadInput,
+		r.Traffic.Dials, r.Traffic.Frames, r.Traffic.IdleOpened, r.Traffic.DialErrors)
+}
+
+// Measure starts the dev cluster, measures it under traffic and stops it.
+func Measure(ctx context.Context, cfg MeasureConfig) (Report, error) {
+	if cfg.ProduceEvery == 0 {
+		cfg.ProduceEvery = 50 * time.Millisecond
+	}
+	var rep Report
+	p, err := startDev(ctx, cfg.Binary, cfg.Dir)
+	if err != nil {
+		return rep, err
+	}
+	defer p.stop()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.addr), kgo.DefaultProduceTopic("hostile"), kgo.AllowAutoTopicCreation(),
+		kgo.RecordDeliveryTimeout(30*time.Second))
+	if err != nil {
+		return rep, fmt.Errorf("kgo client: %w", err)
+	}
+	defer cl.Close()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = cl.ProduceSync(wctx, &kgo.Record{Value: []byte("warm-up")}).FirstErr()
+	cancel()
+	if err != nil {
+		return rep, fmt.Errorf("warm-up produce: %w", err)
+	}
+	if rep.RSSBefore, err = rss(p.pid()); err != nil {
+		return rep, err
+	}
+	linesBefore, warnBefore, err := countLog(p.logPath)
+	if err != nil {
+		return rep, err
+	}
+
+	tctx, stopTraffic := context.WithTimeout(ctx, cfg.Duration)
+	defer stopTraffic()
+	var wg sync.WaitGroup
+	var peak atomic.Int64
+	peak.Store(rep.RSSBefore)
+	wg.Go(func() { samplePeak(tctx, p.pid(), &peak) })
+	tcfg := cfg.Traffic
+	tcfg.Addr = p.addr
+	wg.Go(func() { rep.Traffic = Run(tctx, tcfg) })
+	var acked atomic.Int64
+	var firstErr atomic.Pointer[error]
+	wg.Go(func() {
+		tick := time.NewTicker(cfg.ProduceEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tctx.Done():
+				return
+			case <-tick.C:
+			}
+			rep.Produced++
+			cl.Produce(ctx, &kgo.Record{Value: []byte(strconv.FormatInt(rep.Produced, 10))}, func(_ *kgo.Record, err error) {
+				if err != nil {
+					firstErr.CompareAndSwap(nil, &err)
+					return
+				}
+				acked.Add(1)
+			})
+		}
+	})
+	wg.Wait()
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := cl.Flush(fctx); err != nil {
+		return rep, fmt.Errorf("flush producer: %w", err)
+	}
+	rep.Acked = acked.Load()
+	if e := firstErr.Load(); e != nil {
+		rep.ProduceErr = *e
+	}
+	rep.RSSPeak = peak.Load()
+	if rep.RSSAfter, err = rss(p.pid()); err != nil {
+		return rep, err
+	}
+	rep.RSSPeak = max(rep.RSSPeak, rep.RSSAfter)
+	lines, warn, err := countLog(p.logPath)
+	if err != nil {
+		return rep, err
+	}
+	rep.LogLines, rep.WarnLines = lines-linesBefore, warn-warnBefore
+	rep.BadInput, err = scrapeCounter(ctx, p.admin, "kproxy_bad_input_total")
+	return rep, err
+}
+
+func samplePeak(ctx context.Context, pid int, peak *atomic.Int64) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if n, err := rss(pid); err == nil && n > peak.Load() {
+			peak.Store(n)
+		}
+	}
+}
+
+// rss is the resident set size of process pid, from /proc.
+func rss(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("read process status: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmRSS in process status")
+}
+
+// countLog counts the log's lines and those at WARN or ERROR.
+func countLog(path string) (lines, warn int, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		lines++
+		if l := sc.Bytes(); bytes.Contains(l, []byte("level=WARN")) || bytes.Contains(l, []byte("level=ERROR")) {
+			warn++
+		}
+	}
+	return lines, warn, sc.Err()
+}
+
+// scrapeCounter sums every series of a counter on the admin endpoint.
+func scrapeCounter(ctx context.Context, admin, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("scrape metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
+			f := strings.Fields(line)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				return 0, fmt.Errorf("metric line %q: %w", line, err)
+			}
+			sum += v
+		}
+	}
+	return sum, nil
+}
+
+// devProc is a `kproxy dev` subprocess.
+type devProc struct {
+	cmd         *exec.Cmd
+	addr, admin string
+	logPath     string
+	done        chan error
+}
+
+func (p *devProc) pid() int { return p.cmd.Process.Pid }
+
+func startDev(ctx context.Context, bin, dir string) (*devProc, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	admin, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	p := &devProc{addr: addr, admin: admin, logPath: filepath.Join(dir, "kproxy.log"), done: make(chan error, 1)}
+	logf, err := os.Create(p.logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the child has its own descriptor
+	p.cmd = exec.Command(bin, "dev", "--listen", addr, "--admin", admin, "--data-dir", filepath.Join(dir, "data"))
+	p.cmd.Stderr = logf
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s dev: %w", bin, err)
+	}
+	up := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "cluster is up") {
+				close(up)
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+		p.done <- p.cmd.Wait()
+	}()
+	select {
+	case <-up:
+		return p, nil
+	case err := <-p.done:
+		return nil, fmt.Errorf("kproxy dev exited before it was up: %v (log: %s)", err, p.logPath)
+	case <-time.After(60 * time.Second):
+	case <-ctx.Done():
+	}
+	p.stop()
+	return nil, fmt.Errorf("kproxy dev not up within 60s (log: %s)", p.logPath)
+}
+
+// stop sends SIGTERM, then SIGKILL to the group if it has not exited in 15s.
+func (p *devProc) stop() {
+	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
