@@ -71,11 +71,11 @@ func newLogger(c *cli.Context) (*slog.Logger, error) {
 }
 
 func etcdFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		stringFlag("etcd-endpoints", "http://127.0.0.1:2379", "comma-separated etcd client URLs"),
 		stringFlag("etcd-prefix", "/kproxy", "root of every key kproxy reads and writes"),
 		durationFlag("etcd-dial-timeout", 5*time.Second, "timeout for the first connection to etcd"),
-	}
+	}, etcdSecurityFlags()...)
 }
 
 func newEtcdClient(c *cli.Context) (*clientv3.Client, error) {
@@ -101,13 +101,17 @@ func etcdClientConfig(c *cli.Context) (clientv3.Config, error) {
 	if len(endpoints) == 0 {
 		return clientv3.Config{}, fmt.Errorf("--etcd-endpoints is empty")
 	}
-	return clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: c.Duration("etcd-dial-timeout"),
 		// Keepalives on the gRPC connection notice a dead etcd member quickly.
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
-	}, nil
+	}
+	if err := etcdSecurity(c, &cfg); err != nil {
+		return clientv3.Config{}, err
+	}
+	return cfg, nil
 }
 
 // topicFlags are the settings every process that may create topics shares.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -23,8 +24,18 @@ type Config struct {
 	// LogLevel is etcd's own (zap) log level; empty means "fatal", because a
 	// normal Close logs listener errors with stack traces at "error" level.
 	LogLevel string
-	// UnsafeNoFsync trades durability for speed (tests only).
+	// UnsafeNoFsync trades durability for speed (tests only); it also
+	// hashes passwords of etcd users at bcrypt's lowest cost.
 	UnsafeNoFsync bool
+	// TLS, if set, serves clients over TLS (an https endpoint).
+	TLS *TLS
+}
+
+// TLS is the server side of client TLS: the server's certificate and key
+// and, if ClientCAFile is set, the CAs a client certificate must chain to
+// (then every client must present one).
+type TLS struct {
+	CertFile, KeyFile, ClientCAFile string
 }
 
 func (c Config) withDefaults() Config {
@@ -41,7 +52,7 @@ func (c Config) withDefaults() Config {
 type Server struct {
 	etcd    *embed.Etcd
 	tempDir string
-	// Endpoint is the client URL, e.g. http://127.0.0.1:43210.
+	// Endpoint is the client URL, e.g. http://127.0.0.1:43210 (https with TLS).
 	Endpoint string
 	// Dir is the data directory in use.
 	Dir string
@@ -65,14 +76,24 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	ec.Dir = dir
 	ec.LogLevel = cfg.LogLevel
 	ec.UnsafeNoFsync = cfg.UnsafeNoFsync
+	if cfg.UnsafeNoFsync {
+		ec.BcryptCost = 4 // bcrypt.MinCost: each authentication costs ~1ms, not ~100ms (seconds under -race)
+	}
 	// Every commit rewrites a partition's state key; without compaction the
 	// history grows until etcd refuses writes (database space exceeded).
 	// Watchers that fall further behind re-list (leasewatch handles it).
 	ec.AutoCompactionMode = embed.CompactorModePeriodic
 	ec.AutoCompactionRetention = "1m"
+	scheme := "http"
+	if t := cfg.TLS; t != nil {
+		scheme = "https"
+		ec.ClientTLSInfo = transport.TLSInfo{
+			CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.ClientCAFile, ClientCertAuth: t.ClientCAFile != "",
+		}
+	}
 	// One member: nobody dials the peer listener, so port 0 serves (also
 	// across restarts on the same data, which store the same URL).
-	cu, pu := mustURL("http://"+cfg.ClientAddr), mustURL("http://127.0.0.1:0")
+	cu, pu := mustURL(scheme+"://"+cfg.ClientAddr), mustURL("http://127.0.0.1:0")
 	ec.ListenClientUrls, ec.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 	ec.ListenPeerUrls, ec.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 	ec.InitialCluster = ec.Name + "=" + pu.String()
@@ -94,7 +115,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		s.Close()
 		return nil, fmt.Errorf("embedded etcd not ready after 60s")
 	}
-	s.Endpoint = "http://" + e.Clients[0].Addr().String()
+	s.Endpoint = scheme + "://" + e.Clients[0].Addr().String()
 	return s, nil
 }
 
