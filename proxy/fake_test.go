@@ -142,6 +142,9 @@ func startServer(t testing.TB, cfg Config, d dispatcher) *testServer {
 		prune: func() {},
 		close: func() {},
 	})
+	if err := ts.secureAdmin(); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ts.cancel = cancel
 	go func() { ts.done <- ts.Run(ctx) }()

@@ -86,7 +86,8 @@ type Config struct {
 	// (for kproxy dev --secure's plaintext listener; never in production).
 	AuthzOpenListeners []string
 
-	Limits Limits // protection from large or hostile clients (guard.go)
+	Limits Limits        // protection from large or hostile clients (guard.go)
+	Admin  AdminSecurity // TLS and credentials of the admin endpoint (adminsec.go)
 
 	UpstreamConnsPerBroker int // default 4
 	EnablePprof            bool
@@ -207,6 +208,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s := newServer(cfg, lns, adminLn, d)
 	s.sec = sec
+	if err := s.secureAdmin(); err != nil {
+		closeAll()
+		d.close()
+		return nil, err
+	}
 	return s, nil
 }
 

@@ -26,7 +26,7 @@ func serveCommand() *cli.Command {
 		durationFlag("drain-timeout", 10*time.Second, "how long shutdown waits for in-flight requests"),
 		boolFlag("pprof", false, "serve /debug/pprof on the admin address"),
 		stringFlag("etcd-layout", proxy.LayoutKproxy, "whose etcd keys to route from: kproxy (kproxy's brokers) or kafscale (KafScale's brokers; --etcd-prefix then defaults to /kafscale, see docs/kafscale.md)"),
-	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags())
+	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags(), adminFlags())
 }
 
 func runServe(c *cli.Context) error {
@@ -98,6 +98,7 @@ func runServe(c *cli.Context) error {
 		MaxInFlightPerConn:     c.Int("max-inflight-per-conn"),
 		DrainTimeout:           c.Duration("drain-timeout"),
 		Limits:                 limits,
+		Admin:                  adminSecurityFrom(c),
 		UpstreamConnsPerBroker: c.Int("upstream-conns"),
 		EnablePprof:            c.Bool("pprof"),
 		Logger:                 logger,

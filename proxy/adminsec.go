@@ -1,0 +1,114 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+)
+
+// AdminSecurity protects the admin HTTP endpoint. The zero value serves
+// plain HTTP to anyone, as before.
+type AdminSecurity struct {
+	// CertFile and KeyFile, if set, make the endpoint serve HTTPS.
+	CertFile, KeyFile string
+	// ClientCAFile: a client certificate chaining to these CAs is accepted
+	// in place of the token. Certificates are requested, not required, so
+	// that scrapers without one still reach the open paths.
+	ClientCAFile string
+	// TokenFile holds a bearer token that /v1/* and /debug/* require
+	// ("Authorization: Bearer <token>").
+	TokenFile string
+	// ProtectAll extends the requirement to /metrics, /healthz and
+	// /readyz, which otherwise stay open for scrapers and probes.
+	ProtectAll bool
+}
+
+// openPaths answer without credentials unless ProtectAll is set.
+var openPaths = map[string]bool{"/metrics": true, "/healthz": true, "/readyz": true}
+
+// secureAdmin applies cfg.Admin to the admin listener and handler; it is a
+// no-op for the zero value.
+func (s *Server) secureAdmin() error {
+	a := s.cfg.Admin
+	if (a.CertFile == "") != (a.KeyFile == "") {
+		return fmt.Errorf("proxy: admin TLS needs both a certificate and a key file")
+	}
+	if a.ClientCAFile != "" && a.CertFile == "" {
+		return fmt.Errorf("proxy: admin client certificates need admin TLS")
+	}
+	var token []byte
+	if a.TokenFile != "" {
+		b, err := os.ReadFile(a.TokenFile)
+		if err != nil {
+			return fmt.Errorf("proxy: admin token: %w", err)
+		}
+		if token = bytes.TrimSpace(b); len(token) == 0 {
+			return fmt.Errorf("proxy: admin token file %s is empty", a.TokenFile)
+		}
+	}
+	if a.CertFile != "" {
+		tc, err := adminTLS(a)
+		if err != nil {
+			return err
+		}
+		s.adminLn = tls.NewListener(s.adminLn, tc)
+	}
+	if token != nil || a.ClientCAFile != "" {
+		s.http.Handler = requireCredentials(s.http.Handler, token, a.ProtectAll)
+	}
+	return nil
+}
+
+func adminTLS(a AdminSecurity) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(a.CertFile, a.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: admin TLS certificate: %w", err)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if a.ClientCAFile != "" {
+		pem, err := os.ReadFile(a.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: admin client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("proxy: admin client CA %s holds no PEM certificate", a.ClientCAFile)
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
+	}
+	return tc, nil
+}
+
+// requireCredentials lets a request through if it is for an open path, has
+// a verified client certificate, or carries the bearer token (compared in
+// constant time; token nil: tokens are not accepted).
+func requireCredentials(next http.Handler, token []byte, protectAll bool) http.Handler {
+	want := sha256.Sum256(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case !protectAll && openPaths[r.URL.Path]:
+		case r.TLS != nil && len(r.TLS.VerifiedChains) > 0:
+		case token != nil && bearerMatches(r, want):
+		default:
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kproxy admin"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func bearerMatches(r *http.Request, want [sha256.Size]byte) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(got)))
+	return subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+}
