@@ -15,6 +15,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +28,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/sasl"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/internal/kwire"
@@ -90,9 +92,14 @@ type Config struct {
 	Admin  AdminSecurity // TLS and credentials of the admin endpoint (adminsec.go)
 
 	UpstreamConnsPerBroker int // default 4
-	EnablePprof            bool
-	Logger                 *slog.Logger
-	Registry               *prometheus.Registry // default: a new registry
+	// UpstreamTLS, if set, gives the TLS configuration of each new broker
+	// connection (tlsreload.Client.Config reloads its files); UpstreamSASL,
+	// if set, authenticates each one (franz-go's pkg/sasl).
+	UpstreamTLS  func(host string) *tls.Config
+	UpstreamSASL sasl.Mechanism
+	EnablePprof  bool
+	Logger       *slog.Logger
+	Registry     *prometheus.Registry // default: a new registry
 }
 
 func (c *Config) setDefaults() {
@@ -264,6 +271,8 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
 			return b.Addr, ok
 		},
 		ConnsPerBroker: cfg.UpstreamConnsPerBroker,
+		TLS:            cfg.UpstreamTLS,
+		SASL:           cfg.UpstreamSASL,
 		Logger:         cfg.Logger.With("component", "upstream"),
 		Registerer:     cfg.Registry,
 	})

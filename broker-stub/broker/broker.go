@@ -8,6 +8,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -43,8 +44,9 @@ type Failpoints struct {
 // Config configures a Broker. Etcd and Store are required.
 type Config struct {
 	ID        int32
-	Listen    string // host:port to bind; "" means 127.0.0.1:0
-	Advertise string // host:port in metadata; default the bound listen address
+	Listen    string      // host:port to bind; "" means 127.0.0.1:0
+	TLS       *tls.Config // if set, the listener serves TLS only
+	Advertise string      // host:port in metadata; default the bound listen address
 	Etcd      *clientv3.Client
 	// EtcdConfig, when set, is what Etcd was built from: the lease session
 	// keeps its lease alive on its own connection built from it, out of the
@@ -154,6 +156,9 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("broker %d: listen %s: %w", cfg.ID, cfg.Listen, err)
+	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS)
 	}
 	addr := cfg.Advertise
 	if addr == "" {

@@ -26,7 +26,7 @@ func brokerCommand() *cli.Command {
 		stringFlag("store", "", "shared object store folder, or \"memory\" (benchmarks only: data dies with the process)"),
 		durationFlag("lease-ttl", 10*time.Second, "etcd session lease TTL; ownership is lost this long after the broker stops answering"),
 		stringFlag("metrics", "", "optional HTTP address serving /metrics for this broker"),
-	}, unsafeBrokerFlags()...), runBroker)
+	}, append(unsafeBrokerFlags(), brokerTLSFlags()...)...), runBroker)
 }
 
 func runBroker(c *cli.Context) error {
@@ -35,6 +35,10 @@ func runBroker(c *cli.Context) error {
 		return err
 	}
 	st, err := openStore(c.String("store"))
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := brokerTLSFrom(c)
 	if err != nil {
 		return err
 	}
@@ -51,6 +55,7 @@ func runBroker(c *cli.Context) error {
 	cfg := broker.Config{
 		ID:                int32(c.Int("id")),
 		Listen:            c.String("listen"),
+		TLS:               tlsCfg,
 		Advertise:         c.String("advertise"),
 		Etcd:              cli,
 		EtcdConfig:        &ecfg,

@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/tls"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -55,29 +54,10 @@ func etcdSecurity(c *cli.Context, cfg *clientv3.Config) error {
 	if user == "" {
 		return nil
 	}
-	pw, err := etcdPassword(c.String("etcd-password-file"))
+	pw, err := secretFrom(c.String("etcd-password-file"), etcdPasswordEnv, "--etcd-password-file")
 	if err != nil {
-		return err
+		return fmt.Errorf("--etcd-user: %w", err)
 	}
 	cfg.Username, cfg.Password = user, pw
 	return nil
-}
-
-func etcdPassword(file string) (string, error) {
-	if file == "" {
-		pw := os.Getenv(etcdPasswordEnv)
-		if pw == "" {
-			return "", fmt.Errorf("--etcd-user needs --etcd-password-file or $%s", etcdPasswordEnv)
-		}
-		return pw, nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("--etcd-password-file: %w", err)
-	}
-	pw := strings.TrimRight(string(b), "\r\n")
-	if pw == "" {
-		return "", fmt.Errorf("--etcd-password-file %s is empty", file)
-	}
-	return pw, nil
 }

@@ -26,7 +26,7 @@ func serveCommand() *cli.Command {
 		durationFlag("drain-timeout", 10*time.Second, "how long shutdown waits for in-flight requests"),
 		boolFlag("pprof", false, "serve /debug/pprof on the admin address"),
 		stringFlag("etcd-layout", proxy.LayoutKproxy, "whose etcd keys to route from: kproxy (kproxy's brokers) or kafscale (KafScale's brokers; --etcd-prefix then defaults to /kafscale, see docs/kafscale.md)"),
-	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags(), adminFlags())
+	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags(), adminFlags(), upstreamFlags())
 }
 
 func runServe(c *cli.Context) error {
@@ -78,6 +78,14 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	upTLS, err := upstreamTLSFrom(c)
+	if err != nil {
+		return err
+	}
+	upSASL, err := upstreamSASLFrom(c)
+	if err != nil {
+		return err
+	}
 	reg := newRegistry()
 	srv, err := proxy.New(c.Context, proxy.Config{
 		Authz:                  az,
@@ -100,6 +108,8 @@ func runServe(c *cli.Context) error {
 		Limits:                 limits,
 		Admin:                  adminSecurityFrom(c),
 		UpstreamConnsPerBroker: c.Int("upstream-conns"),
+		UpstreamTLS:            upTLS,
+		UpstreamSASL:           upSASL,
 		EnablePprof:            c.Bool("pprof"),
 		Logger:                 logger,
 		Registry:               reg,

@@ -1,10 +1,13 @@
 package upstream
 
-// Dialing a broker: the connection, the ApiVersions handshake that tells
-// whether the broker may answer out of order, and frame reading.
+// Dialing a broker: the connection (over TLS when configured), the
+// ApiVersions handshake that tells whether the broker may answer out of
+// order, SASL authentication when configured, and frame reading.
 
 import (
 	"bufio"
+	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/kproxy/kproxy/internal/kwire"
 )
@@ -25,6 +29,12 @@ func (c *conn) connect() (net.Conn, *bufio.Reader, string, error) {
 	nc, err := d.DialContext(c.ctx, "tcp", c.bp.addr)
 	if err != nil {
 		return nil, nil, kindDial, fmt.Errorf("dial: %w", err)
+	}
+	host, _, _ := net.SplitHostPort(c.bp.addr)
+	if cfg.TLS != nil {
+		if nc, err = c.startTLS(nc, cfg.TLS(host)); err != nil {
+			return nil, nil, kindHandshake, err
+		}
 	}
 	c.mu.Lock()
 	if c.err != nil { // closed while dialing
@@ -39,6 +49,11 @@ func (c *conn) connect() (net.Conn, *bufio.Reader, string, error) {
 	hello, err := c.handshake(nc, br)
 	if err != nil {
 		return nil, nil, kindHandshake, fmt.Errorf("handshake: %w", err)
+	}
+	if cfg.SASL != nil {
+		if err := c.authenticate(nc, br, cfg.SASL, c.bp.addr); err != nil {
+			return nil, nil, kindHandshake, fmt.Errorf("SASL %s: %w", cfg.SASL.Name(), err)
+		}
 	}
 	c.mu.Lock()
 	if c.err != nil {
@@ -93,6 +108,94 @@ func (c *conn) handshake(nc net.Conn, br *bufio.Reader) (*kmsg.ApiVersionsRespon
 		hello = nil
 	}
 	return hello, nc.SetDeadline(time.Time{})
+}
+
+// startTLS runs the TLS handshake on a dialed connection, within the dial
+// timeout; it closes nc if the handshake fails.
+func (c *conn) startTLS(nc net.Conn, tc *tls.Config) (net.Conn, error) {
+	tlsConn := tls.Client(nc, tc)
+	ctx, cancel := context.WithTimeout(c.ctx, c.bp.p.cfg.DialTimeout)
+	defer cancel()
+	if err := tlsConn.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("TLS handshake: %w", err)
+	}
+	return tlsConn, nil
+}
+
+// authenticate runs SaslHandshake v1 and then SaslAuthenticate v1 rounds
+// until mech is done, within the dial timeout. A session lifetime the
+// broker sets (KIP-368) is not renewed: the broker closes the connection
+// at its end and the pool dials again.
+func (c *conn) authenticate(nc net.Conn, br *bufio.Reader, mech sasl.Mechanism, addr string) error {
+	cfg := &c.bp.p.cfg
+	_ = nc.SetDeadline(time.Now().Add(cfg.DialTimeout))
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, mech.Name()
+	hsResp := kmsg.NewPtrSASLHandshakeResponse()
+	if err := roundTrip(nc, br, cfg.ClientID, hs, hsResp); err != nil {
+		return fmt.Errorf("SaslHandshake: %w", err)
+	}
+	if err := kerr.ErrorForCode(hsResp.ErrorCode); err != nil {
+		return fmt.Errorf("SaslHandshake (the broker enables %v): %w", hsResp.SupportedMechanisms, err)
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, cfg.DialTimeout)
+	defer cancel()
+	sess, write, err := mech.Authenticate(ctx, addr)
+	if err != nil {
+		return err
+	}
+	for round := 0; ; round++ {
+		if round >= maxSASLRounds {
+			return fmt.Errorf("not done after %d rounds", maxSASLRounds)
+		}
+		req := kmsg.NewPtrSASLAuthenticateRequest()
+		req.Version, req.SASLAuthBytes = 1, write
+		resp := kmsg.NewPtrSASLAuthenticateResponse()
+		if err := roundTrip(nc, br, cfg.ClientID, req, resp); err != nil {
+			return fmt.Errorf("SaslAuthenticate: %w", err)
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			msg := ""
+			if resp.ErrorMessage != nil {
+				msg = *resp.ErrorMessage
+			}
+			return fmt.Errorf("SaslAuthenticate: %w (%s)", err, msg)
+		}
+		done, next, err := sess.Challenge(resp.SASLAuthBytes)
+		if err != nil {
+			return err
+		}
+		if done {
+			return nc.SetDeadline(time.Time{})
+		}
+		write = next
+	}
+}
+
+// maxSASLRounds bounds an exchange with a broker that never says done
+// (SCRAM takes two).
+const maxSASLRounds = 10
+
+// roundTrip writes req (not flexible: header v1) and decodes its response
+// (header v0) into resp, on a connection nothing else uses yet.
+func roundTrip(nc net.Conn, br *bufio.Reader, clientID string, req kmsg.Request, resp kmsg.Response) error {
+	frame := kwire.AppendRequestHeader(nil, req.Key(), req.GetVersion(), handshakeCorr, &clientID, false)
+	frame = req.AppendTo(frame)
+	kwire.FinishFrame(frame)
+	if _, err := nc.Write(frame); err != nil {
+		return err
+	}
+	buf, err := readFrame(br, nil)
+	if err != nil {
+		return err
+	}
+	b := *buf
+	if int32(binary.BigEndian.Uint32(b)) != handshakeCorr {
+		return fmt.Errorf("response with another correlation id: %w", errProtocol)
+	}
+	resp.SetVersion(req.GetVersion())
+	return resp.ReadFrom(b[4:])
 }
 
 // advertisesUnordered reports whether an ApiVersions v3 response lists

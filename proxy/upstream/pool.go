@@ -28,6 +28,7 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/retry"
@@ -76,6 +78,12 @@ type Config struct {
 	// BlockingConnIdle closes a dedicated connection that has had no
 	// request in flight this long (default 30s).
 	BlockingConnIdle time.Duration
+	// TLS, if set, gives the TLS configuration of each new broker
+	// connection (host is the broker's host); nil dials plain TCP.
+	TLS func(host string) *tls.Config
+	// SASL, if set, authenticates each broker connection after its
+	// ApiVersions handshake (franz-go's pkg/sasl: plain, scram).
+	SASL sasl.Mechanism
 	// ClientID is the client id of the handshake and of requests sent
 	// without the client's own (default "kproxy").
 	ClientID string
