@@ -16,10 +16,11 @@ import (
 	"github.com/kproxy/kproxy/broker-stub/broker"
 	"github.com/kproxy/kproxy/broker-stub/store"
 	"github.com/kproxy/kproxy/internal/devcert"
-	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/internal/tlsreload"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
 // TestUpstreamTLS runs stub brokers that listen on TLS only and proxies
@@ -42,12 +43,12 @@ func TestUpstreamTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	etcd, cli := etcdlocal.StartForTest(t)
+	etcd, cli := etcdtest.Start(t)
 	lay := layout.New("")
 	st := store.NewMemory()
 	for id := int32(1); id <= 2; id++ {
 		b, err := broker.New(context.Background(), broker.Config{
-			ID: id, Etcd: etcdlocal.NewClientForTest(t, etcd.Endpoint), Layout: lay, Store: st, LeaseTTL: 5 * time.Second,
+			ID: id, Etcd: etcdtest.NewClient(t, etcd.Endpoint), Layout: lay, Store: st, LeaseTTL: 5 * time.Second,
 			AutoCreateTopics: true, DefaultPartitions: 4,
 			TLS: &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}},
 		})
@@ -74,7 +75,11 @@ func TestUpstreamTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		runUntilCleanup(t, "proxy", s.Run)
-		waitReady(t, s.AdminAddr(), 2)
+		rctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := adminapi.WaitReady(rctx, s.AdminAddr(), 2); err != nil {
+			t.Fatal(err)
+		}
 		return s
 	}
 

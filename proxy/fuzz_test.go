@@ -42,7 +42,7 @@ func FuzzParseHeader(f *testing.F) {
 			}
 			return
 		}
-		if h.bodyOff < 8 && !(h.key == keyApiVersions && !h.known) || h.bodyOff > len(frame) {
+		if h.bodyOff < 8 && !(h.key == int16(kmsg.ApiVersions) && !h.known) || h.bodyOff > len(frame) {
 			t.Fatalf("body offset %d in a %d-byte frame", h.bodyOff, len(frame))
 		}
 		if flexible, known := ft.Lookup(h.key, h.version); known != h.known || flexible != h.flexible {

@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kproxy/kproxy/internal/devcert"
-	"github.com/kproxy/kproxy/proxy/apis"
 )
 
 // TestSASLAndTLSToBrokers: franz-go's kfake, an independent Kafka, demands
@@ -41,7 +40,9 @@ func TestSASLAndTLSToBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer kf.Close()
-	tlsFor := func(host string) *tls.Config { return &tls.Config{RootCAs: ca.Pool(), ServerName: host, MinVersion: tls.VersionTLS12} }
+	tlsFor := func(host string) *tls.Config {
+		return &tls.Config{RootCAs: ca.Pool(), ServerName: host, MinVersion: tls.VersionTLS12}
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -62,7 +63,7 @@ func TestSASLAndTLSToBrokers(t *testing.T) {
 			defer cancel()
 			req := kmsg.NewPtrMetadataRequest()
 			req.Version = 12
-			pend, err := p.Send(ctx, 1, 0, 3, 12, nil, apis.Raw(req.AppendTo(nil)))
+			pend, err := p.Send(ctx, 1, 0, Request{Key: 3, Version: 12, Body: Raw(req.AppendTo(nil))})
 			var body []byte
 			if err == nil {
 				body, err = pend.Wait(ctx)
