@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"gopkg.in/yaml.v3"
 )
 
 // TestServeSettingsPrecedence checks that a flag beats KPROXY_* beats the
@@ -53,6 +54,35 @@ func TestServeSettingsPrecedence(t *testing.T) {
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+// TestConfigExampleKeysAreServeFlags: every key of config.example.yaml is a
+// flag of `kproxy serve`, so the file documents nothing that does not exist.
+func TestConfigExampleKeysAreServeFlags(t *testing.T) {
+	b, err := os.ReadFile("../../config.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]any
+	if err := yaml.Unmarshal(b, &keys); err != nil {
+		t.Fatalf("config.example.yaml: %v", err)
+	}
+	flags := map[string]bool{}
+	for _, f := range serveCommand().Flags {
+		for _, n := range f.Names() {
+			flags[n] = true
+		}
+	}
+	for k := range keys {
+		if !flags[k] {
+			t.Errorf("config.example.yaml key %q is not a flag of kproxy serve", k)
+		}
+	}
+	for _, k := range []string{"queued-max-request-bytes", "max-connections-per-ip", "etcd-cacert", "admin-token-file", "upstream-tls-ca"} {
+		if _, ok := keys[k]; !ok {
+			t.Errorf("config.example.yaml lacks %q", k)
 		}
 	}
 }
