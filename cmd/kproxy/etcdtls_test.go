@@ -19,6 +19,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/testrig"
 )
 
 // tlsFiles writes a CA, a server certificate for 127.0.0.1 and a client
@@ -165,12 +166,11 @@ func runCommand(ctx context.Context, args []string) error {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := testrig.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // waitDial waits until addr accepts connections, failing early if a

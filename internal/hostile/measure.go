@@ -7,19 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kproxy/kproxy/internal/testrig"
 )
 
 // MeasureConfig runs `kproxy dev` from Binary, sends Traffic to it for
@@ -214,79 +213,29 @@ func scrapeCounter(ctx context.Context, admin, name string) (float64, error) {
 
 // devProc is a `kproxy dev` subprocess.
 type devProc struct {
-	cmd         *exec.Cmd
+	*testrig.Proc
 	addr, admin string
 	logPath     string
-	done        chan error
 }
-
-func (p *devProc) pid() int { return p.cmd.Process.Pid }
 
 func startDev(ctx context.Context, bin, dir string) (*devProc, error) {
-	addr, err := freeAddr()
+	addrs, err := testrig.FreeAddrs(2)
 	if err != nil {
 		return nil, err
 	}
-	admin, err := freeAddr()
-	if err != nil {
+	p := &devProc{addr: addrs[0], admin: addrs[1], logPath: filepath.Join(dir, "kproxy.log")}
+	p.Proc = testrig.NewProc(testrig.Spec{
+		Name: "kproxy dev", Path: bin, LogPath: p.logPath, Ready: "cluster is up",
+		Args: []string{"dev", "--listen", p.addr, "--admin", p.admin, "--data-dir", filepath.Join(dir, "data")},
+	})
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := p.Start(sctx); err != nil {
 		return nil, err
 	}
-	p := &devProc{addr: addr, admin: admin, logPath: filepath.Join(dir, "kproxy.log"), done: make(chan error, 1)}
-	logf, err := os.Create(p.logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close() // the child has its own descriptor
-	p.cmd = exec.Command(bin, "dev", "--listen", addr, "--admin", admin, "--data-dir", filepath.Join(dir, "data"))
-	p.cmd.Stderr = logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := p.cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s dev: %w", bin, err)
-	}
-	up := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "cluster is up") {
-				close(up)
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-		p.done <- p.cmd.Wait()
-	}()
-	select {
-	case <-up:
-		return p, nil
-	case err := <-p.done:
-		return nil, fmt.Errorf("kproxy dev exited before it was up: %v (log: %s)", err, p.logPath)
-	case <-time.After(60 * time.Second):
-	case <-ctx.Done():
-	}
-	p.stop()
-	return nil, fmt.Errorf("kproxy dev not up within 60s (log: %s)", p.logPath)
+	return p, nil
 }
 
-// stop sends SIGTERM, then SIGKILL to the group if it has not exited in 15s.
-func (p *devProc) stop() {
-	_ = syscall.Kill(-p.pid(), syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = syscall.Kill(-p.pid(), syscall.SIGKILL)
-		<-p.done
-	}
-}
+func (p *devProc) pid() int { return p.Pid() }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+func (p *devProc) stop() { _ = p.Stop(15 * time.Second) }
