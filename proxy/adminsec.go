@@ -5,11 +5,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/kproxy/kproxy/proxy/tlsconf"
 )
 
 // AdminSecurity protects the admin HTTP endpoint. The zero value serves
@@ -53,7 +54,7 @@ func (s *Server) secureAdmin() error {
 		}
 	}
 	if a.CertFile != "" {
-		tc, err := adminTLS(a)
+		tc, err := s.adminTLS(a)
 		if err != nil {
 			return err
 		}
@@ -65,24 +66,22 @@ func (s *Server) secureAdmin() error {
 	return nil
 }
 
-func adminTLS(a AdminSecurity) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(a.CertFile, a.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("proxy: admin TLS certificate: %w", err)
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+// adminTLS serves the admin endpoint's files through tlsconf, which
+// reloads them when they change (Server.Run runs its checks).
+func (s *Server) adminTLS(a AdminSecurity) (*tls.Config, error) {
+	auth := tlsconf.ClientAuthNone
 	if a.ClientCAFile != "" {
-		pem, err := os.ReadFile(a.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("proxy: admin client CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("proxy: admin client CA %s holds no PEM certificate", a.ClientCAFile)
-		}
-		tc.ClientCAs, tc.ClientAuth = pool, tls.VerifyClientCertIfGiven
+		auth = tlsconf.ClientAuthRequest // a certificate sent must verify; none is fine
 	}
-	return tc, nil
+	ts, err := tlsconf.New(tlsconf.Config{
+		CertFile: a.CertFile, KeyFile: a.KeyFile, ClientCAFile: a.ClientCAFile, ClientAuth: auth,
+		Logger: s.log.With("component", "admin-tls"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: admin TLS: %w", err)
+	}
+	s.adminCerts = ts
+	return ts.TLSConfig(), nil
 }
 
 // requireCredentials lets a request through if it is for an open path, has

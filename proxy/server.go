@@ -37,8 +37,9 @@ import (
 	"github.com/kproxy/kproxy/proxy/aclstore"
 	"github.com/kproxy/kproxy/proxy/adminui"
 	"github.com/kproxy/kproxy/proxy/apis"
-	"github.com/kproxy/kproxy/proxy/quota"
 	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/quota"
+	"github.com/kproxy/kproxy/proxy/tlsconf"
 	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -170,11 +171,12 @@ type Server struct {
 	g    *guard
 	d    deps
 
-	lns     []*boundListener // Kafka listeners, in Config.Listeners order
-	sec     *security        // authentication state shared by connections; nil: none
-	adminLn net.Listener
-	http    *http.Server
-	ui      *adminui.UI // the routing page
+	lns        []*boundListener // Kafka listeners, in Config.Listeners order
+	sec        *security        // authentication state shared by connections; nil: none
+	adminLn    net.Listener
+	adminCerts *tlsconf.Server // the admin endpoint's TLS files, when it serves TLS
+	http       *http.Server
+	ui         *adminui.UI // the routing page
 
 	connCtx    context.Context // parent of every client connection's context
 	cancelConn context.CancelCauseFunc
@@ -356,6 +358,9 @@ func (s *Server) Run(ctx context.Context) error {
 				errc <- fmt.Errorf("quota watch: %w", err)
 			}
 		})
+	}
+	if s.adminCerts != nil {
+		bgWG.Go(func() { _ = s.adminCerts.Run(bg) })
 	}
 	bgWG.Go(func() {
 		if err := s.http.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
