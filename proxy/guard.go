@@ -24,12 +24,15 @@ import (
 type Limits struct {
 	// QueuedMaxRequestBytes bounds the request bytes buffered across all
 	// connections (Kafka's queued.max.request.bytes) [256 MiB]. A
-	// connection whose next frame does not fit waits, reading nothing,
-	// until earlier requests finish; a frame larger than the whole budget
-	// closes its connection.
+	// connection's frame is reserved as its bytes arrive; one that finds
+	// the budget spent waits, reading nothing, until earlier requests
+	// finish; a frame larger than the whole budget closes its connection.
 	QueuedMaxRequestBytes int64
-	MaxConnections        int // open client connections [no limit]
-	MaxConnectionsPerIP   int // open client connections from one IP [no limit]
+	// GrowWait bounds how long a connection holding part of a frame waits
+	// for budget for the rest before it is closed [30s].
+	GrowWait            time.Duration
+	MaxConnections      int // open client connections [no limit]
+	MaxConnectionsPerIP int // open client connections from one IP [no limit]
 	// IdleTimeout closes a connection that sent nothing for this long
 	// while no request of it was outstanding (Kafka's
 	// connections.max.idle.ms) [10m]; negative: never.
@@ -43,6 +46,9 @@ func (l *Limits) setDefaults() {
 	if l.QueuedMaxRequestBytes <= 0 {
 		l.QueuedMaxRequestBytes = 256 << 20
 	}
+	if l.GrowWait <= 0 {
+		l.GrowWait = 30 * time.Second
+	}
 	if l.IdleTimeout == 0 {
 		l.IdleTimeout = 10 * time.Minute
 	}
@@ -55,6 +61,7 @@ func (l *Limits) setDefaults() {
 const (
 	badFrameSize  = "frame_size" // negative or above max-frame-bytes
 	badOverBudget = "frame_over_budget"
+	badBudgetWait = "budget_wait" // a half-read frame found no budget in GrowWait
 	badHeader     = "header"      // truncated header, client id or tags
 	badUnknownAPI = "unknown_api" // api key or version kmsg does not know
 	badRequest    = "request"     // the dispatcher could not serve the body
@@ -70,9 +77,10 @@ const (
 // guard enforces Limits: the shared buffer budget, the connection counts and
 // the rate-limited reporting of bad input.
 type guard struct {
-	lim    Limits
-	budget *semaphore.Weighted
-	log    *ratelog.Logger
+	lim     Limits
+	budget  *semaphore.Weighted
+	growing chan struct{} // one token: the one half-read frame waiting for budget
+	log     *ratelog.Logger
 
 	badInput *prometheus.CounterVec
 	refused  *prometheus.CounterVec
@@ -86,10 +94,11 @@ type guard struct {
 func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 	lim.setDefaults()
 	g := &guard{
-		lim:    lim,
-		budget: semaphore.NewWeighted(lim.QueuedMaxRequestBytes),
-		log:    ratelog.New(log, slog.LevelWarn, lim.BadInputLogInterval, nil),
-		perIP:  make(map[string]int),
+		lim:     lim,
+		budget:  semaphore.NewWeighted(lim.QueuedMaxRequestBytes),
+		growing: make(chan struct{}, 1),
+		log:     ratelog.New(log, slog.LevelWarn, lim.BadInputLogInterval, nil),
+		perIP:   make(map[string]int),
 		badInput: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kproxy_bad_input_total",
 			Help: "Client frames the proxy refused, closing their connection, by reason.",
@@ -108,7 +117,7 @@ func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 		g.refused = promreg.Register(reg, g.refused)
 		g.queued = promreg.Register(reg, g.queued)
 	}
-	for _, r := range []string{badFrameSize, badOverBudget, badHeader, badUnknownAPI, badRequest} {
+	for _, r := range []string{badFrameSize, badOverBudget, badBudgetWait, badHeader, badUnknownAPI, badRequest} {
 		g.badInput.WithLabelValues(r)
 	}
 	for _, r := range []string{refusedMax, refusedPerIP, closedIdle} {
@@ -165,29 +174,75 @@ func (g *guard) report(c *clientConn, reason, msg string, args ...any) {
 	g.log.Log(reason, msg, append([]any{"conn", c.id, "remote", c.nc.RemoteAddr().String()}, args...)...)
 }
 
-// readFrame reserves n bytes of the shared budget, waiting (reading
-// nothing) while it is spent, then reads the frame. The frame's length is
-// its reservation: hand it back with put.
+// readFrame reads an n-byte frame, reserving the shared budget for its
+// bytes as they arrive rather than as claimed, so a client that claims a
+// large frame and sends little holds little of it. A connection that holds
+// no reservation waits for its first chunk with its reads paused, however
+// long; one that holds part of a frame waits at most GrowWait for more and
+// is then closed (budget_wait): otherwise frames half read by several
+// connections could each wait for budget another one holds, for ever. The
+// frame's length is its reservation: hand it back with put.
 func (g *guard) readFrame(ctx context.Context, br *bufio.Reader, bufs bufPool, n int) (*[]byte, error) {
 	if int64(n) > g.lim.QueuedMaxRequestBytes {
 		return nil, &badFrameError{key: -1, reason: badOverBudget,
 			err: fmt.Errorf("frame of %d bytes exceeds queued-max-request-bytes %d", n, g.lim.QueuedMaxRequestBytes)}
 	}
-	if err := g.budget.Acquire(ctx, int64(n)); err != nil {
-		return nil, fmt.Errorf("wait for request buffer budget: %w", err)
+	reserved := 0
+	reserve := func(total int) error {
+		if total <= reserved {
+			return nil
+		}
+		if err := g.acquire(ctx, int64(total-reserved), reserved > 0); err != nil {
+			return err
+		}
+		g.queued.Add(float64(total - reserved))
+		reserved = total
+		return nil
 	}
-	g.queued.Add(float64(n))
-	buf, err := bufs.ReadGrowing(br, n)
+	buf, err := bufs.ReadGrowingReserved(br, n, reserve)
 	if err != nil {
-		g.release(n)
+		g.release(reserved)
 		return nil, err
 	}
 	return buf, nil
 }
 
+// acquire takes k bytes of the budget. Bounded (the caller holds part of a
+// frame), it waits at most GrowWait, and only one such caller waits at a
+// time: the others queue behind it holding what they have, so that when it
+// gives up, its bytes go to the next instead of every waiter timing out at
+// once.
+func (g *guard) acquire(ctx context.Context, k int64, bounded bool) error {
+	if !bounded {
+		if err := g.budget.Acquire(ctx, k); err != nil {
+			return fmt.Errorf("wait for request buffer budget: %w", err)
+		}
+		return nil
+	}
+	if g.budget.TryAcquire(k) {
+		return nil
+	}
+	select {
+	case g.growing <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("wait for request buffer budget: %w", ctx.Err())
+	}
+	defer func() { <-g.growing }()
+	wctx, cancel := context.WithTimeout(ctx, g.lim.GrowWait)
+	defer cancel()
+	if err := g.budget.Acquire(wctx, k); err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("wait for request buffer budget: %w", ctx.Err())
+		}
+		return &badFrameError{key: -1, reason: badBudgetWait,
+			err: fmt.Errorf("frame half read: no budget for %d more bytes within %v", k, g.lim.GrowWait)}
+	}
+	return nil
+}
+
 // bufPool is the part of kwire.BufPool the guard uses.
 type bufPool interface {
-	ReadGrowing(r io.Reader, n int) (*[]byte, error)
+	ReadGrowingReserved(r io.Reader, n int, reserve func(total int) error) (*[]byte, error)
 	Put(*[]byte)
 }
 

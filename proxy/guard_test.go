@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"log/slog"
 	"net"
 	"runtime"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 // TestBudgetPausesReadsNotConnections: with the budget spent by a held
@@ -55,24 +58,24 @@ func TestFrameOverBudgetCloses(t *testing.T) {
 	}
 }
 
-// TestClaimedLengthsReserveBudgetNotMemory: claims of 96 MiB with a few
-// bytes behind them reserve budget (the third waits, as does a small frame
-// behind it) but allocate only what arrived.
-func TestClaimedLengthsReserveBudgetNotMemory(t *testing.T) {
+// TestClaimedLengthsCostNothing: claims of 96 MiB with a few bytes behind
+// them reserve only the first chunk each, neither budget nor memory for the
+// rest, so a small frame from another client is served at once (before,
+// three such claims spent the budget and stalled every other client).
+func TestClaimedLengthsCostNothing(t *testing.T) {
 	d := newFakeDispatcher(false)
 	ts := startServer(t, Config{}, d)
 	const claim = 96 << 20
 	runtime.GC()
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
-	var conns []*testClient
 	for range 3 {
 		c := dial(t, ts)
 		c.raw(binary.BigEndian.AppendUint32(nil, claim))
 		c.raw([]byte{0, 3, 0, 4})
-		conns = append(conns, c)
 	}
-	waitFor(t, func() bool { return testutil.ToFloat64(ts.g.queued) == 2*claim }, "two claims to reserve the budget")
+	waitFor(t, func() bool { return testutil.ToFloat64(ts.g.queued) == 3*kwire.FirstReadBytes },
+		"each claim to reserve its first chunk")
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 32<<20 {
@@ -80,16 +83,63 @@ func TestClaimedLengthsReserveBudgetNotMemory(t *testing.T) {
 	}
 	good := dial(t, ts)
 	good.send(3, 4, 7, nil)
-	select {
-	case c := <-d.begun:
-		t.Fatalf("request %d began behind a waiting claim", c.h.CorrelationID)
-	case <-time.After(100 * time.Millisecond): // absence cannot be signalled
-	}
-	for _, c := range conns {
-		c.nc.Close()
-	}
 	if corr, _ := good.read(); corr != 7 {
 		t.Fatalf("got %d", corr)
+	}
+}
+
+// TestHalfReadFramesDoNotDeadlock: two frames, each half read with the
+// budget spent between them, would wait for each other for ever; after
+// GrowWait one connection is closed (budget_wait) and the other's frame is
+// read and served.
+func TestHalfReadFramesDoNotDeadlock(t *testing.T) {
+	d := newFakeDispatcher(false)
+	const first = kwire.FirstReadBytes
+	ts := startServer(t, Config{Limits: Limits{QueuedMaxRequestBytes: 2*first + first/2, GrowWait: 200 * time.Millisecond}}, d)
+	// Two chunks each: the second needs budget that the other frame holds.
+	id := "test"
+	frame := kwire.AppendRequestHeader(nil, 3, 4, 1, &id, false)
+	frame = append(frame, make([]byte, first+first/2)...)
+	kwire.FinishFrame(frame)
+	results := make(chan error, 2)
+	conns := []*testClient{dial(t, ts), dial(t, ts)}
+	for _, c := range conns {
+		c.raw(frame[:100]) // enough for the size: each reserves its first chunk
+	}
+	waitFor(t, func() bool { return testutil.ToFloat64(ts.g.queued) == 2*first }, "both frames to hold a first chunk")
+	for _, c := range conns {
+		go func() {
+			// The server may close this connection mid-frame: a failed
+			// write shows up as a failed read below.
+			_, _ = c.nc.Write(frame[100:])
+		}()
+		go func() {
+			_ = c.nc.SetReadDeadline(time.Now().Add(testWait))
+			f, err := kwire.ReadFrame(c.br, 4, 1<<30, nil)
+			if err == nil && binary.BigEndian.Uint32(*f) != 1 {
+				err = errors.New("answer to another request")
+			}
+			results <- err
+		}()
+	}
+	served, closed := 0, 0
+	for range 2 {
+		select {
+		case err := <-results:
+			if err == nil {
+				served++
+			} else {
+				closed++
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("neither half-read frame finished within 10 s: deadlocked")
+		}
+	}
+	if served != 1 || closed != 1 {
+		t.Fatalf("served %d, closed %d: want one of each", served, closed)
+	}
+	if v := testutil.ToFloat64(ts.g.badInput.WithLabelValues(badBudgetWait)); v != 1 {
+		t.Fatalf("%s count = %v, want 1", badBudgetWait, v)
 	}
 	waitFor(t, func() bool { return testutil.ToFloat64(ts.g.queued) == 0 }, "the budget to be returned")
 }

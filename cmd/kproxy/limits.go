@@ -14,6 +14,7 @@ import (
 func limitFlags() []cli.Flag {
 	return []cli.Flag{
 		intFlag("queued-max-request-bytes", 256<<20, "request bytes buffered across all client connections; reads pause while it is reached"),
+		durationFlag("frame-grow-wait", 30*time.Second, "how long a client connection holding part of a frame waits for budget for the rest before it is closed"),
 		intFlag("max-connections", 0, "open client connections; more are refused at accept (0: no limit)"),
 		intFlag("max-connections-per-ip", 0, "open client connections from one IP address (0: no limit)"),
 		durationFlag("connections-max-idle", 10*time.Minute, "close a client connection idle this long (negative: never)"),
@@ -24,6 +25,7 @@ func limitFlags() []cli.Flag {
 func limitsFrom(c *cli.Context) (proxy.Limits, error) {
 	l := proxy.Limits{
 		QueuedMaxRequestBytes: int64(c.Int("queued-max-request-bytes")),
+		GrowWait:              c.Duration("frame-grow-wait"),
 		MaxConnections:        c.Int("max-connections"),
 		MaxConnectionsPerIP:   c.Int("max-connections-per-ip"),
 		IdleTimeout:           c.Duration("connections-max-idle"),
@@ -35,6 +37,8 @@ func limitsFrom(c *cli.Context) (proxy.Limits, error) {
 			l.QueuedMaxRequestBytes, c.Int("max-frame-bytes"))
 	case l.MaxConnections < 0 || l.MaxConnectionsPerIP < 0:
 		return l, fmt.Errorf("--max-connections and --max-connections-per-ip must not be negative")
+	case l.GrowWait <= 0:
+		return l, fmt.Errorf("--frame-grow-wait must be positive")
 	case l.IdleTimeout == 0:
 		return l, fmt.Errorf("--connections-max-idle must not be 0 (negative disables it)")
 	}

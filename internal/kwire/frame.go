@@ -249,6 +249,14 @@ const FirstReadBytes = 256 << 10
 // returned slice has length n; Put it back when done. On error nothing is
 // kept.
 func (p *BufPool) ReadGrowing(r io.Reader, n int) (*[]byte, error) {
+	return p.ReadGrowingReserved(r, n, nil)
+}
+
+// ReadGrowingReserved is ReadGrowing that calls reserve(total) before it
+// reads bytes up to total (total only grows, and ends at n), so a caller
+// can account for buffered bytes as they arrive instead of as claimed. An
+// error from reserve ends the read with that error.
+func (p *BufPool) ReadGrowingReserved(r io.Reader, n int, reserve func(total int) error) (*[]byte, error) {
 	buf := p.Get(min(n, FirstReadBytes))
 	b := *buf
 	for len(b) < n {
@@ -258,7 +266,14 @@ func (p *BufPool) ReadGrowing(r io.Reader, n int) (*[]byte, error) {
 			p.Put(buf)
 			buf, b = bigger, *bigger
 		}
-		k, err := io.ReadFull(r, b[len(b):min(cap(b), n)])
+		upTo := min(cap(b), n)
+		if reserve != nil {
+			if err := reserve(upTo); err != nil {
+				p.Put(buf)
+				return nil, err
+			}
+		}
+		k, err := io.ReadFull(r, b[len(b):upTo])
 		b = b[:len(b)+k]
 		if err != nil {
 			p.Put(buf)
