@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/harness"
+	"github.com/kproxy/kproxy/internal/progress"
 	"github.com/kproxy/kproxy/internal/testrig"
 )
 
@@ -36,6 +37,7 @@ type Config struct {
 	Command            string
 	KeepDir            bool
 	Logger             *slog.Logger
+	Progress           *progress.Printer // nil: no progress lines
 }
 
 // Defaults are `make scale`'s settings; Quick are those of -quick.
@@ -48,6 +50,22 @@ type runner struct {
 	cfg    Config
 	dir    string
 	kproxy string
+	steps  int // phases reported so far, for progress
+}
+
+// phasesPerSize is how many times size reports a phase.
+const phasesPerSize = 4
+
+// at reports a phase of the run: the phases count as equal parts of it, so
+// "remaining" is a rough estimate (a cold start takes longer than a kill).
+func (r *runner) at(stage string, round int) {
+	total := len(r.cfg.Sizes) * phasesPerSize
+	if r.cfg.SimBrokers > 0 {
+		total++
+	}
+	done := float64(r.steps) / float64(max(total, 1))
+	r.steps++
+	r.cfg.Progress.Report(progress.Position{Stage: stage, Round: round, Rounds: len(r.cfg.Sizes), Done: done})
 }
 
 // Run measures every size and the simulation, then writes the report.
@@ -75,8 +93,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := testrig.Build(ctx, cfg.Repo, testrig.Target{Pkg: testrig.KproxyPkg, Out: r.kproxy}); err != nil {
 		return nil, err
 	}
-	for _, n := range cfg.Sizes {
-		res, err := r.size(ctx, n)
+	for i, n := range cfg.Sizes {
+		res, err := r.size(ctx, n, i+1)
 		if res.TakeoverErr != "" {
 			keep = true // its logs say why
 		}
@@ -87,6 +105,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		rep.Sizes = append(rep.Sizes, res)
 	}
 	if cfg.SimBrokers > 0 {
+		r.at(fmt.Sprintf("simulation of %d brokers", cfg.SimBrokers), 0)
 		res, err := r.simulate(ctx, cfg.SimBrokers, cfg.SimPartitions)
 		if err != nil {
 			keep = true

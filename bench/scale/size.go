@@ -75,10 +75,11 @@ func proxyFigures(ctx context.Context, e *env, topic string, samples int, owner 
 
 const scaleTopic = "scale"
 
-func (r *runner) size(ctx context.Context, n int) (res SizeResult, err error) {
+func (r *runner) size(ctx context.Context, n, round int) (res SizeResult, err error) {
 	res = SizeResult{Partitions: n, SessionLosses: -1}
 	log := r.cfg.Logger.With("partitions", n)
 	log.Info("scale: start processes")
+	r.at(fmt.Sprintf("%d partitions: start processes", n), round)
 	e, err := startEnv(ctx, envConfig{dir: r.dir, kproxy: r.kproxy, brokers: 3, proxies: 2,
 		leaseTTL: r.cfg.LeaseTTL, name: fmt.Sprintf("p%d", n)})
 	if err != nil {
@@ -94,6 +95,7 @@ func (r *runner) size(ctx context.Context, n int) (res SizeResult, err error) {
 		return res, err
 	}
 	log.Info("scale: cold start")
+	r.at(fmt.Sprintf("%d partitions: cold start", n), round)
 	took, failed, perr := produceEach(ctx, e.rig.ProxyAddrs(), scaleTopic, allParts(int32(n)), r.cfg.DeliveryTimeout)
 	res.ColdStart, res.Failed = took, failed
 	if perr != nil {
@@ -106,6 +108,7 @@ func (r *runner) size(ctx context.Context, n int) (res SizeResult, err error) {
 	res.EtcdTxnPerSec, res.EtcdProposalPerSec = rates(before, after)
 	res.EtcdDBBytes = after.dbBytes
 	log.Info("scale: proxies' memory, Metadata and route convergence")
+	r.at(fmt.Sprintf("%d partitions: proxies' memory, Metadata and route convergence", n), round)
 	const routes = "scale-routes"
 	if err := e.putTopic(ctx, routes, 1); err != nil {
 		return res, err
@@ -115,6 +118,7 @@ func (r *runner) size(ctx context.Context, n int) (res SizeResult, err error) {
 		return res, err
 	}
 	log.Info("scale: kill the broker holding the most partitions")
+	r.at(fmt.Sprintf("%d partitions: kill the broker holding the most partitions", n), round)
 	if err := r.takeover(ctx, e, n, &res); err != nil {
 		return res, err
 	}

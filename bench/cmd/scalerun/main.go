@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/scale"
+	"github.com/kproxy/kproxy/internal/progress"
 )
 
 func main() {
@@ -48,6 +49,7 @@ func main() {
 	if len(os.Args) > 1 {
 		cfg.Command = "go run ./bench/cmd/scalerun " + strings.Join(os.Args[1:], " ")
 	}
+	cfg.Progress = progress.New(os.Stdout, "scale", 10*time.Second, nil)
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
