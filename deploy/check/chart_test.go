@@ -122,7 +122,7 @@ func TestChartDefaults(t *testing.T) {
 	if len(d.Spec.Template.Spec.Volumes) != 1 {
 		t.Errorf("volumes without TLS or SASL: %+v", d.Spec.Template.Spec.Volumes)
 	}
-	t.Run("config keys are serve flags", func(t *testing.T) { checkConfigKeys(t, o, false) })
+	t.Run("config keys are serve flags", func(t *testing.T) { checkConfigKeys(t, o) })
 }
 
 func TestChartTLS(t *testing.T) {
@@ -187,7 +187,7 @@ func TestChartTLS(t *testing.T) {
 		sm.Labels["release"] != "prometheus" {
 		t.Errorf("ServiceMonitor %+v", sm)
 	}
-	t.Run("config keys are serve flags", func(t *testing.T) { checkConfigKeys(t, o, true) })
+	t.Run("config keys are serve flags", func(t *testing.T) { checkConfigKeys(t, o) })
 }
 
 // checkCommon holds for every rendering: one Deployment whose pods probe
@@ -287,17 +287,13 @@ func configOf(t *testing.T, o *objects) map[string]any {
 }
 
 // checkConfigKeys: every key of the rendered config file is a flag of
-// kproxy serve, as every key of config.example.yaml is. A rendering with
-// TLS is checked only when this kproxy has TLS flags: the chart is ahead of
-// a build without them, and says so instead of passing quietly.
-func checkConfigKeys(t *testing.T, o *objects, tls bool) {
+// kproxy serve, as every key of config.example.yaml is, with TLS and SASL
+// settings or without, and is documented in config.example.yaml.
+func checkConfigKeys(t *testing.T, o *objects) {
 	t.Helper()
 	flags, err := serveHelp()
 	if err != nil {
 		t.Fatal(err)
-	}
-	if tls && !flags["tls-cert-file"] {
-		t.Skip("this kproxy has no TLS flags (--tls-cert-file): the TLS rendering's config keys are not checked against it")
 	}
 	for key := range configOf(t, o) {
 		if !flags[key] {
@@ -313,7 +309,7 @@ func checkConfigKeys(t *testing.T, o *objects, tls bool) {
 		t.Fatalf("config.example.yaml: %v", err)
 	}
 	for key := range configOf(t, o) {
-		if _, ok := example[key]; !ok && !tls {
+		if _, ok := example[key]; !ok {
 			t.Errorf("config key %q is not in config.example.yaml", key)
 		}
 	}
