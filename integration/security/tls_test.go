@@ -95,7 +95,7 @@ func TestMutualTLSPrincipalAndRefusals(t *testing.T) {
 
 // TestCertificateRotation replaces the certificate files while a producer
 // runs: new connections get the new certificate, the producer sees no
-// error.
+// error, and no established connection is dropped.
 func TestCertificateRotation(t *testing.T) {
 	dir := t.TempDir()
 	ca1, ca2 := newCA(t, "CA one"), newCA(t, "CA two")
@@ -106,7 +106,9 @@ func TestCertificateRotation(t *testing.T) {
 	roots.AddCert(ca2.Cert)
 
 	ctx := testContext(t, 60*time.Second)
-	cl := newClient(t, addr, kgo.DialTLSConfig(&tls.Config{RootCAs: roots}), kgo.DefaultProduceTopic("rotate"), kgo.AllowAutoTopicCreation())
+	conns := &connHook{}
+	cl := newClient(t, addr, kgo.DialTLSConfig(&tls.Config{RootCAs: roots}), kgo.DefaultProduceTopic("rotate"), kgo.AllowAutoTopicCreation(),
+		kgo.WithHooks(conns), kgo.ConnIdleTimeout(10*time.Minute)) // kgo's own idle reaping is not a drop
 	var produced, failed atomic.Int64
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -139,7 +141,16 @@ func TestCertificateRotation(t *testing.T) {
 	if failed.Load() != 0 {
 		t.Fatalf("%d produce errors during rotation", failed.Load())
 	}
+	if n := conns.disconnects.Load(); n != 0 {
+		t.Fatalf("%d client connections dropped across the rotation; want none", n)
+	}
 }
+
+// connHook counts a kgo client's broker disconnects.
+var _ kgo.HookBrokerDisconnect = (*connHook)(nil) // kgo ignores a hook whose method does not match
+type connHook struct{ disconnects atomic.Int64 }
+
+func (h *connHook) OnBrokerDisconnect(kgo.BrokerMetadata, net.Conn) { h.disconnects.Add(1) }
 
 func issuer(t *testing.T, addr string, _ any) string {
 	t.Helper()
