@@ -147,8 +147,9 @@ func TestCertificateRotation(t *testing.T) {
 }
 
 // connHook counts a kgo client's broker disconnects.
-var _ kgo.HookBrokerDisconnect = (*connHook)(nil) // kgo ignores a hook whose method does not match
 type connHook struct{ disconnects atomic.Int64 }
+
+var _ kgo.HookBrokerDisconnect = (*connHook)(nil) // kgo ignores a hook whose method does not match
 
 func (h *connHook) OnBrokerDisconnect(kgo.BrokerMetadata, net.Conn) { h.disconnects.Add(1) }
 
