@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -185,12 +186,7 @@ func (m *metaView) topicByID(id [16]byte) (topicMeta, bool) {
 func (m *metaView) topicNames() []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	names := make([]string, 0, len(m.topics))
-	for n := range m.topics {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(m.topics))
 }
 
 // partitionExists reports whether tp names a partition of a known topic.
@@ -203,10 +199,7 @@ func (m *metaView) partitionExists(tp partlog.TP) bool {
 func (m *metaView) liveBrokers() []layout.BrokerInfo {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	out := make([]layout.BrokerInfo, 0, len(m.brokers))
-	for _, b := range m.brokers {
-		out = append(out, b)
-	}
+	out := slices.Collect(maps.Values(m.brokers))
 	slices.SortFunc(out, func(a, b layout.BrokerInfo) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -267,12 +268,7 @@ func (c *Cluster) AdminAddrs() []string {
 func (c *Cluster) BrokerIDs() []int32 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ids := make([]int32, 0, len(c.brokers))
-	for id := range c.brokers {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	return ids
+	return slices.Sorted(maps.Keys(c.brokers))
 }
 
 // BrokerAddr is a running broker's client address ("" if not running).

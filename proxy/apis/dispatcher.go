@@ -142,10 +142,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
 	}
-	m, err := newMetrics(cfg.Registerer)
-	if err != nil {
-		return nil, err
-	}
+	m := newMetrics(cfg.Registerer)
 	d := &Dispatcher{
 		cfg: cfg, routes: cfg.Routes, sender: cfg.Sender, log: cfg.Logger,
 		now: cfg.Now, policy: cfg.Retry, m: m, rnd: cfg.Rand,

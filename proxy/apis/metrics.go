@@ -2,13 +2,13 @@ package apis
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/internal/promreg"
 	"github.com/kproxy/kproxy/retry"
 )
 
@@ -18,7 +18,7 @@ type metrics struct {
 	early   prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kproxy_retries_total",
@@ -33,16 +33,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Split fetches answered before every broker replied, because enough bytes had arrived.",
 		}),
 	}
+	if reg != nil {
+		m.retries = promreg.Register(reg, m.retries)
+		m.splits = promreg.Register(reg, m.splits)
+		m.early = promreg.Register(reg, m.early)
+	}
 	m.zero()
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.retries, m.splits, m.early} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("apis: register metrics: %w", err)
-		}
-	}
-	return m, nil
+	return m
 }
 
 // zero creates, at 0, every retries series the package can count: for each

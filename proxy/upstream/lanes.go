@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 )
 
@@ -121,10 +123,7 @@ func (bp *brokerPool) dedicated(ctx context.Context, aff uint64) (*conn, error) 
 func (bp *brokerPool) closeLanes(cause error) {
 	l := &bp.lanes
 	l.mu.Lock()
-	conns := make([]*conn, 0, len(l.byAff))
-	for _, c := range l.byAff {
-		conns = append(conns, c)
-	}
+	conns := slices.Collect(maps.Values(l.byAff))
 	l.mu.Unlock()
 	for _, c := range conns {
 		c.fail(kindClosed, cause)

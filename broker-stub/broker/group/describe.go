@@ -159,10 +159,7 @@ func (g *group) describe(dg *kmsg.DescribeGroupsResponseGroup) {
 func (c *Coordinator) list(req *kmsg.ListGroupsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
 	c.mu.Lock()
-	gs := make([]*group, 0, len(c.groups))
-	for _, g := range c.groups {
-		gs = append(gs, g)
-	}
+	gs := slices.Collect(maps.Values(c.groups))
 	c.mu.Unlock()
 	for _, g := range gs {
 		s := g.summary()
