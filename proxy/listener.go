@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kproxy/kproxy/internal/commalist"
 	"github.com/kproxy/kproxy/proxy/tlsconf"
 )
 
@@ -59,7 +60,7 @@ type Listener struct {
 // listener without one advertises its bound address.
 func ParseListeners(listeners, advertised, protocolMap string) ([]Listener, error) {
 	protos := map[string]Protocol{}
-	for _, pair := range splitList(protocolMap) {
+	for _, pair := range commalist.Split(protocolMap) {
 		name, proto, ok := strings.Cut(pair, ":")
 		p, known := parseProtocol(proto)
 		if !ok || !known || name == "" {
@@ -69,7 +70,7 @@ func ParseListeners(listeners, advertised, protocolMap string) ([]Listener, erro
 	}
 	var out []Listener
 	seen := map[string]int{}
-	for _, e := range splitList(listeners) {
+	for _, e := range commalist.Split(listeners) {
 		name, addr, err := parseEndpoint(e)
 		if err != nil {
 			return nil, fmt.Errorf("listener %q: %w", e, err)
@@ -89,7 +90,7 @@ func ParseListeners(listeners, advertised, protocolMap string) ([]Listener, erro
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no listeners in %q", listeners)
 	}
-	for _, e := range splitList(advertised) {
+	for _, e := range commalist.Split(advertised) {
 		name, addr, err := parseEndpoint(e)
 		if err != nil {
 			return nil, fmt.Errorf("advertised listener %q: %w", e, err)
@@ -104,16 +105,6 @@ func ParseListeners(listeners, advertised, protocolMap string) ([]Listener, erro
 		out[i].Advertise = addr
 	}
 	return out, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, e := range strings.Split(s, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
 }
 
 // parseEndpoint splits NAME://HOST:PORT.

@@ -20,6 +20,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/kproxy/kproxy/bench/load"
+	"github.com/kproxy/kproxy/internal/commalist"
 	"github.com/kproxy/kproxy/internal/faultnet"
 )
 
@@ -49,8 +50,8 @@ func targetFlags() []cli.Flag {
 }
 
 func target(c *cli.Context) (load.Target, error) {
-	t := load.Target{Seeds: splitList(c.String("seeds"))}
-	for _, pair := range splitList(c.String("dial-map")) {
+	t := load.Target{Seeds: commalist.Split(c.String("seeds"))}
+	for _, pair := range commalist.Split(c.String("dial-map")) {
 		from, to, ok := strings.Cut(pair, "=")
 		if !ok {
 			return t, fmt.Errorf("--dial-map entry %q: want from=to", pair)
@@ -276,19 +277,9 @@ func logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 func parsePartitions(s string) ([]int32, error) {
 	var out []int32
-	for _, f := range splitList(s) {
+	for _, f := range commalist.Split(s) {
 		p, err := strconv.ParseInt(f, 10, 32)
 		if err != nil || p < 0 {
 			return nil, fmt.Errorf("--partitions entry %q: want a partition number", f)

@@ -8,11 +8,11 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/kproxy/kproxy/internal/commalist"
 	"github.com/kproxy/kproxy/proxy/sasl"
 )
 
@@ -39,7 +39,7 @@ func saslFlags() []cli.Flag {
 // them is decided by the proxy; they are always built). Credentials stay
 // nil: the proxy then uses the SCRAM credentials in etcd.
 func saslFromFlags(c *cli.Context, log *slog.Logger, runners *[]runner) (*sasl.Config, error) {
-	mechs := splitComma(c.String("sasl-mechanisms"))
+	mechs := commalist.Split(c.String("sasl-mechanisms"))
 	cfg := &sasl.Config{
 		Mechanisms: mechs, PlainWithoutTLS: c.Bool("sasl-plain-without-tls"),
 		MaxSession: c.Duration("sasl-max-session"), FailureDelay: c.Duration("sasl-failure-delay"),
@@ -62,7 +62,7 @@ func saslFromFlags(c *cli.Context, log *slog.Logger, runners *[]runner) (*sasl.C
 	v, err := sasl.NewJWTVerifier(c.Context, sasl.JWTConfig{
 		JWKSFile: c.String("oauth-jwks-file"), JWKSURL: c.String("oauth-jwks-url"), HTTPClient: client,
 		Refresh: c.Duration("oauth-jwks-refresh"), Issuer: c.String("oauth-issuer"), Audience: c.String("oauth-audience"),
-		Algorithms: splitComma(c.String("oauth-algorithms")), ClockSkew: c.Duration("oauth-clock-skew"),
+		Algorithms: commalist.Split(c.String("oauth-algorithms")), ClockSkew: c.Duration("oauth-clock-skew"),
 		PrincipalClaim: c.String("oauth-principal-claim"), Logger: log.With("component", "jwks"),
 	})
 	if err != nil {
@@ -71,14 +71,4 @@ func saslFromFlags(c *cli.Context, log *slog.Logger, runners *[]runner) (*sasl.C
 	cfg.Tokens = v
 	*runners = append(*runners, v.Run)
 	return cfg, nil
-}
-
-func splitComma(s string) []string {
-	var out []string
-	for _, e := range strings.Split(s, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
 }

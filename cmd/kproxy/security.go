@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/kproxy/kproxy/internal/commalist"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/audit"
 	"github.com/kproxy/kproxy/proxy/principal"
@@ -81,10 +82,7 @@ func securityFromFlags(c *cli.Context, log *slog.Logger) (proxy.Security, error)
 
 func parsePrincipals(s string) ([]principal.Principal, error) {
 	var out []principal.Principal
-	for _, e := range strings.Split(s, ",") {
-		if e = strings.TrimSpace(e); e == "" {
-			continue
-		}
+	for _, e := range commalist.Split(s) {
 		typ, name, ok := strings.Cut(e, ":")
 		if !ok || typ != "User" || name == "" {
 			return nil, fmt.Errorf("%q: want User:NAME", e)

@@ -20,6 +20,7 @@ import (
 	"github.com/kproxy/kproxy/integration/chaos"
 	"github.com/kproxy/kproxy/integration/chaos/nemesis"
 	"github.com/kproxy/kproxy/integration/chaos/workload"
+	"github.com/kproxy/kproxy/internal/commalist"
 	"github.com/kproxy/kproxy/internal/progress"
 )
 
@@ -63,10 +64,8 @@ func run() int {
 	opt.Seed = seed
 	opt.Mode = workload.Mode(mode)
 	opt.BrokerArgs = strings.Fields(brokerFlags)
-	for _, f := range strings.Split(faults, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			opt.Faults = append(opt.Faults, nemesis.Kind(f))
-		}
+	for _, f := range commalist.Split(faults) {
+		opt.Faults = append(opt.Faults, nemesis.Kind(f))
 	}
 	level := slog.LevelWarn
 	if verbose {
