@@ -3,7 +3,6 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis"
 )
 
@@ -43,7 +43,6 @@ type clientConn struct {
 
 	clientID   []byte // the last client id seen, to reuse its *string
 	clientPtr  *string
-	sizeBuf    [4]byte
 	mutedUntil atomic.Int64 // unix ns: a quota throttle holds the next request (throttle.go)
 	quotaCache atomic.Pointer[quotaLookup]
 }
@@ -169,11 +168,11 @@ func (e *badFrameError) Unwrap() error { return e.err }
 
 // readOne reads one request frame and begins its call under ticket t.
 func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
-	if _, err := io.ReadFull(br, c.sizeBuf[:]); err != nil {
+	n, err := kwire.ReadSize(br)
+	if err != nil {
 		return err
 	}
 	start := time.Now()
-	n := int32(binary.BigEndian.Uint32(c.sizeBuf[:]))
 	if limit := c.frameLimit(); n < 0 || n > limit {
 		return &badFrameError{key: -1, reason: badFrameSize, err: fmt.Errorf("frame of %d bytes (max %d)", n, limit)}
 	}
@@ -185,19 +184,20 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	c.s.m.bytesIn.Add(float64(4 + n))
 	if c.gate.sess != nil && c.gate.sess.RawNext() {
 		cl, last := c.rawToken(frame)
-		return c.begun(t, reqHeader{key: keySaslAuthenticate, raw: true}, cl, last, start, buf)
+		return c.begun(t, reqHeader{RequestHeader: kwire.RequestHeader{Key: keySaslAuthenticate}, raw: true}, cl, last, start, buf)
 	}
-	h, err := parseHeader(frame, c.s.flex)
+	kh, err := kwire.ParseRequestHeader(frame, c.s.flex)
+	h := reqHeader{RequestHeader: kh}
 	if err != nil {
 		c.s.g.put(&c.s.bufs, buf)
-		return &badFrameError{key: h.key, reason: headerReason(err), err: fmt.Errorf("request header: %w", err)}
+		return &badFrameError{key: h.Key, reason: headerReason(err), err: fmt.Errorf("request header: %w", err)}
 	}
-	am := c.s.m.api(h.key)
+	am := c.s.m.api(h.Key)
 	am.requests.Inc()
-	if !h.known {
-		c.s.m.fail(h.key, codeUnsupported)
+	if !h.Known {
+		c.s.m.fail(h.Key, codeUnsupported)
 	}
-	cl, last, err := c.gateRequest(&h, frame[h.bodyOff:])
+	cl, last, err := c.gateRequest(&h, frame[h.BodyOff:])
 	if err != nil {
 		c.s.g.put(&c.s.bufs, buf)
 		return err
@@ -210,14 +210,14 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 		}
 		cid := c.internClientID(&h)
 		cost.client = derefClientID(cid)
-		c.chargeProduce(h.key, 4+int(n), &cost)
+		c.chargeProduce(h.Key, 4+int(n), &cost)
 		began := time.Now()
 		cl = c.s.d.disp.Begin(c.ctx, c.id, apis.Header{
-			Key: h.key, Version: h.version, CorrelationID: h.corr, ClientID: cid,
-		}, frame[h.bodyOff:])
+			Key: h.Key, Version: h.Version, CorrelationID: h.Corr, ClientID: cid,
+		}, frame[h.BodyOff:])
 		cost.begin = time.Since(began)
 	}
-	h.clientID = nil // aliases frame
+	h.ClientID = nil // aliases frame
 	c.calls.Add(1)
 	go c.finish(t, h, cl, am, start, buf, cost)
 	if last {
@@ -229,7 +229,7 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 // begun finishes a call answered by the connection itself.
 func (c *clientConn) begun(t uint64, h reqHeader, cl call, last bool, start time.Time, buf *[]byte) error {
 	c.calls.Add(1)
-	go c.finish(t, h, cl, c.s.m.api(h.key), start, buf, quotaCost{})
+	go c.finish(t, h, cl, c.s.m.api(h.Key), start, buf, quotaCost{})
 	if last {
 		return errLastRequest
 	}
@@ -239,12 +239,12 @@ func (c *clientConn) begun(t uint64, h reqHeader, cl call, last bool, start time
 // internClientID returns the header's client id, reusing the last one's
 // string: a client sends the same id on every request.
 func (c *clientConn) internClientID(h *reqHeader) *string {
-	if h.nullClientID {
+	if h.NullClientID {
 		return nil
 	}
-	if c.clientPtr == nil || string(c.clientID) != string(h.clientID) {
-		s := string(h.clientID)
-		c.clientID, c.clientPtr = append(c.clientID[:0], h.clientID...), &s
+	if c.clientPtr == nil || string(c.clientID) != string(h.ClientID) {
+		s := string(h.ClientID)
+		c.clientID, c.clientPtr = append(c.clientID[:0], h.ClientID...), &s
 	}
 	return c.clientPtr
 }
@@ -258,13 +258,13 @@ func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, st
 	am.duration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if c.ctx.Err() == nil {
-			c.s.m.fail(h.key, codeDispatch)
-			c.s.g.report(c, badRequest, "closing client connection", "api", apiName(h.key), "version", h.version, "err", err)
+			c.s.m.fail(h.Key, codeDispatch)
+			c.s.g.report(c, badRequest, "closing client connection", "api", apiName(h.Key), "version", h.Version, "err", err)
 		}
-		c.close(fmt.Errorf("%s v%d: %w", apiName(h.key), h.version, err))
+		c.close(fmt.Errorf("%s v%d: %w", apiName(h.Key), h.Version, err))
 		return
 	}
-	c.chargeReply(h.key, h.version, &reply, cost)
+	c.chargeReply(h.Key, h.Version, &reply, cost)
 	if reply.NoResponse {
 		c.seq.complete(t, response{skip: true})
 		return

@@ -35,21 +35,21 @@ func FuzzParseHeader(f *testing.F) {
 	}
 	ft := kwire.NewFlexTable()
 	f.Fuzz(func(t *testing.T, frame []byte) {
-		h, err := parseHeader(frame, ft)
+		h, err := kwire.ParseRequestHeader(frame, ft)
 		if err != nil {
 			if r := headerReason(err); r != badHeader && r != badUnknownAPI {
 				t.Fatalf("error %v has reason %q", err, r)
 			}
 			return
 		}
-		if h.bodyOff < 8 && !(h.key == int16(kmsg.ApiVersions) && !h.known) || h.bodyOff > len(frame) {
-			t.Fatalf("body offset %d in a %d-byte frame", h.bodyOff, len(frame))
+		if h.BodyOff < 8 && !(h.Key == int16(kmsg.ApiVersions) && !h.Known) || h.BodyOff > len(frame) {
+			t.Fatalf("body offset %d in a %d-byte frame", h.BodyOff, len(frame))
 		}
-		if flexible, known := ft.Lookup(h.key, h.version); known != h.known || flexible != h.flexible {
-			t.Fatalf("key %d v%d: known %v flexible %v, table says %v %v", h.key, h.version, h.known, h.flexible, known, flexible)
+		if flexible, known := ft.Lookup(h.Key, h.Version); known != h.Known || flexible != h.Flexible {
+			t.Fatalf("key %d v%d: known %v flexible %v, table says %v %v", h.Key, h.Version, h.Known, h.Flexible, known, flexible)
 		}
-		if len(h.clientID) > 0 && (h.nullClientID || len(h.clientID) > h.bodyOff) {
-			t.Fatalf("client id of %d bytes, null %v, body at %d", len(h.clientID), h.nullClientID, h.bodyOff)
+		if len(h.ClientID) > 0 && (h.NullClientID || len(h.ClientID) > h.BodyOff) {
+			t.Fatalf("client id of %d bytes, null %v, body at %d", len(h.ClientID), h.NullClientID, h.BodyOff)
 		}
 	})
 }

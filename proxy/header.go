@@ -10,32 +10,11 @@ import (
 // maxKey bounds per-API tables; kmsg's keys are dense and far below it.
 const maxKey = 255
 
-// reqHeader is a parsed request header (see kwire.RequestHeader).
+// reqHeader is a request's header as kwire parses it, and whether the frame
+// was a raw SASL token (after SaslHandshake v0), whose response has no header.
 type reqHeader struct {
-	key, version int16
-	corr         int32
-	clientID     []byte // aliases the frame
-	nullClientID bool
-	flexible     bool // the request (and so its response) uses flexible headers
-	known        bool // kmsg knows this key and version
-	raw          bool // a raw SASL token (after SaslHandshake v0): the response has no header
-	bodyOff      int
-}
-
-var (
-	errShortHeader = kwire.ErrShortHeader
-	errUnknownAPI  = kwire.ErrUnknownAPI
-	errBadTags     = kwire.ErrBadTags
-)
-
-// parseHeader reads the header at the start of frame (the bytes after the
-// size); see kwire.ParseRequestHeader.
-func parseHeader(frame []byte, flex kwire.FlexTable) (reqHeader, error) {
-	k, err := kwire.ParseRequestHeader(frame, flex)
-	return reqHeader{
-		key: k.Key, version: k.Version, corr: k.Corr, clientID: k.ClientID, nullClientID: k.NullClientID,
-		flexible: k.Flexible, known: k.Known, bodyOff: k.BodyOff,
-	}, err
+	kwire.RequestHeader
+	raw bool
 }
 
 // responseHeader builds the size and header of a response with body
@@ -47,13 +26,13 @@ func responseHeader(h *reqHeader, bodyLen int) response {
 		r.hlen = 4
 		return r
 	}
-	r.hlen = uint8(kwire.PutResponseHeader(&r.hdr, h.corr, kwire.ResponseHeaderFlexible(h.key, h.flexible), bodyLen))
+	r.hlen = uint8(kwire.PutResponseHeader(&r.hdr, h.Corr, kwire.ResponseHeaderFlexible(h.Key, h.Flexible), bodyLen))
 	return r
 }
 
-// headerReason is the kproxy_bad_input_total reason of a parseHeader error.
+// headerReason is the kproxy_bad_input_total reason of a kwire.ParseRequestHeader error.
 func headerReason(err error) string {
-	if errors.Is(err, errUnknownAPI) {
+	if errors.Is(err, kwire.ErrUnknownAPI) {
 		return badUnknownAPI
 	}
 	return badHeader

@@ -152,7 +152,7 @@ func (c *clientConn) frameLimit() int32 {
 // or refuses it. last means the call is the connection's last.
 func (c *clientConn) gateRequest(h *reqHeader, body []byte) (cl call, last bool, err error) {
 	g := &c.gate
-	isSASL := h.key == keySaslHandshake || h.key == keySaslAuthenticate
+	isSASL := h.Key == keySaslHandshake || h.Key == keySaslAuthenticate
 	switch {
 	case g.sess == nil: // the dispatcher answers SASL with ILLEGAL_SASL_STATE
 		return nil, false, nil
@@ -161,16 +161,16 @@ func (c *clientConn) gateRequest(h *reqHeader, body []byte) (cl call, last bool,
 			return nil, false, &authError{rejectExpired, errors.New("session expired without re-authentication")}
 		}
 		return nil, false, nil
-	case !isSASL && h.key == keyApiVersions:
+	case !isSASL && h.Key == keyApiVersions:
 		return nil, false, nil
 	case !isSASL:
-		return nil, false, &authError{rejectBeforeAuth, fmt.Errorf("%s before authentication", apiName(h.key))}
+		return nil, false, &authError{rejectBeforeAuth, fmt.Errorf("%s before authentication", apiName(h.Key))}
 	}
 	var o sasl.Outcome
-	if h.key == keySaslHandshake {
-		o, err = g.sess.Handshake(h.version, body)
+	if h.Key == keySaslHandshake {
+		o, err = g.sess.Handshake(h.Version, body)
 	} else {
-		o, err = g.sess.Authenticate(h.version, body)
+		o, err = g.sess.Authenticate(h.Version, body)
 	}
 	if err != nil {
 		return nil, false, &authError{rejectSASLProtocol, err}

@@ -193,7 +193,7 @@ func AppendRequest(dst []byte, flex FlexTable, req kmsg.Request, corr int32, cli
 // frames from clients go through BufPool.ReadGrowing.
 // From a *bufio.Reader (the hot paths) it allocates nothing but the frame.
 func ReadFrame(r io.Reader, minSize, maxSize int32, pool *BufPool) (*[]byte, error) {
-	n, err := readSize(r)
+	n, err := ReadSize(r)
 	if err != nil {
 		return nil, err
 	}
@@ -217,9 +217,10 @@ func ReadFrame(r io.Reader, minSize, maxSize int32, pool *BufPool) (*[]byte, err
 	return buf, nil
 }
 
-// readSize reads a frame's size. A size buffer handed to an io.Reader
-// escapes to the heap, so a bufio.Reader is read in place.
-func readSize(r io.Reader) (int32, error) {
+// ReadSize reads a frame's size, for readers that bound and read the body
+// themselves. A size buffer handed to an io.Reader escapes to the heap, so
+// a bufio.Reader is read in place.
+func ReadSize(r io.Reader) (int32, error) {
 	if br, ok := r.(*bufio.Reader); ok {
 		b, err := br.Peek(4)
 		if err != nil {

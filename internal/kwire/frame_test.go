@@ -152,3 +152,53 @@ func TestReadFrameFromBufioAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per frame, want 0", allocs)
 	}
 }
+
+func TestParseRequestHeader(t *testing.T) {
+	ft := NewFlexTable()
+	format := func(req kmsg.Request, clientID *string) []byte {
+		f := kmsg.NewRequestFormatter()
+		if clientID != nil {
+			f = kmsg.NewRequestFormatter(kmsg.FormatterClientID(*clientID))
+		}
+		return f.AppendRequest(nil, req, 77)[4:]
+	}
+	meta := func(v int16) kmsg.Request { r := kmsg.NewPtrMetadataRequest(); r.Version = v; return r }
+	cs := func(v int16) kmsg.Request { r := kmsg.NewPtrControlledShutdownRequest(); r.Version = v; return r }
+	id := "client-1"
+	cases := []struct {
+		name     string
+		frame    []byte
+		err      error
+		flexible bool
+		clientID string
+		null     bool
+	}{
+		{"v1 header", format(meta(4), &id), nil, false, id, false},
+		{"v2 header", format(meta(12), &id), nil, true, id, false},
+		{"null client id", format(meta(12), nil), nil, true, "", true},
+		{"controlled shutdown v0 has header v0", format(cs(0), &id), nil, false, "", true},
+		{"controlled shutdown v1 has header v1", format(cs(1), &id), nil, false, id, false},
+		{"unknown api versions version", []byte{0, 18, 0, 99, 0, 0, 0, 77, 0xff}, nil, false, "", false},
+		{"unknown key", []byte{0x10, 0, 0, 0, 0, 0, 0, 77, 0xff, 0xff}, ErrUnknownAPI, false, "", false},
+		{"truncated", []byte{0, 3, 0, 4, 0, 0, 0}, ErrShortHeader, false, "", false},
+		{"negative client id length", []byte{0, 3, 0, 4, 0, 0, 0, 77, 0xff, 0xf0}, ErrShortHeader, false, "", false},
+		{"bad tags", []byte{0, 3, 0, 12, 0, 0, 0, 77, 0xff, 0xff, 0x81}, ErrBadTags, false, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := ParseRequestHeader(tc.frame, ft)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("err = %v, want %v", err, tc.err)
+			}
+			if err != nil {
+				return
+			}
+			if h.Corr != 77 || h.Flexible != tc.flexible || string(h.ClientID) != tc.clientID || h.NullClientID != tc.null {
+				t.Fatalf("header %+v", h)
+			}
+			if h.Known && h.BodyOff > len(tc.frame) {
+				t.Fatalf("body offset %d past the frame", h.BodyOff)
+			}
+		})
+	}
+}
