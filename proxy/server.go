@@ -15,7 +15,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,12 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/sasl"
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/kproxy/kproxy/internal/kwire"
-	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/leasewatch"
 	"github.com/kproxy/kproxy/proxy/aclstore"
 	"github.com/kproxy/kproxy/proxy/adminui"
@@ -43,87 +37,6 @@ import (
 	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/routing"
 )
-
-// Config configures a Server. Zero values take the documented defaults.
-type Config struct {
-	Listen string // Kafka listener, host:port (a PLAINTEXT listener when Listeners is empty)
-	// Listeners, if set, replace Listen and Advertise: each is bound and
-	// advertised to the clients that come in on it (listener.go).
-	Listeners []Listener
-	// Security configures authentication on the listeners (security.go).
-	Security    Security
-	AdminListen string // admin HTTP listener, host:port
-	// Advertise is the host:port clients see, the same on every replica
-	// (default: the bound Kafka listener address).
-	Advertise string
-	NodeID    int32 // broker id clients see (default 0)
-	ClusterID string
-	Etcd      *clientv3.Client
-	Layout    layout.Layout // its Prefix is the root of the keys EtcdLayout reads
-	// EtcdLayout says whose keys route: LayoutKproxy (default) or
-	// LayoutKafScale.
-	EtcdLayout string
-
-	AutoCreateTopics  bool
-	DefaultPartitions int32
-
-	MaxFrameBytes      int32         // largest client request frame (default 100 MiB)
-	MaxInFlightPerConn int           // outstanding requests per client connection (default 64)
-	DrainTimeout       time.Duration // how long shutdown waits for in-flight requests (default 10s)
-	// WriteTimeout bounds one write to a client; a client that reads
-	// nothing for this long is disconnected (default 30s).
-	WriteTimeout time.Duration
-
-	// Quota sets the client quota windows (Kafka's defaults); New sets its
-	// Now and Registerer.
-	Quota quota.Config
-	// Authz configures authorization (zero: mode allow-all, everything is
-	// permitted). The bindings come from etcd under Layout.ACLPrefix in
-	// every mode, so they can be managed before enforcement is turned on.
-	Authz authz.Config
-	// Audit, if set, receives every authorization denial and one in
-	// AuditAllowsEvery allows (0: none); unset, they go to Security.Audit.
-	Audit            func(authz.Event)
-	AuditAllowsEvery uint64
-	// AuthzOpenListeners names listeners whose clients are not authorized
-	// (for kproxy dev --secure's plaintext listener; never in production).
-	AuthzOpenListeners []string
-
-	Limits Limits        // protection from large or hostile clients (guard.go)
-	Admin  AdminSecurity // TLS and credentials of the admin endpoint (adminsec.go)
-
-	UpstreamConnsPerBroker int // default 4
-	// UpstreamTLS, if set, gives the TLS configuration of each new broker
-	// connection (tlsreload.Client.Config reloads its files); UpstreamSASL,
-	// if set, authenticates each one (franz-go's pkg/sasl).
-	UpstreamTLS  func(host string) *tls.Config
-	UpstreamSASL sasl.Mechanism
-	EnablePprof  bool
-	Logger       *slog.Logger
-	Registry     *prometheus.Registry // default: a new registry
-}
-
-func (c *Config) setDefaults() {
-	if c.MaxFrameBytes <= 0 {
-		c.MaxFrameBytes = 100 << 20
-	}
-	if c.MaxInFlightPerConn <= 0 {
-		c.MaxInFlightPerConn = 64
-	}
-	if c.DrainTimeout <= 0 {
-		c.DrainTimeout = 10 * time.Second
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 30 * time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	c.Limits.setDefaults()
-	if c.Registry == nil {
-		c.Registry = prometheus.NewRegistry()
-	}
-}
 
 // dispatcher is what a connection needs of apis.Dispatcher; tests supply
 // fakes.
