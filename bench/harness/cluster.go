@@ -47,6 +47,7 @@ type Cluster struct {
 	brokers      []*brokerProc
 	relays       []*testrig.Proc
 	proxy        *testrig.Proxy
+	aclProxy     *testrig.Proxy // the ACL scenarios' proxy (nil: not running)
 	etcdDir      string
 	// EtcdOnTmpfs says etcd's data is on tmpfs (see etcdDataDir).
 	EtcdOnTmpfs bool
@@ -144,6 +145,9 @@ func (c *Cluster) startRelay(ctx context.Context, b *brokerProc) error {
 func (c *Cluster) Close() {
 	if c.proxy != nil {
 		c.stopAll(c.proxy.Proc)
+	}
+	if c.aclProxy != nil {
+		c.stopAll(c.aclProxy.Proc)
 	}
 	procs := append([]*testrig.Proc{}, c.relays...)
 	for _, b := range c.brokers {
@@ -253,6 +257,8 @@ func (c *Cluster) side(name string) side {
 	switch name {
 	case sideProxy:
 		return side{name, load.Target{Seeds: []string{c.proxy.Addr}}}
+	case sideACL:
+		return side{name, load.Target{Seeds: []string{c.aclProxy.Addr}}}
 	case sideRelay:
 		t := load.Target{DialMap: make(map[string]string)}
 		for _, b := range c.brokers {
@@ -287,10 +293,10 @@ func (c *Cluster) owners(ctx context.Context, topic string) (map[int32]int32, er
 	return c.rig.Owners(ctx, topic)
 }
 
-// procCPU is the CPU time of the proxy, the relays and the brokers.
+// procCPU is the CPU time of the proxies, the relays and the brokers.
 type procCPU struct {
-	proxy, relays, brokers time.Duration
-	clients                time.Duration // the load generator
+	proxy, aclProxy, relays, brokers time.Duration
+	clients                          time.Duration // the load generator
 }
 
 func (c *Cluster) cpu() (procCPU, error) {
@@ -298,6 +304,11 @@ func (c *Cluster) cpu() (procCPU, error) {
 	var err error
 	if s.proxy, err = cpuTime(c.proxy.Proc.Pid()); err != nil {
 		return s, err
+	}
+	if c.aclProxy != nil {
+		if s.aclProxy, err = cpuTime(c.aclProxy.Proc.Pid()); err != nil {
+			return s, err
+		}
 	}
 	for _, r := range c.relays {
 		d, err := cpuTime(r.Pid())
@@ -317,7 +328,7 @@ func (c *Cluster) cpu() (procCPU, error) {
 }
 
 func (a procCPU) sub(b procCPU) procCPU {
-	return procCPU{proxy: a.proxy - b.proxy, relays: a.relays - b.relays, brokers: a.brokers - b.brokers, clients: a.clients - b.clients}
+	return procCPU{proxy: a.proxy - b.proxy, aclProxy: a.aclProxy - b.aclProxy, relays: a.relays - b.relays, brokers: a.brokers - b.brokers, clients: a.clients - b.clients}
 }
 
 func waitEtcd(ctx context.Context, endpoint string, p *testrig.Proc) (*clientv3.Client, error) {

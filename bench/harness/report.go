@@ -195,6 +195,7 @@ func (r *Report) evaluate(cfg Config) {
 		notRun("route convergence p99", "<= 50 ms")
 	}
 	r.evaluateRouting()
+	r.evaluateACL()
 	r.findings()
 	name, goal := "memory per idle client connection", "<= 64 KiB"
 	found := false

@@ -204,6 +204,7 @@ func merge(name string, runs []sample) (SideResult, error) {
 			mergeInto(h, rh)
 		}
 		cpu.proxy += s.cpu.proxy
+		cpu.aclProxy += s.cpu.aclProxy
 		cpu.relays += s.cpu.relays
 		cpu.brokers += s.cpu.brokers
 		cpu.clients += s.cpu.clients
@@ -218,6 +219,8 @@ func merge(name string, runs []sample) (SideResult, error) {
 		switch name {
 		case sideProxy:
 			inter = cpu.proxy
+		case sideACL:
+			inter = cpu.aclProxy
 		case sideRelay:
 			inter = cpu.relays
 		}

@@ -39,19 +39,9 @@ func (s ScenarioResult) side(name string) (SideResult, bool) {
 
 // compare runs the plan on every side and builds the scenario's table.
 func (h *Harness) compare(ctx context.Context, id, title, what string, plan roundPlan) (ScenarioResult, error) {
-	h.cfg.Logger.Info("scenario", "id", id)
-	h.at(id, 0, 0)
-	runs, err := h.runRounds(ctx, sideNames, plan)
+	res, err := h.compareSides(ctx, id, title, what, sideNames, plan)
 	if err != nil {
-		return ScenarioResult{}, fmt.Errorf("scenario %s: %w", id, err)
-	}
-	res := ScenarioResult{ID: id, Title: title, What: what}
-	for _, name := range sideNames {
-		sr, err := merge(name, runs[name])
-		if err != nil {
-			return ScenarioResult{}, fmt.Errorf("scenario %s: %w", id, err)
-		}
-		res.Sides = append(res.Sides, sr)
+		return res, err
 	}
 	d, _ := res.side(sideDirect)
 	p, _ := res.side(sideProxy)
@@ -64,6 +54,26 @@ func (h *Harness) compare(ctx context.Context, id, title, what string, plan roun
 		{"relay - direct p99", float64(r.Latency.P99-d.Latency.P99) / 1000, "ms"},
 	}
 	h.report.Scenarios = append(h.report.Scenarios, res)
+	return res, nil
+}
+
+// compareSides runs the plan on sides and merges each side's runs; the
+// caller adds the ratios and the result to the report.
+func (h *Harness) compareSides(ctx context.Context, id, title, what string, sides []string, plan roundPlan) (ScenarioResult, error) {
+	h.cfg.Logger.Info("scenario", "id", id)
+	h.at(id, 0, 0)
+	runs, err := h.runRounds(ctx, sides, plan)
+	if err != nil {
+		return ScenarioResult{}, fmt.Errorf("scenario %s: %w", id, err)
+	}
+	res := ScenarioResult{ID: id, Title: title, What: what}
+	for _, name := range sides {
+		sr, err := merge(name, runs[name])
+		if err != nil {
+			return ScenarioResult{}, fmt.Errorf("scenario %s: %w", id, err)
+		}
+		res.Sides = append(res.Sides, sr)
+	}
 	return res, nil
 }
 

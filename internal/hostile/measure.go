@@ -6,8 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -130,7 +128,7 @@ func Measure(ctx context.Context, cfg MeasureConfig) (Report, error) {
 		return rep, err
 	}
 	rep.LogLines, rep.WarnLines = lines-linesBefore, warn-warnBefore
-	rep.BadInput, err = scrapeCounter(ctx, p.admin, "kproxy_bad_input_total")
+	rep.BadInput, err = testrig.ScrapeCounter(ctx, p.admin, "kproxy_bad_input_total")
 	return rep, err
 }
 
@@ -180,35 +178,6 @@ func countLog(path string) (lines, warn int, err error) {
 		}
 	}
 	return lines, warn, sc.Err()
-}
-
-// scrapeCounter sums every series of a counter on the admin endpoint.
-func scrapeCounter(ctx context.Context, admin, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("scrape metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return 0, err
-	}
-	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
-			f := strings.Fields(line)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				return 0, fmt.Errorf("metric line %q: %w", line, err)
-			}
-			sum += v
-		}
-	}
-	return sum, nil
 }
 
 // devProc is a `kproxy dev` subprocess.

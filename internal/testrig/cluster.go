@@ -97,8 +97,9 @@ func (c *Cluster) AddBroker(id int32, etcd []string) (*Broker, error) {
 	return b, nil
 }
 
-// AddProxy adds a proxy on free ports.
-func (c *Cluster) AddProxy() (*Proxy, error) {
+// AddProxy adds a proxy on free ports; extra are `kproxy serve` flags for
+// this proxy alone, after ClusterConfig.ProxyArgs.
+func (c *Cluster) AddProxy(extra ...string) (*Proxy, error) {
 	addrs, err := FreeAddrs(2)
 	if err != nil {
 		return nil, err
@@ -106,7 +107,7 @@ func (c *Cluster) AddProxy() (*Proxy, error) {
 	p := &Proxy{Index: len(c.Proxies), Addr: addrs[0], AdminAddr: addrs[1]}
 	args := []string{"serve", "--listen", p.Addr, "--admin", p.AdminAddr, "--advertise", p.Addr,
 		"--etcd-endpoints", strings.Join(c.cfg.EtcdEndpoints, ",")}
-	args = append(append(args, c.commonArgs()...), c.cfg.ProxyArgs...)
+	args = append(append(append(args, c.commonArgs()...), c.cfg.ProxyArgs...), extra...)
 	name := fmt.Sprintf("proxy-%d", p.Index+1)
 	p.Proc = NewProc(Spec{Name: name, Path: c.cfg.Kproxy, Args: args, LogPath: c.logPath(name)})
 	c.Proxies = append(c.Proxies, p)
