@@ -57,26 +57,30 @@ type Cluster struct {
 
 // startCluster starts everything and waits until the proxy is ready with
 // every broker live. On error it stops what it started.
-func startCluster(ctx context.Context, cfg clusterConfig) (c *Cluster, err error) {
-	c = &Cluster{cfg: cfg, layout: layout.New("")}
-	defer func() {
-		if err != nil {
-			c.Close()
-		}
-	}()
+func startCluster(ctx context.Context, cfg clusterConfig) (*Cluster, error) {
+	c := &Cluster{cfg: cfg, layout: layout.New("")}
+	if err := c.start(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) start(ctx context.Context) error {
+	cfg := c.cfg
 	etcdAddr, err := testrig.FreeAddr()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	c.etcdDir, c.EtcdOnTmpfs = etcdDataDir(cfg.dir)
 	c.etcd = testrig.NewProc(testrig.Spec{Name: "etcd", Path: cfg.kproxy, LogPath: filepath.Join(cfg.dir, "etcd.log"),
 		Args: []string{"etcd", "--listen-client", etcdAddr, "--data-dir", c.etcdDir}})
 	if err := c.etcd.Start(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	c.etcdEndpoint = "http://" + etcdAddr
 	if c.etcdCli, err = waitEtcd(ctx, c.etcdEndpoint, c.etcd); err != nil {
-		return nil, err
+		return err
 	}
 	proxyArgs := cfg.proxyFlags
 	if cfg.pprof {
@@ -87,33 +91,33 @@ func startCluster(ctx context.Context, cfg clusterConfig) (c *Cluster, err error
 		Store: "memory", LeaseTTL: cfg.leaseTTL, LogLevel: "warn", ProxyArgs: proxyArgs,
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range cfg.brokers {
 		b := &brokerProc{}
 		if b.Broker, err = c.rig.AddBroker(int32(i+1), nil); err != nil {
-			return nil, err
+			return err
 		}
 		if b.relay, err = testrig.FreeAddr(); err != nil {
-			return nil, err
+			return err
 		}
 		c.brokers = append(c.brokers, b)
 	}
 	if err := c.startBrokers(ctx, c.brokers); err != nil {
-		return nil, err
+		return err
 	}
 	for _, b := range c.brokers {
 		if err := c.startRelay(ctx, b); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if c.proxy, err = c.rig.AddProxy(); err != nil {
-		return nil, err
+		return err
 	}
 	if err := c.rig.StartProxy(ctx, c.proxy, len(c.brokers)); err != nil {
-		return nil, err
+		return err
 	}
-	return c, nil
+	return nil
 }
 
 func (c *Cluster) startBrokers(ctx context.Context, bs []*brokerProc) error {
