@@ -3,6 +3,7 @@ package authz
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -408,4 +409,54 @@ func TestEnforcementGroupsTransactionsConfigs(t *testing.T) {
 			t.Fatalf("DescribeConfigs %v %s: code %d, want %d", x.ResourceType, x.ResourceName, x.ErrorCode, want)
 		}
 	}
+}
+
+// TestOffsetForLeaderEpochClusterAction: OffsetForLeaderEpoch needs
+// Describe on each topic (a-orders yes, b-other 29), or ClusterAction on the
+// cluster, which brokers' followers have and which allows every topic.
+func TestOffsetForLeaderEpochClusterAction(t *testing.T) {
+	c := startCluster(t, 1, authz.Config{Mode: authz.DenyByDefault})
+	setup(t, c, anonBindings(), "a-orders", "b-other")
+	cl := rawClient(t, c.ProxyAddrs()[0])
+	codes := func() map[string]int16 {
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.ReplicaID = -1
+		for _, topic := range []string{"a-orders", "b-other"} {
+			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			rt.Topic = topic
+			p := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			p.CurrentLeaderEpoch, p.LeaderEpoch = -1, 0
+			rt.Partitions = append(rt.Partitions, p)
+			req.Topics = append(req.Topics, rt)
+		}
+		// To the proxy itself: kgo would shard by partition leader and turn
+		// b-other's denied metadata into an error for the whole request.
+		raw, err := cl.SeedBrokers()[0].Request(testCtx(t), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int16{}
+		for _, rt := range raw.(*kmsg.OffsetForLeaderEpochResponse).Topics {
+			out[rt.Topic] = rt.Partitions[0].ErrorCode
+		}
+		return out
+	}
+	denied := kerr.TopicAuthorizationFailed.Code
+	within(t, time.Second, "the bindings in force", func() error {
+		if got := codes(); got["a-orders"] == denied || got["b-other"] != denied {
+			return fmt.Errorf("codes %v: want a-orders allowed, b-other 29", got)
+		}
+		return nil
+	})
+	grant := b(kmsg.ACLResourceTypeCluster, kmsg.ACLResourcePatternTypeLiteral, authz.ClusterName,
+		kmsg.ACLOperationClusterAction, kmsg.ACLPermissionTypeAllow)
+	if _, err := aclstore.Create(testCtx(t), c.Client(), layout.New(""), []authz.Binding{grant}); err != nil {
+		t.Fatal(err)
+	}
+	within(t, time.Second, "ClusterAction to allow every topic", func() error {
+		if got := codes(); got["a-orders"] == denied || got["b-other"] == denied {
+			return fmt.Errorf("codes %v: want neither 29", got)
+		}
+		return nil
+	})
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/proxy/apis/split"
+	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/retry"
 )
 
@@ -55,6 +56,18 @@ func offsetsOp(key int16) kmsg.ACLOperation {
 		return kmsg.ACLOperationDelete
 	}
 	return kmsg.ACLOperationDescribe
+}
+
+// offsetsCheck is Kafka's: offsetsOp on each topic, except that
+// OffsetForLeaderEpoch, which brokers' followers use too, is allowed on every
+// topic for a principal with ClusterAction on the cluster.
+func offsetsCheck(ctx context.Context, d *Dispatcher, key int16) *topicCheck {
+	chk := d.topicCheck(ctx, key, offsetsOp(key))
+	if key == int16(kmsg.OffsetForLeaderEpoch) && chk.g.on() &&
+		chk.g.quietly(kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, authz.ClusterName) {
+		return nil // a nil check denies nothing
+	}
+	return chk
 }
 
 // budget is the retry deadline for a request with an optional timeout.
@@ -105,7 +118,7 @@ func (o *partList[QT, QP, RT, RP]) start(ctx context.Context, d *Dispatcher, h H
 	})
 	o.answers = make([]RP, split.CountParts(o.all, o.spec.parts))
 	s.Reserve(len(o.answers))
-	chk := d.topicCheck(ctx, h.Key, offsetsOp(h.Key))
+	chk := offsetsCheck(ctx, d, h.Key)
 	for ti := range o.all {
 		t := &o.all[ti]
 		ps := *o.spec.parts(t)
