@@ -26,7 +26,7 @@ func serveCommand() *cli.Command {
 		durationFlag("drain-timeout", 10*time.Second, "how long shutdown waits for in-flight requests"),
 		boolFlag("pprof", false, "serve /debug/pprof on the admin address"),
 		stringFlag("etcd-layout", proxy.LayoutKproxy, "whose etcd keys to route from: kproxy (kproxy's brokers) or kafscale (KafScale's brokers; --etcd-prefix then defaults to /kafscale, see docs/kafscale.md)"),
-	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags(), adminFlags(), upstreamFlags())
+	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags(), quotaFlags(), adminFlags(), upstreamFlags())
 }
 
 func runServe(c *cli.Context) error {
@@ -78,6 +78,10 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	quotas, err := quotaFrom(c)
+	if err != nil {
+		return err
+	}
 	upTLS, err := upstreamTLSFrom(c)
 	if err != nil {
 		return err
@@ -106,6 +110,7 @@ func runServe(c *cli.Context) error {
 		MaxInFlightPerConn:     c.Int("max-inflight-per-conn"),
 		DrainTimeout:           c.Duration("drain-timeout"),
 		Limits:                 limits,
+		Quota:                  quotas,
 		Admin:                  adminSecurityFrom(c),
 		UpstreamConnsPerBroker: c.Int("upstream-conns"),
 		UpstreamTLS:            upTLS,
