@@ -179,7 +179,8 @@ func smokeWhy(r *Report) string {
 	if r.Quick {
 		why = append(why, "quick mode (small partition counts)")
 	}
-	if loaded(r.LoadStart) || loaded(r.LoadEnd) {
+	// The load at the end is the run's own; only the start shows other work.
+	if loaded(r.LoadStart) {
 		why = append(why, fmt.Sprintf("the machine was loaded (load average %s to %s on %d cores, shared with other work)", r.LoadStart, r.LoadEnd, runtime.NumCPU()))
 	}
 	return strings.Join(why, "; ")
