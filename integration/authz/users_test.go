@@ -23,6 +23,7 @@ import (
 	"github.com/xdg-go/scram"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
+	"github.com/kproxy/kproxy/internal/saramascram"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/audit"
@@ -180,27 +181,13 @@ func TestUsersWithKgo(t *testing.T) {
 	}
 }
 
-// xdgClient is the SCRAM client sarama asks the application for.
-type xdgClient struct{ conv *scram.ClientConversation }
-
-func (c *xdgClient) Begin(user, pass, authzID string) error {
-	cl, err := scram.SHA512.NewClient(user, pass, authzID)
-	if err != nil {
-		return err
-	}
-	c.conv = cl.NewConversation()
-	return nil
-}
-func (c *xdgClient) Step(challenge string) (string, error) { return c.conv.Step(challenge) }
-func (c *xdgClient) Done() bool                            { return c.conv.Done() }
-
 func TestUsersWithSarama(t *testing.T) {
 	env := startUsers(t)
 	cfg := sarama.NewConfig()
 	cfg.Version = sarama.V2_8_0_0
 	cfg.Net.SASL.Enable, cfg.Net.SASL.Mechanism, cfg.Net.SASL.Version = true, sarama.SASLTypeSCRAMSHA512, sarama.SASLHandshakeV1
 	cfg.Net.SASL.User, cfg.Net.SASL.Password = "alice", passwords["alice"]
-	cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &xdgClient{} }
+	cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &saramascram.Client{Hash: scram.SHA512} }
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Retry.Max = 0
 	cfg.Net.DialTimeout, cfg.Net.ReadTimeout = 5*time.Second, 10*time.Second

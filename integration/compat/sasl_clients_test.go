@@ -14,6 +14,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
+	"github.com/kproxy/kproxy/internal/saramascram"
 	kafkago "github.com/segmentio/kafka-go"
 	kgscram "github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -56,27 +57,12 @@ func (kgoDriver) saslRoundTrip(ctx context.Context, st secureTarget, topic strin
 	return c.CommitUncommittedOffsets(ctx)
 }
 
-// xdgSCRAM is the SCRAM client sarama asks the application for.
-type xdgSCRAM struct{ conv *scram.ClientConversation }
-
-func (x *xdgSCRAM) Begin(user, pass, authz string) error {
-	cl, err := scram.SHA512.NewClient(user, pass, authz)
-	if err != nil {
-		return err
-	}
-	x.conv = cl.NewConversation()
-	return nil
-}
-
-func (x *xdgSCRAM) Step(challenge string) (string, error) { return x.conv.Step(challenge) }
-func (x *xdgSCRAM) Done() bool                            { return x.conv.Done() }
-
 func (saramaDriver) saslRoundTrip(ctx context.Context, st secureTarget, topic string, n int) error {
 	cfg := saramaConfig()
 	cfg.Net.TLS.Enable, cfg.Net.TLS.Config = true, st.tls
 	cfg.Net.SASL.Enable, cfg.Net.SASL.Mechanism = true, sarama.SASLTypeSCRAMSHA512
 	cfg.Net.SASL.User, cfg.Net.SASL.Password = st.user, st.pass
-	cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &xdgSCRAM{} }
+	cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &saramascram.Client{Hash: scram.SHA512} }
 	p, err := sarama.NewSyncProducer(st.bootstrap, cfg)
 	if err != nil {
 		return fmt.Errorf("sarama producer: %w", err)

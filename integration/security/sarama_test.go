@@ -6,25 +6,9 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/xdg-go/scram"
+
+	"github.com/kproxy/kproxy/internal/saramascram"
 )
-
-// xdgClient is the SCRAM client sarama asks the application for.
-type xdgClient struct {
-	gen  scram.HashGeneratorFcn
-	conv *scram.ClientConversation
-}
-
-func (c *xdgClient) Begin(user, pass, authz string) error {
-	cl, err := c.gen.NewClient(user, pass, authz)
-	if err != nil {
-		return err
-	}
-	c.conv = cl.NewConversation()
-	return nil
-}
-
-func (c *xdgClient) Step(challenge string) (string, error) { return c.conv.Step(challenge) }
-func (c *xdgClient) Done() bool                            { return c.conv.Done() }
 
 // TestSaramaHandshakeVersions: SaslHandshake v0 (raw tokens after it) and
 // v1 (SaslAuthenticate) both authenticate, with SCRAM and PLAIN.
@@ -45,7 +29,7 @@ func TestSaramaHandshakeVersions(t *testing.T) {
 			cfg.Net.TLS.Enable, cfg.Net.TLS.Config = true, env.tls
 			cfg.Net.SASL.Enable, cfg.Net.SASL.Mechanism, cfg.Net.SASL.Version = true, tc.mech, tc.version
 			cfg.Net.SASL.User, cfg.Net.SASL.Password = "alice", "alice-secret"
-			cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &xdgClient{gen: scram.SHA512} }
+			cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &saramascram.Client{Hash: scram.SHA512} }
 			cfg.ApiVersionsRequest = tc.version != sarama.SASLHandshakeV0
 			cfg.Producer.Return.Successes = true
 			cfg.Net.DialTimeout, cfg.Net.ReadTimeout = 5*time.Second, 10*time.Second
