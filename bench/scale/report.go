@@ -104,8 +104,8 @@ func (r *Report) Markdown() string {
 	w("")
 	w("Written by `%s` on %s (took %s). Machine: %s; load average %s at the start, %s at the end.", r.Command, r.Generated, r.Elapsed, r.Machine, r.LoadStart, r.LoadEnd)
 	w("")
-	if r.Quick || loaded(r.LoadStart) || loaded(r.LoadEnd) {
-		w("**This is a smoke run, not a result**: %s. Its figures show the harness works and roughly where the costs are; rerun `make scale` on a quiet machine for figures to quote.", smokeWhy(r))
+	if why := smokeWhy(r); why != "" {
+		w("**This is a smoke run, not a result**: %s. Its figures show the harness works and roughly where the costs are; rerun `make scale` on a quiet machine for figures to quote.", why)
 		w("")
 	}
 	if !r.fullSizes() {
@@ -174,6 +174,7 @@ func (r *Report) sizeList(ns []int) string {
 // loaded says a load average's first figure exceeds the cores.
 func loaded(avg string) bool { return harness.LoadedMachine(avg, runtime.NumCPU()) }
 
+// smokeWhy says why the run is a smoke run, or "" when it is a result.
 func smokeWhy(r *Report) string {
 	var why []string
 	if r.Quick {

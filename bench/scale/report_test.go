@@ -59,9 +59,11 @@ func TestReportTargetsAndMarkdown(t *testing.T) {
 		}
 	}
 	quiet := *rep
-	quiet.LoadStart, quiet.LoadEnd = "0.0 0.0 0.0", "0.0 0.0 0.0"
-	if strings.Contains(quiet.Markdown(), "smoke run") {
-		t.Error("a full run on a quiet machine is labelled a smoke run")
+	// The load at the end is the run's own (it keeps both cores busy):
+	// only the load at the start shows other work.
+	quiet.LoadStart, quiet.LoadEnd = "0.2 1.8 3.1", "3.7 2.8 3.3"
+	if md := quiet.Markdown(); strings.Contains(md, "smoke run") {
+		t.Errorf("a full run started on a quiet machine is labelled a smoke run:\n%s", md)
 	}
 }
 
