@@ -29,10 +29,11 @@ type clusterConfig struct {
 	logger     *slog.Logger
 }
 
-// brokerProc is one stub broker process and the relay in front of it.
+// brokerProc is one stub broker process and the relays in front of it.
 type brokerProc struct {
 	*testrig.Broker
-	relay string // the relay's address (relay side)
+	relay     string // the splicing relay's address (relay side)
+	copyRelay string // the user-space copying relay's address (relay-copy side)
 }
 
 // Cluster is etcd, the brokers, one relay process per broker and the proxy,
@@ -46,6 +47,7 @@ type Cluster struct {
 	rig          *testrig.Cluster // the brokers' and the proxy's processes
 	brokers      []*brokerProc
 	relays       []*testrig.Proc
+	copyRelays   []*testrig.Proc // kbench relay --user-space-copy, one per broker
 	proxy        *testrig.Proxy
 	aclProxy     *testrig.Proxy // the ACL scenarios' proxy (nil: not running)
 	etcdDir      string
@@ -101,13 +103,19 @@ func (c *Cluster) start(ctx context.Context) error {
 		if b.relay, err = testrig.FreeAddr(); err != nil {
 			return err
 		}
+		if b.copyRelay, err = testrig.FreeAddr(); err != nil {
+			return err
+		}
 		c.brokers = append(c.brokers, b)
 	}
 	if err := c.startBrokers(ctx, c.brokers); err != nil {
 		return err
 	}
 	for _, b := range c.brokers {
-		if err := c.startRelay(ctx, b); err != nil {
+		if err := c.startRelay(ctx, b, false); err != nil {
+			return err
+		}
+		if err := c.startRelay(ctx, b, true); err != nil {
 			return err
 		}
 	}
@@ -129,14 +137,23 @@ func (c *Cluster) startBrokers(ctx context.Context, bs []*brokerProc) error {
 	return nil
 }
 
-func (c *Cluster) startRelay(ctx context.Context, b *brokerProc) error {
-	p := testrig.NewProc(testrig.Spec{Name: fmt.Sprintf("relay-%d", b.ID), Path: c.cfg.kbench, CaptureStdout: true,
-		LogPath: filepath.Join(c.cfg.dir, fmt.Sprintf("relay-%d.log", b.ID)),
-		Args:    []string{"relay", "--pair", b.relay + "=" + b.Addr, "--exit-on-stdin-eof"}})
+// startRelay starts b's splicing relay, or its user-space copying one.
+func (c *Cluster) startRelay(ctx context.Context, b *brokerProc, userCopy bool) error {
+	name, addr, flags := fmt.Sprintf("relay-%d", b.ID), b.relay, []string{}
+	if userCopy {
+		name, addr, flags = fmt.Sprintf("relay-copy-%d", b.ID), b.copyRelay, []string{"--user-space-copy"}
+	}
+	p := testrig.NewProc(testrig.Spec{Name: name, Path: c.cfg.kbench, CaptureStdout: true,
+		LogPath: filepath.Join(c.cfg.dir, name+".log"),
+		Args:    append([]string{"relay", "--pair", addr + "=" + b.Addr, "--exit-on-stdin-eof"}, flags...)})
 	if err := p.Start(ctx); err != nil {
 		return err
 	}
-	c.relays = append(c.relays, p)
+	if userCopy {
+		c.copyRelays = append(c.copyRelays, p)
+	} else {
+		c.relays = append(c.relays, p)
+	}
 	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if _, err := p.ReadLine(waitCtx); err != nil {
@@ -153,7 +170,7 @@ func (c *Cluster) Close() {
 	if c.aclProxy != nil {
 		c.stopAll(c.aclProxy.Proc)
 	}
-	procs := append([]*testrig.Proc{}, c.relays...)
+	procs := append(append([]*testrig.Proc{}, c.relays...), c.copyRelays...)
 	for _, b := range c.brokers {
 		procs = append(procs, b.Proc)
 	}
@@ -253,6 +270,9 @@ const (
 	sideDirect = "direct"
 	sideProxy  = "kproxy"
 	sideRelay  = "relay"
+	// sideCopyRelay: relays that copy through user space (see
+	// copyRelayScenarios), the floor of any intermediary that reads bytes.
+	sideCopyRelay = "relay-copy"
 )
 
 var sideNames = []string{sideDirect, sideProxy, sideRelay}
@@ -263,11 +283,15 @@ func (c *Cluster) side(name string) side {
 		return side{name, load.Target{Seeds: []string{c.proxy.Addr}}}
 	case sideACL:
 		return side{name, load.Target{Seeds: []string{c.aclProxy.Addr}}}
-	case sideRelay:
+	case sideRelay, sideCopyRelay:
 		t := load.Target{DialMap: make(map[string]string)}
 		for _, b := range c.brokers {
-			t.Seeds = append(t.Seeds, b.relay)
-			t.DialMap[b.Addr] = b.relay
+			addr := b.relay
+			if name == sideCopyRelay {
+				addr = b.copyRelay
+			}
+			t.Seeds = append(t.Seeds, addr)
+			t.DialMap[b.Addr] = addr
 		}
 		return side{name, t}
 	default:
@@ -299,8 +323,8 @@ func (c *Cluster) owners(ctx context.Context, topic string) (map[int32]int32, er
 
 // procCPU is the CPU time of the proxies, the relays and the brokers.
 type procCPU struct {
-	proxy, aclProxy, relays, brokers time.Duration
-	clients                          time.Duration // the load generator
+	proxy, aclProxy, relays, copyRelays, brokers time.Duration
+	clients                                      time.Duration // the load generator
 }
 
 func (c *Cluster) cpu() (procCPU, error) {
@@ -314,12 +338,17 @@ func (c *Cluster) cpu() (procCPU, error) {
 			return s, err
 		}
 	}
-	for _, r := range c.relays {
-		d, err := cpuTime(r.Pid())
-		if err != nil {
-			return s, err
+	for _, set := range []struct {
+		procs []*testrig.Proc
+		sum   *time.Duration
+	}{{c.relays, &s.relays}, {c.copyRelays, &s.copyRelays}} {
+		for _, r := range set.procs {
+			d, err := cpuTime(r.Pid())
+			if err != nil {
+				return s, err
+			}
+			*set.sum += d
 		}
-		s.relays += d
 	}
 	for _, b := range c.brokers {
 		d, err := cpuTime(b.Proc.Pid())
@@ -332,7 +361,8 @@ func (c *Cluster) cpu() (procCPU, error) {
 }
 
 func (a procCPU) sub(b procCPU) procCPU {
-	return procCPU{proxy: a.proxy - b.proxy, aclProxy: a.aclProxy - b.aclProxy, relays: a.relays - b.relays, brokers: a.brokers - b.brokers, clients: a.clients - b.clients}
+	return procCPU{proxy: a.proxy - b.proxy, aclProxy: a.aclProxy - b.aclProxy, relays: a.relays - b.relays,
+		copyRelays: a.copyRelays - b.copyRelays, brokers: a.brokers - b.brokers, clients: a.clients - b.clients}
 }
 
 func waitEtcd(ctx context.Context, endpoint string, p *testrig.Proc) (*clientv3.Client, error) {

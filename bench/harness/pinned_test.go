@@ -19,8 +19,10 @@ func TestEvaluatePinned(t *testing.T) {
 	half := pinnedScenario("pinned-latency-half-rate", 1, 1, 1, 0, 0)
 	half.Sides[0].Latency = load.Latency{P99: 3000}
 	half.Sides[1].Latency = load.Latency{P99: 5500}
+	produce := pinnedScenario("pinned-produce-1k", 100, 97, 99, 3, 2) // 0.97 x; CPU 1.5 x
+	produce.Sides = append(produce.Sides, SideResult{Side: sideCopyRelay, RecordsPerSec: 99, IntermediaryCPUMsPerMB: 2.4})
 	r := &Report{Scenarios: []ScenarioResult{
-		pinnedScenario("pinned-produce-1k", 100, 97, 99, 3, 2),   // 0.97 x; CPU 1.5 x
+		produce,
 		pinnedScenario("pinned-produce-100b", 100, 80, 99, 3, 1), // 0.80 x
 		pinnedScenario("fetch", 100, 50, 99, 4, 2),               // only unpinned: CPU 2 x
 		half,
@@ -48,8 +50,13 @@ func TestEvaluatePinned(t *testing.T) {
 				t.Errorf("%s: figure %q does not say by how much", tg.Name, tg.Figure)
 			}
 		case "proxy / relay CPU per MB, fetch":
-			if !strings.Contains(tg.Figure, "unpinned run") || !strings.Contains(tg.Figure, "over by 0.50 x") {
+			if !strings.Contains(tg.Figure, "unpinned run") || !strings.Contains(tg.Figure, "over by 0.50 x") ||
+				strings.Contains(tg.Figure, "user space") {
 				t.Errorf("%s: figure %q", tg.Name, tg.Figure)
+			}
+		case "proxy / relay CPU per MB, produce-1k":
+			if !strings.Contains(tg.Figure, "against a relay copying through user space 1.25 x (2.40 ms/MB)") {
+				t.Errorf("%s: figure %q lacks the copying relay", tg.Name, tg.Figure)
 			}
 		}
 	}

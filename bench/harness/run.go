@@ -206,6 +206,7 @@ func merge(name string, runs []sample) (SideResult, error) {
 		cpu.proxy += s.cpu.proxy
 		cpu.aclProxy += s.cpu.aclProxy
 		cpu.relays += s.cpu.relays
+		cpu.copyRelays += s.cpu.copyRelays
 		cpu.brokers += s.cpu.brokers
 		cpu.clients += s.cpu.clients
 	}
@@ -223,6 +224,8 @@ func merge(name string, runs []sample) (SideResult, error) {
 			inter = cpu.aclProxy
 		case sideRelay:
 			inter = cpu.relays
+		case sideCopyRelay:
+			inter = cpu.copyRelays
 		}
 		if name != sideDirect {
 			r.IntermediaryCPUMsPerMB = ms(inter) / mb

@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,7 +40,11 @@ func (s ScenarioResult) side(name string) (SideResult, bool) {
 
 // compare runs the plan on every side and builds the scenario's table.
 func (h *Harness) compare(ctx context.Context, id, title, what string, plan roundPlan) (ScenarioResult, error) {
-	res, err := h.compareSides(ctx, id, title, what, sideNames, plan)
+	sides := sideNames
+	if slices.Contains(copyRelayScenarios, id) {
+		sides = append(slices.Clip(sideNames), sideCopyRelay)
+	}
+	res, err := h.compareSides(ctx, id, title, what, sides, plan)
 	if err != nil {
 		return res, err
 	}

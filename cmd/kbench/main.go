@@ -203,8 +203,13 @@ func relayCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "pair", Usage: "listen=target, repeatable"},
 			&cli.BoolFlag{Name: "exit-on-stdin-eof", Usage: "stop when stdin closes (for a parent process)"},
+			&cli.BoolFlag{Name: "user-space-copy", Usage: "copy every byte through the relay's own buffer instead of splicing (the least any intermediary that reads the bytes pays)"},
 		},
 		Action: func(c *cli.Context) error {
+			var opts []faultnet.Option
+			if c.Bool("user-space-copy") {
+				opts = append(opts, faultnet.UserSpaceCopy())
+			}
 			type relayAddr struct {
 				Listen string `json:"listen"`
 				Target string `json:"target"`
@@ -215,7 +220,7 @@ func relayCommand() *cli.Command {
 				if !ok {
 					return fmt.Errorf("--pair %q: want listen=target", pair)
 				}
-				r, err := faultnet.NewRelay(listen, tgt, logger())
+				r, err := faultnet.NewRelay(listen, tgt, logger(), opts...)
 				if err != nil {
 					return err
 				}

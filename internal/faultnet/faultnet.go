@@ -14,6 +14,11 @@
 // half-close (EOF) on one side is passed on as a half-close. Bytes a copy had
 // already read when Pause or Delay was called may still be delivered without
 // the new fault.
+//
+// With the UserSpaceCopy option the relay reads every byte into its own
+// buffer and writes it out instead of splicing: what any intermediary that
+// looks at the bytes pays at least (the kernel copies each byte out to it and
+// back), so benchmarks can tell that floor from a proxy's own work.
 package faultnet
 
 import (
@@ -47,6 +52,8 @@ type Relay struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // every goroutine the relay starts
 	bufs   sync.Pool      // *[]byte chunks for the delayed path
+	// userCopy: copy through a user-space buffer, never splice (UserSpaceCopy).
+	userCopy bool
 
 	mu       sync.Mutex
 	state    faults
@@ -63,9 +70,16 @@ type link struct {
 	seen           [2]uint64 // fault epoch each direction last acted on; under Relay.mu
 }
 
+// Option changes how a relay forwards.
+type Option func(*Relay)
+
+// UserSpaceCopy makes the relay copy every byte through a buffer of its own
+// instead of splicing socket to socket (see the package comment).
+func UserSpaceCopy() Option { return func(r *Relay) { r.userCopy = true } }
+
 // NewRelay listens on listen (for example "127.0.0.1:0") and starts relaying
 // every accepted connection to target. logger may be nil.
-func NewRelay(listen, target string, logger *slog.Logger) (*Relay, error) {
+func NewRelay(listen, target string, logger *slog.Logger, opts ...Option) (*Relay, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -89,6 +103,9 @@ func NewRelay(listen, target string, logger *slog.Logger) (*Relay, error) {
 		links:   make(map[*link]struct{}),
 	}
 	r.bufs.New = func() any { b := make([]byte, chunkSize); return &b }
+	for _, o := range opts {
+		o(r)
+	}
 	r.wg.Add(1)
 	go r.acceptLoop()
 	return r, nil

@@ -65,9 +65,9 @@ func startEcho(t *testing.T) *echoServer {
 
 func (s *echoServer) addr() string { return s.ln.Addr().String() }
 
-func newRelay(t *testing.T, target string) *Relay {
+func newRelay(t *testing.T, target string, opts ...Option) *Relay {
 	t.Helper()
-	r, err := NewRelay("127.0.0.1:0", target, nil)
+	r, err := NewRelay("127.0.0.1:0", target, nil, opts...)
 	if err != nil {
 		t.Fatalf("NewRelay: %v", err)
 	}
@@ -156,9 +156,20 @@ func pattern(n int) []byte {
 	return b
 }
 
+// TestForwarding runs for both ways of copying: splice (the default) and
+// through a user-space buffer (UserSpaceCopy).
 func TestForwarding(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{{"splice", nil}, {"user-space copy", []Option{UserSpaceCopy()}}} {
+		t.Run(mode.name, func(t *testing.T) { testForwarding(t, mode.opts...) })
+	}
+}
+
+func testForwarding(t *testing.T, opts ...Option) {
 	echo := startEcho(t)
-	r := newRelay(t, echo.addr())
+	r := newRelay(t, echo.addr(), opts...)
 	tests := []struct {
 		name string
 		size int

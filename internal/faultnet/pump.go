@@ -15,6 +15,10 @@ const (
 	// delayQueue bounds the chunks in flight on the delayed path, so a slow
 	// reader on the far side pushes back instead of growing memory.
 	delayQueue = 64
+	// userCopyBytes is the buffer of a user-space copy: large, so that the
+	// copy makes as few read and write calls as the data allows (the floor
+	// it stands for should not be raised by a small buffer).
+	userCopyBytes = 1 << 20
 )
 
 // pump copies src to dst (direction dir of l) under the current faults
@@ -42,6 +46,8 @@ func (r *Relay) pump(l *link, dir int, dst, src *net.TCPConn) error {
 			}
 		case f.delay > 0:
 			err = r.copyDelayed(dst, src, f.delay)
+		case r.userCopy:
+			err = copyUserSpace(dst, src)
 		default:
 			// Splices socket to socket on Linux: no user-space copy.
 			_, err = dst.ReadFrom(src)
@@ -57,6 +63,14 @@ func (r *Relay) pump(l *link, dir int, dst, src *net.TCPConn) error {
 		}
 		return nil
 	}
+}
+
+// copyUserSpace copies src to dst through a buffer until EOF (nil) or an
+// error. The wrappers hide ReadFrom and WriteTo, which would splice.
+func copyUserSpace(dst, src *net.TCPConn) error {
+	buf := make([]byte, userCopyBytes)
+	_, err := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf)
+	return err
 }
 
 // chunk is bytes read on the delayed path, to be written at due.
