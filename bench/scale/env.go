@@ -13,9 +13,11 @@ import (
 	"github.com/kproxy/kproxy/layout"
 )
 
-// env is one size's processes: `kproxy etcd`, the brokers and the proxies,
-// each its own process, started fresh so that sizes do not share state.
-type env struct {
+// Env is one cold start's processes: `kproxy etcd`, the brokers and the
+// proxies, each its own process, started fresh so that runs do not share
+// state. `make scale` starts one per size; integration's 30,000-partition
+// test starts one too, so both measure the same set-up.
+type Env struct {
 	etcd     *testrig.Proc
 	endpoint string
 	cli      *clientv3.Client
@@ -24,23 +26,25 @@ type env struct {
 	dataDir  string
 }
 
-// envConfig says how many of each to run.
-type envConfig struct {
-	dir, kproxy       string
-	brokers, proxies  int
-	leaseTTL          time.Duration
-	name              string // folder under dir for this size's logs
-	startBrokersFirst bool
+// EnvConfig says how many of each to run.
+type EnvConfig struct {
+	Dir, Kproxy      string // work folder; the kproxy binary (testrig.Build)
+	Brokers, Proxies int
+	LeaseTTL         time.Duration // 0: the brokers' default
+	Name             string        // folder under Dir for this run's logs
 }
 
-func startEnv(ctx context.Context, cfg envConfig) (e *env, err error) {
-	e = &env{layout: layout.New("")}
+// StartEnv starts etcd, then cfg.Brokers brokers (ids 1 up, memory store)
+// and cfg.Proxies proxies, and returns once each is ready; on an error
+// everything it started is stopped again.
+func StartEnv(ctx context.Context, cfg EnvConfig) (e *Env, err error) {
+	e = &Env{layout: layout.New("")}
 	defer func() {
 		if err != nil {
-			e.close()
+			e.Close()
 		}
 	}()
-	logDir := filepath.Join(cfg.dir, cfg.name)
+	logDir := filepath.Join(cfg.Dir, cfg.Name)
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, fmt.Errorf("log folder: %w", err)
 	}
@@ -53,7 +57,7 @@ func startEnv(ctx context.Context, cfg envConfig) (e *env, err error) {
 	if e.dataDir, err = os.MkdirTemp("/dev/shm", "kproxy-scale-etcd-"); err != nil {
 		e.dataDir = filepath.Join(logDir, "etcd-data")
 	}
-	e.etcd = testrig.NewProc(testrig.Spec{Name: "etcd", Path: cfg.kproxy, LogPath: filepath.Join(logDir, "etcd.log"),
+	e.etcd = testrig.NewProc(testrig.Spec{Name: "etcd", Path: cfg.Kproxy, LogPath: filepath.Join(logDir, "etcd.log"),
 		Args: []string{"etcd", "--listen-client", addr, "--data-dir", e.dataDir}, Ready: "serving clients"})
 	if err := e.etcd.Start(ctx); err != nil {
 		return nil, err
@@ -62,17 +66,17 @@ func startEnv(ctx context.Context, cfg envConfig) (e *env, err error) {
 	if e.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{e.endpoint}, DialTimeout: 5 * time.Second}); err != nil {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
-	e.rig, err = testrig.NewCluster(testrig.ClusterConfig{Kproxy: cfg.kproxy, LogDir: logDir, Etcd: e.cli,
-		EtcdEndpoints: []string{e.endpoint}, Store: "memory", LeaseTTL: cfg.leaseTTL, LogLevel: "warn"})
+	e.rig, err = testrig.NewCluster(testrig.ClusterConfig{Kproxy: cfg.Kproxy, LogDir: logDir, Etcd: e.cli,
+		EtcdEndpoints: []string{e.endpoint}, Store: "memory", LeaseTTL: cfg.LeaseTTL, LogLevel: "warn"})
 	if err != nil {
 		return nil, err
 	}
-	for i := range cfg.brokers {
+	for i := range cfg.Brokers {
 		if _, err := e.rig.AddBroker(int32(i+1), nil); err != nil {
 			return nil, err
 		}
 	}
-	for range cfg.proxies {
+	for range cfg.Proxies {
 		if _, err := e.rig.AddProxy(); err != nil {
 			return nil, err
 		}
@@ -83,7 +87,11 @@ func startEnv(ctx context.Context, cfg envConfig) (e *env, err error) {
 	return e, nil
 }
 
-func (e *env) close() {
+// Rig is the brokers and proxies.
+func (e *Env) Rig() *testrig.Cluster { return e.rig }
+
+// Close stops every process and removes etcd's data.
+func (e *Env) Close() {
 	if e.rig != nil {
 		_ = e.rig.Close(15 * time.Second)
 	}
@@ -98,9 +106,9 @@ func (e *env) close() {
 	}
 }
 
-// putTopic writes topic's key straight to etcd (as CreateTopics would) and
+// PutTopic writes topic's key straight to etcd (as CreateTopics would) and
 // waits until every proxy's table is complete up to it.
-func (e *env) putTopic(ctx context.Context, topic string, partitions int32) error {
+func (e *Env) PutTopic(ctx context.Context, topic string, partitions int32) error {
 	id, err := topicID()
 	if err != nil {
 		return err
@@ -115,11 +123,25 @@ func (e *env) putTopic(ctx context.Context, topic string, partitions int32) erro
 
 // waitProxies waits until every proxy's routing table is complete up to
 // etcd revision rev (its /readyz revision).
-func (e *env) waitProxies(ctx context.Context, rev int64, timeout time.Duration) error {
+func (e *Env) waitProxies(ctx context.Context, rev int64, timeout time.Duration) error {
 	for _, p := range e.rig.Proxies {
 		if err := waitRevision(ctx, p.AdminAddr, rev, timeout); err != nil {
 			return fmt.Errorf("%s: %w", p.Proc.Name(), err)
 		}
 	}
 	return nil
+}
+
+// WaitTopic waits until every proxy's routing table holds topic, created by
+// whatever means (CreateTopics through one proxy, say): it reads the topic's
+// key from etcd and waits for that revision.
+func (e *Env) WaitTopic(ctx context.Context, topic string, timeout time.Duration) error {
+	resp, err := e.cli.Get(ctx, e.layout.TopicKey(topic))
+	if err != nil {
+		return fmt.Errorf("read topic %s: %w", topic, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return fmt.Errorf("topic %s is not in etcd", topic)
+	}
+	return e.waitProxies(ctx, resp.Header.Revision, timeout)
 }

@@ -64,23 +64,26 @@ func rates(a, b etcdCounters) (txnPerSec, proposalsPerSec float64) {
 	return (b.txns - a.txns) / s, (b.proposals - a.proposals) / s
 }
 
-// brokerLosses are the loss counters a broker exports: session losses
-// (absent from builds without the counter: ok false) and ownerships lost
-// without a release.
-type brokerLosses struct {
-	sessions, ownerships float64
-	sessionCounter       bool
+// BrokerLosses are the loss counters a broker exports: lease session
+// losses and ownerships lost without a release. SessionCounter is false
+// when the broker does not export the session counter (an older build), so
+// that an absent counter never reads as 0 losses.
+type BrokerLosses struct {
+	Sessions, Ownerships float64
+	SessionCounter       bool
 }
 
-const sessionLossSeries = "kproxy_broker_session_losses_total"
+// SessionLossSeries is the brokers' lease session loss counter.
+const SessionLossSeries = "kproxy_broker_session_losses_total"
 
-func readLosses(ctx context.Context, metricsAddr string) (brokerLosses, error) {
+// ReadLosses scrapes a broker's loss counters from its metrics endpoint.
+func ReadLosses(ctx context.Context, metricsAddr string) (BrokerLosses, error) {
 	m, err := cluster.Scrape(ctx, metricsAddr, "kproxy_broker_")
 	if err != nil {
-		return brokerLosses{}, err
+		return BrokerLosses{}, err
 	}
-	s, ok := m[sessionLossSeries]
-	return brokerLosses{sessions: s, ownerships: m["kproxy_broker_losses_total"], sessionCounter: ok}, nil
+	s, ok := m[SessionLossSeries]
+	return BrokerLosses{Sessions: s, Ownerships: m["kproxy_broker_losses_total"], SessionCounter: ok}, nil
 }
 
 // percentile is the q-quantile (0..1) of ds by nearest rank.

@@ -4,44 +4,113 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// produceEach produces one record to every partition in parts of topic
-// through seeds, and waits until each is acknowledged or failed; the
-// client's delivery timeout bounds the wait, so it never hangs.
-func produceEach(ctx context.Context, seeds []string, topic string, parts []int32, timeout time.Duration) (time.Duration, int, error) {
+// HangSlack is how long past the delivery timeout ProduceEach waits for the
+// last answers before it calls the producer hung: a batch in flight when
+// its records expire is answered only when its request ends (kgo's produce
+// request timeout and its overhead are 10 s each by default).
+const HangSlack = 30 * time.Second
+
+// Ack is one acknowledged record: where it was written and what it holds.
+type Ack struct {
+	Partition int32
+	Offset    int64
+	Value     string
+}
+
+// Storm is what ProduceEach saw: every record is acknowledged, failed, or
+// unanswered when the wait ended.
+type Storm struct {
+	Records    int
+	Acked      []Ack
+	Failed     int
+	FirstErr   error // the first failure's
+	Unanswered int
+	Took       time.Duration // until the last answer, or until the wait ended
+	Slowest    time.Duration // the longest wait for one answer
+}
+
+// Err is nil when every record was acknowledged; otherwise it says how many
+// were not, and why.
+func (s Storm) Err() error {
+	if s.Unanswered > 0 {
+		return fmt.Errorf("the producer hangs: %d of %d records unanswered %s after they were sent (delivery timeout + %s; %d acknowledged, %d failed)",
+			s.Unanswered, s.Records, s.Took.Round(time.Millisecond), HangSlack, len(s.Acked), s.Failed)
+	}
+	if s.Failed > 0 {
+		return fmt.Errorf("%d of %d records failed, first: %w", s.Failed, s.Records, s.FirstErr)
+	}
+	return nil
+}
+
+// ProduceEach produces one record to every partition in parts of topic
+// through seeds, all at once (the cold-start storm: every partition is
+// acquired together), and waits until each is answered, but no longer than
+// the delivery timeout plus HangSlack: records still unanswered then are
+// Storm.Unanswered, not a wait without end. The record for partition p holds
+// "scale-<p>". The error is for a producer that could not start or a ctx
+// that ended; the records' own outcomes are in the Storm.
+func ProduceEach(ctx context.Context, seeds []string, topic string, parts []int32, delivery time.Duration) (Storm, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RecordDeliveryTimeout(timeout), kgo.MaxBufferedRecords(len(parts)+1),
+		kgo.RecordDeliveryTimeout(delivery), kgo.MaxBufferedRecords(len(parts)+1),
 		kgo.ProducerBatchMaxBytes(1<<20), kgo.RequiredAcks(kgo.AllISRAcks()))
 	if err != nil {
-		return 0, 0, fmt.Errorf("producer: %w", err)
+		return Storm{}, fmt.Errorf("producer: %w", err)
 	}
-	defer cl.Close()
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	var first atomic.Value
+	defer cl.Close() // fails what is still buffered; over keeps those out
+	var mu sync.Mutex
+	s := Storm{Records: len(parts)}
+	left, over := len(parts), false
+	all := make(chan struct{})
+	if left == 0 {
+		close(all)
+	}
 	start := time.Now()
 	for _, p := range parts {
-		wg.Add(1)
-		cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Value: []byte("scale")}, func(_ *kgo.Record, err error) {
-			defer wg.Done()
+		sent := time.Now()
+		rec := &kgo.Record{Topic: topic, Partition: p, Value: []byte(fmt.Sprintf("scale-%d", p))}
+		cl.Produce(ctx, rec, func(r *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if over {
+				return
+			}
+			s.Slowest = max(s.Slowest, time.Since(sent))
 			if err != nil {
-				failed.Add(1)
-				first.CompareAndSwap(nil, err)
+				s.Failed++
+				if s.FirstErr == nil {
+					s.FirstErr = err
+				}
+			} else {
+				s.Acked = append(s.Acked, Ack{r.Partition, r.Offset, string(r.Value)})
+			}
+			if left--; left == 0 {
+				close(all)
 			}
 		})
 	}
-	wg.Wait()
-	took := time.Since(start)
-	if e, _ := first.Load().(error); e != nil {
-		return took, int(failed.Load()), fmt.Errorf("%d of %d records failed, first: %w", failed.Load(), len(parts), e)
+	bound := time.NewTimer(delivery + HangSlack)
+	defer bound.Stop()
+	var waitErr error
+	select {
+	case <-all:
+	case <-bound.C:
+	case <-ctx.Done():
+		waitErr = fmt.Errorf("produce to %d partitions of %s: %w", len(parts), topic, ctx.Err())
 	}
-	return took, 0, nil
+	mu.Lock()
+	defer mu.Unlock() // before cl.Close: its failures take mu
+	over = true
+	s.Unanswered, s.Took = left, time.Since(start)
+	if left > 0 {
+		s.Slowest = max(s.Slowest, s.Took)
+	}
+	return s, waitErr
 }
 
 // metadataLatency times n Metadata requests for every topic against addr.
@@ -71,7 +140,8 @@ func metadataLatency(ctx context.Context, addr string, n int) ([]time.Duration, 
 	return out, parts, nil
 }
 
-func allParts(n int32) []int32 {
+// AllParts is partitions 0 to n-1.
+func AllParts(n int32) []int32 {
 	out := make([]int32, n)
 	for i := range out {
 		out[i] = int32(i)

@@ -60,10 +60,10 @@ func (r *Report) evaluate(ttl time.Duration) {
 	for _, s := range r.Sizes {
 		p := fmt.Sprintf("%d partitions: ", s.Partitions)
 		add(p+"cold start", "every partition acknowledged, no client hang",
-			fmt.Sprintf("%s, %d failed", s.ColdStart.Round(time.Millisecond), s.Failed), s.Failed == 0)
+			fmt.Sprintf("%s, %d failed, %d unanswered", s.ColdStart.Round(time.Millisecond), s.Failed, s.Unanswered), s.Failed == 0 && s.Unanswered == 0)
 		if s.SessionLosses < 0 {
 			r.Targets = append(r.Targets, Target{Name: p + "session losses", Goal: "0",
-				Figure: fmt.Sprintf("not exported by this build (%s absent); ownerships lost without release: %.0f", sessionLossSeries, s.OwnershipLosses),
+				Figure: fmt.Sprintf("not exported by this build (%s absent); ownerships lost without release: %.0f", SessionLossSeries, s.OwnershipLosses),
 				Status: "inconclusive"})
 		} else {
 			add(p+"session losses", "0", fmt.Sprintf("%.0f (ownerships lost without release: %.0f)", s.SessionLosses, s.OwnershipLosses), s.SessionLosses == 0)

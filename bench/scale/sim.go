@@ -34,11 +34,11 @@ func (r *runner) simulate(ctx context.Context, brokers, partitions int) (res Sim
 	topics := max(partitions/simTopicPartitions, 1)
 	res = SimResult{Brokers: brokers, Topics: topics, Partitions: topics * simTopicPartitions}
 	r.cfg.Logger.Info("scale: simulated brokers", "brokers", brokers, "partitions", res.Partitions)
-	e, err := startEnv(ctx, envConfig{dir: r.dir, kproxy: r.kproxy, name: fmt.Sprintf("sim%d", brokers)})
+	e, err := StartEnv(ctx, EnvConfig{Dir: r.dir, Kproxy: r.kproxy, Name: fmt.Sprintf("sim%d", brokers)})
 	if err != nil {
 		return res, err
 	}
-	defer e.close()
+	defer e.Close()
 	start := time.Now()
 	if err := loadSim(ctx, e, brokers, topics); err != nil {
 		return res, err
@@ -72,7 +72,7 @@ func simBroker(id int32) layout.BrokerInfo {
 // simTopicPartitions partitions and an owner (under its broker's lease) and
 // epoch key for every partition, spread round-robin, in transactions of
 // etcd's default maximum size.
-func loadSim(ctx context.Context, e *env, brokers, topics int) error {
+func loadSim(ctx context.Context, e *Env, brokers, topics int) error {
 	leases := make([]clientv3.LeaseID, brokers)
 	var ops []clientv3.Op
 	flush := func() error {

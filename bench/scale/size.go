@@ -15,10 +15,12 @@ type SizeResult struct {
 	Partitions int `json:"partitions"`
 	// ColdStart is the time until one record per partition, all produced at
 	// once through both proxies, was acknowledged; Failed counts records
-	// that were not.
-	ColdStart time.Duration `json:"cold_start"`
-	Failed    int           `json:"failed_records"`
-	FirstErr  string        `json:"first_error,omitempty"`
+	// answered with an error, Unanswered those the producer never answered
+	// (a client hang).
+	ColdStart  time.Duration `json:"cold_start"`
+	Failed     int           `json:"failed_records"`
+	Unanswered int           `json:"unanswered_records"`
+	FirstErr   string        `json:"first_error,omitempty"`
 	// etcd during the cold start.
 	EtcdTxnPerSec      float64 `json:"etcd_txn_per_sec"`
 	EtcdProposalPerSec float64 `json:"etcd_proposals_per_sec"`
@@ -51,7 +53,7 @@ type ProxyFigures struct {
 
 // proxyFigures measures ProxyFigures; the convergence moves partition 0 of
 // topic to owner(i) for each sample.
-func proxyFigures(ctx context.Context, e *env, topic string, samples int, owner func(int) int32) (ProxyFigures, error) {
+func proxyFigures(ctx context.Context, e *Env, topic string, samples int, owner func(int) int32) (ProxyFigures, error) {
 	var f ProxyFigures
 	for _, p := range e.rig.Proxies {
 		rss, err := testrig.RSSBytes(p.Proc.Pid())
@@ -80,13 +82,13 @@ func (r *runner) size(ctx context.Context, n, round int) (res SizeResult, err er
 	log := r.cfg.Logger.With("partitions", n)
 	log.Info("scale: start processes")
 	r.at(fmt.Sprintf("%d partitions: start processes", n), round)
-	e, err := startEnv(ctx, envConfig{dir: r.dir, kproxy: r.kproxy, brokers: 3, proxies: 2,
-		leaseTTL: r.cfg.LeaseTTL, name: fmt.Sprintf("p%d", n)})
+	e, err := StartEnv(ctx, EnvConfig{Dir: r.dir, Kproxy: r.kproxy, Brokers: 3, Proxies: 2,
+		LeaseTTL: r.cfg.LeaseTTL, Name: fmt.Sprintf("p%d", n)})
 	if err != nil {
 		return res, err
 	}
-	defer e.close()
-	if err := e.putTopic(ctx, scaleTopic, int32(n)); err != nil {
+	defer e.Close()
+	if err := e.PutTopic(ctx, scaleTopic, int32(n)); err != nil {
 		return res, err
 	}
 	etcdAddr := e.endpoint[len("http://"):]
@@ -96,10 +98,13 @@ func (r *runner) size(ctx context.Context, n, round int) (res SizeResult, err er
 	}
 	log.Info("scale: cold start")
 	r.at(fmt.Sprintf("%d partitions: cold start", n), round)
-	took, failed, perr := produceEach(ctx, e.rig.ProxyAddrs(), scaleTopic, allParts(int32(n)), r.cfg.DeliveryTimeout)
-	res.ColdStart, res.Failed = took, failed
-	if perr != nil {
-		res.FirstErr = perr.Error()
+	storm, err := ProduceEach(ctx, e.rig.ProxyAddrs(), scaleTopic, AllParts(int32(n)), r.cfg.DeliveryTimeout)
+	if err != nil {
+		return res, err
+	}
+	res.ColdStart, res.Failed, res.Unanswered = storm.Took, storm.Failed, storm.Unanswered
+	if err := storm.Err(); err != nil {
+		res.FirstErr = err.Error()
 	}
 	after, err := readEtcd(ctx, etcdAddr)
 	if err != nil {
@@ -110,7 +115,7 @@ func (r *runner) size(ctx context.Context, n, round int) (res SizeResult, err er
 	log.Info("scale: proxies' memory, Metadata and route convergence")
 	r.at(fmt.Sprintf("%d partitions: proxies' memory, Metadata and route convergence", n), round)
 	const routes = "scale-routes"
-	if err := e.putTopic(ctx, routes, 1); err != nil {
+	if err := e.PutTopic(ctx, routes, 1); err != nil {
 		return res, err
 	}
 	if res.ProxyFigures, err = proxyFigures(ctx, e, routes, r.cfg.ConvergenceSamples,
@@ -128,7 +133,7 @@ func (r *runner) size(ctx context.Context, n, round int) (res SizeResult, err er
 // takeover kills the broker that owns the most partitions of the scale
 // topic with SIGKILL, then produces to each of its partitions until the
 // survivors own them all, and reads the survivors' loss counters.
-func (r *runner) takeover(ctx context.Context, e *env, n int, res *SizeResult) error {
+func (r *runner) takeover(ctx context.Context, e *Env, n int, res *SizeResult) error {
 	owners, err := e.rig.Owners(ctx, scaleTopic)
 	if err != nil {
 		return err
@@ -152,7 +157,7 @@ func (r *runner) takeover(ctx context.Context, e *env, n int, res *SizeResult) e
 	res.TakeoverParts = len(parts)
 	// The victim's own counters, read before it dies, count toward losses.
 	var lossErr error
-	if l, err := readLosses(ctx, victim.MetricsAddr); err == nil {
+	if l, err := ReadLosses(ctx, victim.MetricsAddr); err == nil {
 		addLosses(res, l)
 	} else {
 		lossErr = err
@@ -165,8 +170,12 @@ func (r *runner) takeover(ctx context.Context, e *env, n int, res *SizeResult) e
 	for _, p := range e.rig.Proxies {
 		survivors = append(survivors, p.Addr)
 	}
-	_, failed, perr := produceEach(ctx, survivors, scaleTopic, parts, r.cfg.LeaseTTL+r.cfg.DeliveryTimeout)
-	res.TakeoverFailed = failed
+	storm, err := ProduceEach(ctx, survivors, scaleTopic, parts, r.cfg.LeaseTTL+r.cfg.DeliveryTimeout)
+	if err != nil {
+		return err
+	}
+	res.TakeoverFailed = storm.Failed + storm.Unanswered
+	perr := storm.Err()
 	err = testrig.WaitFor(ctx, "takeover", e.rig.Proxies[0].Proc, r.cfg.LeaseTTL+time.Minute, func(ctx context.Context) error {
 		owners, err := e.rig.Owners(ctx, scaleTopic)
 		if err != nil {
@@ -187,7 +196,7 @@ func (r *runner) takeover(ctx context.Context, e *env, n int, res *SizeResult) e
 		if b == victim {
 			continue
 		}
-		l, err := readLosses(ctx, b.MetricsAddr)
+		l, err := ReadLosses(ctx, b.MetricsAddr)
 		if err != nil {
 			lossErr = errors.Join(lossErr, err)
 			continue
@@ -197,11 +206,11 @@ func (r *runner) takeover(ctx context.Context, e *env, n int, res *SizeResult) e
 	return lossErr
 }
 
-func addLosses(res *SizeResult, l brokerLosses) {
-	if l.sessionCounter {
-		res.SessionLosses = max(res.SessionLosses, 0) + l.sessions
+func addLosses(res *SizeResult, l BrokerLosses) {
+	if l.SessionCounter {
+		res.SessionLosses = max(res.SessionLosses, 0) + l.Sessions
 	}
-	res.OwnershipLosses += l.ownerships
+	res.OwnershipLosses += l.Ownerships
 }
 
 func ownedBy(owners map[int32]int32, parts []int32, id int32) bool {
@@ -216,7 +225,7 @@ func ownedBy(owners map[int32]int32, parts []int32, id int32) bool {
 // timeMoves puts partition 0 of topic to owner(i) for each sample straight
 // in etcd and times each put until both proxies' tables are complete up to
 // its revision.
-func timeMoves(ctx context.Context, e *env, topic string, samples int, owner func(int) int32) ([]time.Duration, error) {
+func timeMoves(ctx context.Context, e *Env, topic string, samples int, owner func(int) int32) ([]time.Duration, error) {
 	var out []time.Duration
 	for i := range samples {
 		start := time.Now()
