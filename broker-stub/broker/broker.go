@@ -22,6 +22,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/broker-stub/broker/group"
+	"github.com/kproxy/kproxy/broker-stub/broker/pacer"
 	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
 	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
@@ -72,6 +73,12 @@ type Config struct {
 	// SegmentCacheBytes bounds the cache of segment objects read for
 	// fetches (default 256 MiB).
 	SegmentCacheBytes int64
+	// AcquiringMax bounds the lease acquisitions in flight, partitions and
+	// group coordinators together (default 256); AcquireWait is how long a
+	// first request waits for a free slot before it is answered with a
+	// retriable code (default 1s). See package pacer.
+	AcquiringMax int
+	AcquireWait  time.Duration
 	// GCInterval is how often owned partitions' unreferenced objects are
 	// collected (default 1m); GCGrace is how old an unreferenced object must
 	// be (default 10m).
@@ -128,6 +135,7 @@ type Broker struct {
 	logs    *partlog.Logs
 	groups  *group.Coordinator
 	pids    *pidAllocator
+	pacer   *pacer.Pacer // shared by logs and groups
 	metrics *metrics
 
 	runCtx    context.Context // parent of every connection
@@ -189,16 +197,17 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		conns:   make(map[*conn]struct{}),
 	}
 	b.pids = newPIDAllocator(cfg.Etcd, cfg.Layout)
+	b.pacer = pacer.New(pacer.Config{Max: cfg.AcquiringMax, Wait: cfg.AcquireWait, Refused: b.metrics.acquireRefused})
 	b.logs = partlog.NewLogs(partlog.Config{
 		Session: sess, Etcd: cfg.Etcd, Layout: cfg.Layout, Store: b.objs, View: b.view,
 		Hooks: partlog.Hooks{
 			BeforeCommit:         cfg.Failpoints.BeforeCommit,
 			AfterCommitBeforeAck: cfg.Failpoints.AfterCommitBeforeAck,
 		},
-		Obs: b.metrics, DisableFencing: cfg.DisableFencing, Logger: log,
+		Obs: b.metrics, DisableFencing: cfg.DisableFencing, Logger: log, Pacer: b.pacer,
 	})
 	b.groups = group.NewCoordinator(group.Config{
-		Session: sess, Layout: cfg.Layout, Logger: log, Topics: b.topicResolver(),
+		Session: sess, Layout: cfg.Layout, Logger: log, Topics: b.topicResolver(), Pacer: b.pacer,
 	})
 	b.runCtx, b.runCancel = context.WithCancel(context.Background())
 	return b, nil

@@ -10,10 +10,18 @@ import (
 )
 
 type rawMember struct {
-	t   *testing.T
-	cl  kmsg.Requestor
-	id  string
-	gen int32
+	t     *testing.T
+	cl    kmsg.Requestor
+	group string // "": "rb"
+	id    string
+	gen   int32
+}
+
+func (m *rawMember) groupID() string {
+	if m.group == "" {
+		return "rb"
+	}
+	return m.group
 }
 
 // join sends JoinGroup (following MEMBER_ID_REQUIRED once) and returns the
@@ -21,7 +29,7 @@ type rawMember struct {
 func (m *rawMember) join(ctx context.Context, sessionMs int32) *kmsg.JoinGroupResponse {
 	m.t.Helper()
 	req := kmsg.NewPtrJoinGroupRequest()
-	req.Group, req.MemberID, req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = "rb", m.id, sessionMs, 5000
+	req.Group, req.MemberID, req.SessionTimeoutMillis, req.RebalanceTimeoutMillis = m.groupID(), m.id, sessionMs, 5000
 	req.ProtocolType = "consumer"
 	req.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range", Metadata: []byte("m")}, {Name: "sticky", Metadata: []byte("s")}}
 	for {
@@ -44,7 +52,7 @@ func (m *rawMember) join(ctx context.Context, sessionMs int32) *kmsg.JoinGroupRe
 func (m *rawMember) sync(ctx context.Context, assign map[string]string) *kmsg.SyncGroupResponse {
 	m.t.Helper()
 	req := kmsg.NewPtrSyncGroupRequest()
-	req.Group, req.MemberID, req.Generation = "rb", m.id, m.gen
+	req.Group, req.MemberID, req.Generation = m.groupID(), m.id, m.gen
 	for id, a := range assign {
 		req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: id, MemberAssignment: []byte(a)})
 	}
@@ -59,7 +67,7 @@ func (m *rawMember) sync(ctx context.Context, assign map[string]string) *kmsg.Sy
 func (m *rawMember) heartbeat(ctx context.Context) int16 {
 	m.t.Helper()
 	req := kmsg.NewPtrHeartbeatRequest()
-	req.Group, req.MemberID, req.Generation = "rb", m.id, m.gen
+	req.Group, req.MemberID, req.Generation = m.groupID(), m.id, m.gen
 	resp, err := req.RequestWith(ctx, m.cl)
 	if err != nil {
 		m.t.Fatalf("heartbeat: %v", err)

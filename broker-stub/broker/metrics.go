@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/pacer"
 	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
 	"github.com/kproxy/kproxy/internal/promreg"
 )
@@ -20,6 +21,7 @@ type metrics struct {
 	commitFails  *prometheus.CounterVec
 	commitTime   prometheus.Histogram
 	acquisitions prometheus.Counter
+	refused      *prometheus.CounterVec
 	losses       prometheus.Counter
 	sessionLoss  prometheus.Counter
 }
@@ -48,6 +50,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		acquisitions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kproxy_broker_acquisitions_total", Help: "Partition ownerships acquired.",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kproxy_broker_acquisitions_refused_total",
+			Help: "First requests refused with a retriable code because every acquisition slot stayed taken for the wait, by kind (partition or group).",
+		}, []string{"kind"}),
 		losses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kproxy_broker_losses_total", Help: "Partition or group ownerships lost without release.",
 		}),
@@ -63,6 +69,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.commitFails = promreg.Register(reg, m.commitFails)
 		m.commitTime = promreg.Register(reg, m.commitTime)
 		m.acquisitions = promreg.Register(reg, m.acquisitions)
+		m.refused = promreg.Register(reg, m.refused)
 		m.losses = promreg.Register(reg, m.losses)
 		m.sessionLoss = promreg.Register(reg, m.sessionLoss)
 	}
@@ -79,6 +86,9 @@ func (m *metrics) loss(session bool, n int) {
 		m.sessionLoss.Inc()
 	}
 }
+
+// acquireRefused counts a Take the pacer refused.
+func (m *metrics) acquireRefused(k pacer.Kind) { m.refused.WithLabelValues(k.String()).Inc() }
 
 // Acquired implements partlog.Observer.
 func (m *metrics) Acquired(partlog.TP) { m.acquisitions.Inc() }

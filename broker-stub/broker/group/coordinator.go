@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/pacer"
 	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/layout"
@@ -42,6 +43,11 @@ type Config struct {
 	MinSessionTimeout, MaxSessionTimeout time.Duration
 	// OpTimeout bounds each etcd operation (default 5s).
 	OpTimeout time.Duration
+	// Pacer bounds the acquisitions in flight, shared with the broker's
+	// partitions (nil: one of the coordinator's own, with pacer's defaults).
+	// A request whose group gets no slot is answered
+	// COORDINATOR_LOAD_IN_PROGRESS (see acquire).
+	Pacer *pacer.Pacer
 }
 
 // Coordinator owns the groups this broker coordinates.
@@ -53,7 +59,7 @@ type Coordinator struct {
 
 	mu     sync.Mutex
 	groups map[string]*group
-	load   map[string]chan struct{} // groups being acquired
+	load   map[string]*loading // groups being acquired
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -63,7 +69,7 @@ func NewCoordinator(cfg Config) *Coordinator {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Coordinator{cfg: cfg, log: cfg.Logger, ctx: ctx, cancel: cancel,
-		groups: make(map[string]*group), load: make(map[string]chan struct{})}
+		groups: make(map[string]*group), load: make(map[string]*loading)}
 }
 
 func (c Config) withDefaults() Config {
@@ -81,6 +87,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.OpTimeout <= 0 {
 		c.OpTimeout = 5 * time.Second
+	}
+	if c.Pacer == nil {
+		c.Pacer = pacer.New(pacer.Config{})
 	}
 	return c
 }
@@ -128,6 +137,13 @@ func (c *Coordinator) forget(g *group) {
 	}
 }
 
+// loading is one acquisition of a group in progress; requests for the group
+// that arrive meanwhile wait for it and share a refusal.
+type loading struct {
+	done chan struct{}
+	code int16 // set before done closes; 0 when the group was loaded
+}
+
 // get returns the loaded group, acquiring its coordinator lease and reading
 // its committed offsets on first use. The code is NOT_COORDINATOR when
 // another broker coordinates it.
@@ -152,22 +168,26 @@ func (c *Coordinator) get(ctx context.Context, id string) (*group, int16) {
 			g.halt()
 			continue
 		}
-		if wait, busy := c.load[id]; busy {
+		if ld, busy := c.load[id]; busy {
 			c.mu.Unlock()
 			select {
-			case <-wait:
+			case <-ld.done:
+				if ld.code != 0 { // one refusal answers all: no second wait
+					return nil, ld.code
+				}
 				continue
 			case <-ctx.Done():
 				return nil, kerr.CoordinatorLoadInProgress.Code
 			}
 		}
-		done := make(chan struct{})
-		c.load[id] = done
+		ld := &loading{done: make(chan struct{})}
+		c.load[id] = ld
 		c.mu.Unlock()
 		g, code := c.acquire(ctx, id, res)
 		c.mu.Lock()
 		delete(c.load, id)
-		close(done)
+		ld.code = code
+		close(ld.done)
 		if g != nil && !c.closed {
 			c.groups[id] = g
 			c.wg.Add(1)
@@ -184,7 +204,20 @@ func (c *Coordinator) get(ctx context.Context, id string) (*group, int16) {
 	return nil, kerr.CoordinatorLoadInProgress.Code
 }
 
+// acquire takes the group's coordinator lease. With no acquisition slot
+// free it answers COORDINATOR_LOAD_IN_PROGRESS, as Kafka does while it loads
+// a coordinator's state: this broker is the right coordinator, only not ready
+// yet. Clients retry that code against the same coordinator after a backoff
+// (librdkafka and sarama; kgo re-finds it, landing here again), and the
+// proxy passes it through at once. COORDINATOR_NOT_AVAILABLE would send
+// librdkafka back to FindCoordinator and make the proxy retry it on another
+// broker, which answers NOT_COORDINATOR until the request's deadline, so the
+// client would be held instead of told.
 func (c *Coordinator) acquire(ctx context.Context, id string, res lease.Resource) (*group, int16) {
+	if !c.cfg.Pacer.Take(ctx, pacer.Group) {
+		return nil, kerr.CoordinatorLoadInProgress.Code
+	}
+	defer c.cfg.Pacer.Release()
 	actx, cancel := context.WithTimeout(ctx, c.cfg.OpTimeout)
 	defer cancel()
 	o, err := c.cfg.Session.Acquire(actx, res)

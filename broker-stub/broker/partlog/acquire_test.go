@@ -1,11 +1,13 @@
 package partlog
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/pacer"
 	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
@@ -13,28 +15,32 @@ import (
 )
 
 // TestAcquisitionPaced: with every acquisition slot taken, an append for a
-// partition not yet held is answered NOT_LEADER_OR_FOLLOWER once AcquireWait
+// partition not yet held is answered NOT_LEADER_OR_FOLLOWER once the pacer's wait
 // passes (nothing written, clients retry), not held, and succeeds once a slot
 // is free.
 func TestAcquisitionPaced(t *testing.T) {
 	_, cli := etcdtest.Start(t)
 	l := layout.New("/paced")
-	logs, sess := newTestLogs(t, cli, l, 1, func(c *Config) { c.AcquiringMax, c.AcquireWait = 1, 100*time.Millisecond })
+	var refused []pacer.Kind
+	p := pacer.New(pacer.Config{Max: 1, Wait: 100 * time.Millisecond, Refused: func(k pacer.Kind) { refused = append(refused, k) }})
+	logs, sess := newTestLogs(t, cli, l, 1, func(c *Config) { c.Pacer = p })
 	batches, perr := ParseProduce(testBatch(-1, -1, -1, 1, "a"))
 	if perr != nil {
 		t.Fatal(perr.Msg)
 	}
 	tp := TP{Topic: "paced", Partition: 0}
 
-	logs.acquiring <- struct{}{} // etcd "busy": the one slot is taken
+	if !p.Take(context.Background(), pacer.Group) { // etcd "busy": the one slot is taken
+		t.Fatal("the one free slot was refused")
+	}
 	start := time.Now()
 	select {
 	case r := <-logs.Append(tp, batches):
 		if r.Code != kerr.NotLeaderForPartition.Code {
 			t.Fatalf("append while acquisitions are full = %+v; want NOT_LEADER_OR_FOLLOWER", r)
 		}
-		if took := time.Since(start); took > time.Second {
-			t.Fatalf("refusal took %v; want it after the 100ms AcquireWait", took)
+		if took := time.Since(start); took < 100*time.Millisecond || took > time.Second {
+			t.Fatalf("refusal took %v; want it after the 100ms wait, well within 1s", took)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("append held while no acquisition slot was free")
@@ -43,7 +49,10 @@ func TestAcquisitionPaced(t *testing.T) {
 		t.Fatal("partition acquired although no slot was free")
 	}
 
-	<-logs.acquiring
+	if len(refused) != 1 || refused[0] != pacer.Partition {
+		t.Fatalf("refusals counted = %v; want one partition", refused)
+	}
+	p.Release()
 	select {
 	case r := <-logs.Append(tp, batches):
 		if r.Code != 0 || r.BaseOffset != 0 {

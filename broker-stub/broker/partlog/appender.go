@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/pacer"
 	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/layout"
@@ -190,14 +191,12 @@ func (a *appender) ensureOwned() (res Result, dead bool) {
 			return Result{}, false
 		}
 	}
-	select {
-	case a.logs.acquiring <- struct{}{}:
-		defer func() { <-a.logs.acquiring }()
-	default:
+	if !a.cfg.Pacer.Take(a.logs.ctx, pacer.Partition) {
 		// etcd already has all the acquisitions it can take: answer now,
 		// the client retries after refreshing metadata.
 		return Result{Code: kerr.NotLeaderForPartition.Code, Msg: "partition not acquired yet: broker busy acquiring others; retry"}, true
 	}
+	defer a.cfg.Pacer.Release()
 	ctx, cancel := context.WithTimeout(a.logs.ctx, a.cfg.AcquireTimeout)
 	defer cancel()
 	o, err := a.cfg.Session.Acquire(ctx, a.res)

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/broker-stub/broker/pacer"
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/layout"
 )
@@ -68,17 +69,12 @@ type Config struct {
 	OpTimeout time.Duration
 	// MaxGroupBytes caps the bytes of one group commit (default 8 MiB).
 	MaxGroupBytes int
-	// AcquiringMax bounds the acquisitions in flight (default 256: two
-	// batched etcd transactions' worth). An append for a partition not yet
-	// held that finds no free slot within AcquireWait is refused with
-	// NOT_LEADER_OR_FOLLOWER, which clients retry after a metadata refresh,
-	// instead of queueing behind etcd.
-	AcquiringMax int
-	// AcquireWait is how long an append waits for a free acquisition slot
-	// (default 1s: many batched transactions' time, well inside a produce
-	// request's timeout; 250ms made a 10,000-partition cold start take 8s
-	// instead of 3.6s, the refused ones waiting out client retries).
-	AcquireWait time.Duration
+	// Pacer bounds the acquisitions in flight, shared with the broker's
+	// group coordinator (nil: one of the partitions' own, with pacer's
+	// defaults). An append for a partition not yet held that gets no slot
+	// is refused with NOT_LEADER_OR_FOLLOWER, which clients retry after a
+	// metadata refresh, instead of queueing behind etcd.
+	Pacer *pacer.Pacer
 	// AcquireTimeout bounds one acquisition (default 3s).
 	AcquireTimeout time.Duration
 	Now            func() time.Time
@@ -102,16 +98,13 @@ type Logs struct {
 	mu     sync.Mutex
 	apps   map[TP]*appender
 	closed bool
-
-	acquiring chan struct{} // one token per acquisition in flight
 }
 
 // NewLogs returns a Logs with no appenders.
 func NewLogs(cfg Config) *Logs {
 	cfg = cfg.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Logs{cfg: cfg, ctx: ctx, cancel: cancel, apps: make(map[TP]*appender),
-		acquiring: make(chan struct{}, cfg.AcquiringMax)}
+	return &Logs{cfg: cfg, ctx: ctx, cancel: cancel, apps: make(map[TP]*appender)}
 }
 
 func (c Config) withDefaults() Config {
@@ -130,11 +123,8 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.AcquiringMax <= 0 {
-		c.AcquiringMax = 256
-	}
-	if c.AcquireWait <= 0 {
-		c.AcquireWait = time.Second
+	if c.Pacer == nil {
+		c.Pacer = pacer.New(pacer.Config{})
 	}
 	if c.AcquireTimeout <= 0 {
 		c.AcquireTimeout = 3 * time.Second
@@ -241,22 +231,4 @@ func (l *Logs) remove(a *appender) {
 	if l.apps[a.tp] == a {
 		delete(l.apps, a.tp)
 	}
-}
-
-// acquireSlot takes an acquisition slot, waiting at most AcquireWait.
-func (l *Logs) acquireSlot() bool {
-	select {
-	case l.acquiring <- struct{}{}:
-		return true
-	default:
-	}
-	t := time.NewTimer(l.cfg.AcquireWait)
-	defer t.Stop()
-	select {
-	case l.acquiring <- struct{}{}:
-		return true
-	case <-t.C:
-	case <-l.ctx.Done():
-	}
-	return false
 }
