@@ -2,6 +2,8 @@ package apis
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,7 +16,8 @@ import (
 // without decoding: it measures the dispatcher, not the fake.
 type cannedSender struct {
 	answers map[int32]*canned
-	frame   []byte // what a real Sender would write (Send encodes into it)
+	frame   []byte    // what a real Sender would write (Send encodes into it)
+	rot     *rotation // if set, it answers instead of answers
 }
 
 type canned struct{ body []byte }
@@ -28,7 +31,77 @@ func (s *cannedSender) ApiVersions(context.Context, int32) ([]kmsg.ApiVersionsRe
 
 func (s *cannedSender) Send(_ context.Context, broker int32, _ uint64, req upstream.Request) (Pending, error) {
 	s.frame = req.Body.AppendBody(s.frame[:0])
+	if s.rot != nil {
+		return s.rot.answer(broker), nil
+	}
 	return s.answers[broker], nil
+}
+
+// cannedAnswer is f's answer from broker to a key request (version v)
+// naming parts of topic "t", with every partition's error code set to code;
+// a fetch answer carries size bytes of records per partition answered
+// without error.
+func cannedAnswer(f *fakeSender, broker int32, key kmsg.Key, v int16, parts []int32, size int, code int16) *canned {
+	spec := make([]tp, len(parts))
+	for i, p := range parts {
+		spec[i] = tp{"t", p}
+	}
+	resp := f.okResponse(broker, partAPIFor(key).build(v, spec))
+	switch r := resp.(type) {
+	case *kmsg.ProduceResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				r.Topics[i].Partitions[j].ErrorCode = code
+			}
+		}
+	case *kmsg.FetchResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				p := &r.Topics[i].Partitions[j]
+				p.ErrorCode, p.RecordBatches = code, nil
+				if code == 0 {
+					p.RecordBatches = make([]byte, size)
+				}
+			}
+		}
+	default:
+		panic(fmt.Sprintf("no canned answer for %s", key.Name()))
+	}
+	return &canned{body: resp.AppendTo(nil)}
+}
+
+// partAPIFor is the partAPIs entry of key.
+func partAPIFor(key kmsg.Key) partAPI {
+	return partAPIs[slices.IndexFunc(partAPIs, func(a partAPI) bool { return a.key == key })]
+}
+
+// ownedBy is the partitions of parts that broker owns by owner().
+func ownedBy(parts []int32, broker int32) []int32 {
+	var out []int32
+	for _, p := range parts {
+		if owner("t", p) == broker {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// cannedDispatcher is a dispatcher on table rt (whose owners must follow
+// owner()) whose brokers answer a key request naming parts with the
+// canned success answers (size bytes of records per fetched partition).
+func cannedDispatcher(tb testing.TB, rt *routing.Table, key kmsg.Key, v int16, parts []int32, size int) (*Dispatcher, *cannedSender) {
+	f := newFake(tb)
+	s := &cannedSender{answers: map[int32]*canned{}}
+	for broker := int32(1); broker <= 3; broker++ {
+		s.answers[broker] = cannedAnswer(f, broker, key, v, ownedBy(parts, broker), size, 0)
+	}
+	cfg := testConfig(rt, f)
+	cfg.Sender = s
+	d, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d, s
 }
 
 // benchProduce builds a produce of parts of topic "t" (1 KiB of records
@@ -40,6 +113,13 @@ func benchProduce(b testing.TB, parts []int32) (*Dispatcher, []byte) {
 // benchProduceOn is benchProduce on table rt with size bytes of records per
 // partition; rt's owners must follow owner().
 func benchProduceOn(b testing.TB, rt *routing.Table, parts []int32, size int) (*Dispatcher, []byte) {
+	d, _ := cannedDispatcher(b, rt, kmsg.Produce, 9, parts, size)
+	return d, produceBody(parts, size)
+}
+
+// produceBody is a produce (v9, acks all) of parts of topic "t" with size
+// bytes of records each.
+func produceBody(parts []int32, size int) []byte {
 	req := kmsg.NewPtrProduceRequest()
 	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
 	topic := kmsg.ProduceRequestTopic{Topic: "t"}
@@ -47,27 +127,7 @@ func benchProduceOn(b testing.TB, rt *routing.Table, parts []int32, size int) (*
 		topic.Partitions = append(topic.Partitions, kmsg.ProduceRequestTopicPartition{Partition: p, Records: make([]byte, size)})
 	}
 	req.Topics = []kmsg.ProduceRequestTopic{topic}
-	f := newFake(b)
-	s := &cannedSender{answers: map[int32]*canned{}}
-	for broker := int32(1); broker <= 3; broker++ {
-		sub := kmsg.NewPtrProduceRequest()
-		sub.Version = req.Version
-		st := kmsg.ProduceRequestTopic{Topic: "t"}
-		for _, p := range parts {
-			if owner("t", p) == broker {
-				st.Partitions = append(st.Partitions, kmsg.ProduceRequestTopicPartition{Partition: p})
-			}
-		}
-		sub.Topics = []kmsg.ProduceRequestTopic{st}
-		s.answers[broker] = &canned{body: f.okResponse(broker, sub).AppendTo(nil)}
-	}
-	cfg := testConfig(rt, f)
-	cfg.Sender = s
-	d, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return d, req.AppendTo(nil)
+	return req.AppendTo(nil)
 }
 
 func runProduce(b *testing.B, d *Dispatcher, body []byte) {
@@ -104,8 +164,20 @@ func BenchmarkProduceSingleBroker(b *testing.B) {
 // benchFetch builds a fetch (v12) of parts of topic "t" and canned answers
 // with 1 KiB of records per partition.
 func benchFetch(b *testing.B, parts []int32) (*Dispatcher, []byte) {
+	return benchFetchOn(b, testTable(), parts, 1024, 1)
+}
+
+// benchFetchOn is benchFetch on table rt (owners following owner()) with
+// size bytes of records per partition and the client's MinBytes.
+func benchFetchOn(b testing.TB, rt *routing.Table, parts []int32, size int, minBytes int32) (*Dispatcher, []byte) {
+	d, _ := cannedDispatcher(b, rt, kmsg.Fetch, 12, parts, size)
+	return d, fetchBody(parts, minBytes)
+}
+
+// fetchBody is a fetch (v12, MaxWait 500ms) of parts of topic "t".
+func fetchBody(parts []int32, minBytes int32) []byte {
 	req := kmsg.NewPtrFetchRequest()
-	req.Version, req.MaxWaitMillis, req.MinBytes = 12, 500, 1
+	req.Version, req.MaxWaitMillis, req.MinBytes = 12, 500, minBytes
 	topic := kmsg.FetchRequestTopic{Topic: "t"}
 	for _, p := range parts {
 		fp := kmsg.NewFetchRequestTopicPartition()
@@ -113,31 +185,7 @@ func benchFetch(b *testing.B, parts []int32) (*Dispatcher, []byte) {
 		topic.Partitions = append(topic.Partitions, fp)
 	}
 	req.Topics = []kmsg.FetchRequestTopic{topic}
-	f := newFake(b)
-	s := &cannedSender{answers: map[int32]*canned{}}
-	for broker := int32(1); broker <= 3; broker++ {
-		sub := kmsg.NewPtrFetchRequest()
-		sub.Version = req.Version
-		st := kmsg.FetchRequestTopic{Topic: "t"}
-		for _, p := range parts {
-			if owner("t", p) == broker {
-				st.Partitions = append(st.Partitions, kmsg.FetchRequestTopicPartition{Partition: p})
-			}
-		}
-		sub.Topics = []kmsg.FetchRequestTopic{st}
-		resp := f.okResponse(broker, sub).(*kmsg.FetchResponse)
-		for i := range resp.Topics[0].Partitions {
-			resp.Topics[0].Partitions[i].RecordBatches = make([]byte, 1024)
-		}
-		s.answers[broker] = &canned{body: resp.AppendTo(nil)}
-	}
-	cfg := testConfig(testTable(), f)
-	cfg.Sender = s
-	d, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return d, req.AppendTo(nil)
+	return req.AppendTo(nil)
 }
 
 func runFetch(b *testing.B, d *Dispatcher, body []byte) {

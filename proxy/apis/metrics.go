@@ -2,7 +2,6 @@ package apis
 
 import (
 	"errors"
-	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -110,11 +109,9 @@ func (m *metrics) Early() { m.early.Inc() }
 
 func reason(code int16, err error) string {
 	if code != 0 {
-		var ke *kerr.Error
-		if errors.As(kerr.ErrorForCode(code), &ke) {
-			return ke.Message
-		}
-		return "code_" + strconv.Itoa(int(code))
+		// Not errors.As: its target escapes, one allocation per retried
+		// partition. Unknown codes are UNKNOWN_SERVER_ERROR, as before.
+		return kerr.TypedErrorForCode(code).Message
 	}
 	if isNotSent(err) {
 		return "not_sent"
