@@ -196,6 +196,8 @@ func TestMetricsCount(t *testing.T) {
 		"kproxy_broker_commits_total":          3,
 		"kproxy_broker_acquisitions_total":     1,
 		"kproxy_broker_fetch_requests_total":   1,
+		// exported at 0 before any refusal
+		"kproxy_broker_acquisitions_refused_total": 0,
 	} {
 		if got := gatherValue(t, reg, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)

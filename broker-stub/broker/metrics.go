@@ -73,6 +73,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.losses = promreg.Register(reg, m.losses)
 		m.sessionLoss = promreg.Register(reg, m.sessionLoss)
 	}
+	for _, k := range []pacer.Kind{pacer.Partition, pacer.Group} { // exported at 0
+		m.refused.WithLabelValues(k.String())
+	}
 	return m
 }
 
