@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
 	"github.com/kproxy/kproxy/internal/devcluster/devtest"
-	"github.com/kproxy/kproxy/layout"
 )
 
 // TestNoHangWhenOwnerVanishes replays issue 11's hang in small: a partition
@@ -43,19 +41,9 @@ func TestNoHangWhenOwnerVanishes(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	l := layout.New("")
 	// The partition's owner vanishes and a broker that is not live takes it.
-	stray, err := c.Client().Grant(ctx, 60)
+	release, err := c.StrandPartition(ctx, topic, 0, 99, time.Minute)
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client().Delete(ctx, l.OwnerKey(topic, 0)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client().Txn(ctx).Then(
-		clientv3.OpPut(l.OwnerKey(topic, 0), layout.Marshal(layout.Owner{Broker: 99}), clientv3.WithLease(stray.ID)),
-		clientv3.OpPut(l.EpochKey(topic, 0), ""),
-	).Commit(); err != nil {
 		t.Fatal(err)
 	}
 	// Every record gets an answer within its delivery timeout (plus slack
@@ -77,7 +65,7 @@ func TestNoHangWhenOwnerVanishes(t *testing.T) {
 		}
 	}
 	answered("while a dead broker holds the partition")
-	if _, err := c.Client().Revoke(ctx, stray.ID); err != nil {
+	if err := release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	waitUnowned(ctx, t, c, topic)

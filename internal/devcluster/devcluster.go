@@ -301,6 +301,38 @@ func (c *Cluster) Owner(ctx context.Context, topic string, partition int32) (int
 	return b, true, nil
 }
 
+// StrandPartition makes a partition's owner vanish and a broker that is
+// not live take it, as when every session expired at once and another
+// process grabbed keys it cannot serve: the owner key is deleted, then put
+// again naming stranger under a lease of its own (TTL ttl, so a test that
+// dies does not strand it for ever), with the epoch bumped as an acquisition
+// bumps it. Produces to the partition are refused until release revokes
+// that lease and the partition is free again.
+func (c *Cluster) StrandPartition(ctx context.Context, topic string, partition, stranger int32, ttl time.Duration) (release func(context.Context) error, err error) {
+	stray, err := c.cli.Grant(ctx, int64(max(ttl/time.Second, 1)))
+	if err != nil {
+		return nil, fmt.Errorf("strand %s/%d: grant a lease: %w", topic, partition, err)
+	}
+	revoke := func(ctx context.Context) error {
+		if _, err := c.cli.Revoke(ctx, stray.ID); err != nil {
+			return fmt.Errorf("release %s/%d: revoke the stray lease: %w", topic, partition, err)
+		}
+		return nil
+	}
+	// A delete first, so that the stray key has a create revision (the
+	// fencing token) of its own, as a real acquisition would.
+	if _, err := c.cli.Delete(ctx, c.layout.OwnerKey(topic, partition)); err != nil {
+		return nil, errors.Join(fmt.Errorf("strand %s/%d: delete the owner key: %w", topic, partition, err), revoke(ctx))
+	}
+	if _, err := c.cli.Txn(ctx).Then(
+		clientv3.OpPut(c.layout.OwnerKey(topic, partition), layout.Marshal(layout.Owner{Broker: stranger}), clientv3.WithLease(stray.ID)),
+		clientv3.OpPut(c.layout.EpochKey(topic, partition), ""),
+	).Commit(); err != nil {
+		return nil, errors.Join(fmt.Errorf("strand %s/%d: put owner %d: %w", topic, partition, stranger, err), revoke(ctx))
+	}
+	return revoke, nil
+}
+
 // LeaseStats returns each running broker's lease session counters.
 func (c *Cluster) LeaseStats() map[int32]lease.Stats {
 	c.mu.Lock()
