@@ -36,7 +36,7 @@ func clientCapabilities(d driver) []capability {
 			return h.compression(t, c)
 		}})
 	}
-	caps = append(caps, capability{capSASL, (*harness).sasl})
+	caps = append(caps, capability{capSASL, (*harness).sasl}, capability{capVanish, (*harness).vanish})
 	return append(caps, capability{capFailover, (*harness).failover})
 }
 

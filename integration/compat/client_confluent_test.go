@@ -24,6 +24,7 @@ func (confluentDriver) version() string {
 func (confluentDriver) unavailable() string  { return "" }
 func (confluentDriver) hasIdempotence() bool { return true }
 func (confluentDriver) codecs() []codec      { return allCodecs }
+func (confluentDriver) reportsEach() bool    { return true }
 func (confluentDriver) notes() []string {
 	return []string{"librdkafka defaults: idempotence off unless tested, message.timeout.ms 300000, consistent_random partitioner."}
 }
@@ -80,6 +81,9 @@ func (confluentDriver) produce(ctx context.Context, bootstrap []string, topic st
 	if o.idempotent {
 		extra["enable.idempotence"] = true
 	}
+	if o.deliveryTimeout > 0 {
+		extra["message.timeout.ms"] = int(o.deliveryTimeout.Milliseconds())
+	}
 	p, err := kafka.NewProducer(confluentConfig(bootstrap, extra))
 	if err != nil {
 		return nil, fmt.Errorf("confluent producer: %w", err)
@@ -89,7 +93,6 @@ func (confluentDriver) produce(ctx context.Context, bootstrap []string, topic st
 		mu       sync.Mutex
 		acked    []Rec
 		firstErr error
-		reports  int
 	)
 	setErr := func(err error) {
 		mu.Lock()
@@ -108,6 +111,35 @@ func (confluentDriver) produce(ctx context.Context, bootstrap []string, topic st
 			}
 		}
 	}()
+	// Delivery reports are handled as they arrive, as an application's
+	// delivery callback would, so that each record's outcome is known when
+	// the client reports it; stop ends the reader.
+	reported := make(chan struct{}, maxLines)
+	stop := make(chan struct{})
+	readerDone := make(chan struct{})
+	defer func() { close(stop); <-readerDone }()
+	go func() {
+		defer close(readerDone)
+		for {
+			select {
+			case ev := <-deliveries:
+				if m, ok := ev.(*kafka.Message); ok {
+					r := Rec{Partition: m.TopicPartition.Partition, Offset: int64(m.TopicPartition.Offset), Key: string(m.Key), Value: string(m.Value)}
+					o.answer(r, m.TopicPartition.Error)
+					if m.TopicPartition.Error != nil {
+						setErr(fmt.Errorf("confluent delivery: %w", m.TopicPartition.Error))
+					} else {
+						mu.Lock()
+						acked = append(acked, r)
+						mu.Unlock()
+					}
+				}
+				reported <- struct{}{}
+			case <-stop:
+				return
+			}
+		}
+	}()
 	sent := 0
 	for r := range in {
 		err := p.Produce(&kafka.Message{
@@ -122,21 +154,9 @@ func (confluentDriver) produce(ctx context.Context, bootstrap []string, topic st
 	}
 	for ctx.Err() == nil && p.Flush(100) > 0 { // Flush(ms) returns what is still outstanding
 	}
-	for reports < sent {
+	for reports := 0; reports < sent; reports++ {
 		select {
-		case ev := <-deliveries:
-			reports++
-			m, ok := ev.(*kafka.Message)
-			if !ok {
-				continue
-			}
-			if m.TopicPartition.Error != nil {
-				setErr(fmt.Errorf("confluent delivery: %w", m.TopicPartition.Error))
-				continue
-			}
-			mu.Lock()
-			acked = append(acked, Rec{Partition: m.TopicPartition.Partition, Offset: int64(m.TopicPartition.Offset), Key: string(m.Key), Value: string(m.Value)})
-			mu.Unlock()
+		case <-reported:
 		case <-ctx.Done():
 			setErr(fmt.Errorf("confluent: %d of %d delivery reports: %w", reports, sent, ctx.Err()))
 			reports = sent

@@ -25,6 +25,7 @@ func (kafkaGoDriver) version() string      { return moduleVersion("github.com/se
 func (kafkaGoDriver) unavailable() string  { return "" }
 func (kafkaGoDriver) hasIdempotence() bool { return false }
 func (kafkaGoDriver) codecs() []codec      { return allCodecs }
+func (kafkaGoDriver) reportsEach() bool    { return true }
 func (kafkaGoDriver) notes() []string {
 	return []string{"kafka-go has no idempotent producer; its Writer uses the Hash balancer so keys pick partitions."}
 }
@@ -81,6 +82,13 @@ func (kafkaGoDriver) produce(ctx context.Context, bootstrap []string, topic stri
 		BatchTimeout: 10 * time.Millisecond,
 		Transport:    tr,
 	}
+	if o.deliveryTimeout > 0 {
+		// kafka-go has no delivery timeout: a write makes MaxAttempts
+		// tries of at most WriteTimeout each, with backoff between them
+		// (100 ms to 1 s), so three tries share the bound.
+		w.MaxAttempts = 3
+		w.WriteTimeout = o.deliveryTimeout / 3
+	}
 	var acked []Rec
 	var firstErr error
 	for batch := nextBatch(in, 100); len(batch) > 0; batch = nextBatch(in, 100) {
@@ -100,6 +108,9 @@ func (kafkaGoDriver) produce(ctx context.Context, bootstrap []string, topic stri
 				}
 			}
 		}
+		for i, r := range batch {
+			o.answer(r, kafkaGoRecErr(err, i))
+		}
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
@@ -108,6 +119,16 @@ func (kafkaGoDriver) produce(ctx context.Context, bootstrap []string, topic stri
 		firstErr = fmt.Errorf("kafka-go writer close: %w", err)
 	}
 	return acked, firstErr
+}
+
+// kafkaGoRecErr is the outcome of the i-th message of a WriteMessages call
+// that returned err.
+func kafkaGoRecErr(err error, i int) error {
+	var werrs kafka.WriteErrors
+	if errors.As(err, &werrs) && i < len(werrs) {
+		return werrs[i]
+	}
+	return err
 }
 
 // nextBatch blocks for one record, then takes whatever else is already

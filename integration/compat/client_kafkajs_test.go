@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -55,6 +56,7 @@ func (kafkajsDriver) unavailable() string {
 
 func (kafkajsDriver) hasIdempotence() bool { return true }
 func (kafkajsDriver) codecs() []codec      { return allCodecs }
+func (kafkajsDriver) reportsEach() bool    { return false }
 func (kafkajsDriver) notes() []string {
 	var ps []string
 	for _, p := range []string{"kafkajs-snappy", "lz4js", "zstd-codec"} {
@@ -134,6 +136,9 @@ func (d kafkajsDriver) produce(ctx context.Context, bootstrap []string, topic st
 	}
 	if o.idempotent {
 		args = append(args, "--idempotent")
+	}
+	if o.deliveryTimeout > 0 {
+		args = append(args, "--delivery-ms", strconv.FormatInt(o.deliveryTimeout.Milliseconds(), 10))
 	}
 	p, err := d.run(ctx, args...)
 	if err != nil {

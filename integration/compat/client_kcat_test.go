@@ -37,6 +37,7 @@ func (kcatDriver) unavailable() string {
 
 func (kcatDriver) hasIdempotence() bool { return true }
 func (kcatDriver) codecs() []codec      { return allCodecs }
+func (kcatDriver) reportsEach() bool    { return false }
 func (kcatDriver) notes() []string {
 	return []string{
 		"run as a subprocess; a producer run passes only if kcat exits 0, i.e. no delivery report failed.",
@@ -101,6 +102,9 @@ func (d kcatDriver) produce(ctx context.Context, bootstrap []string, topic strin
 	}
 	if o.idempotent {
 		args = append(args, "-X", "enable.idempotence=true")
+	}
+	if o.deliveryTimeout > 0 {
+		args = append(args, "-X", fmt.Sprintf("message.timeout.ms=%d", o.deliveryTimeout.Milliseconds()))
 	}
 	p, err := d.run(ctx, args...)
 	if err != nil {

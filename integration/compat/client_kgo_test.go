@@ -23,7 +23,8 @@ func (kgoDriver) unavailable() string { return "" }
 func (kgoDriver) hasIdempotence() bool {
 	return true
 }
-func (kgoDriver) codecs() []codec { return allCodecs }
+func (kgoDriver) codecs() []codec   { return allCodecs }
+func (kgoDriver) reportsEach() bool { return true }
 func (kgoDriver) notes() []string {
 	return []string{"kgo's producer is idempotent by default, so every kgo capability produces idempotently."}
 }
@@ -78,6 +79,13 @@ func (kgoDriver) produce(ctx context.Context, bootstrap []string, topic string, 
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgoCodec(o.codec)),
 	}
+	if o.deliveryTimeout > 0 {
+		// kgo enforces RecordDeliveryTimeout only between requests (an
+		// idempotent record in flight waits for its response), so the
+		// request timeout is part of the bound, as Java's client requires
+		// delivery.timeout.ms >= request.timeout.ms: half of it each.
+		opts = append(opts, kgo.RecordDeliveryTimeout(o.deliveryTimeout), kgo.ProduceRequestTimeout(o.deliveryTimeout/2))
+	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kgo client: %w", err)
@@ -91,6 +99,7 @@ func (kgoDriver) produce(ctx context.Context, bootstrap []string, topic string, 
 	for r := range in {
 		rec := &kgo.Record{Key: []byte(r.Key), Value: []byte(r.Value)}
 		cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+			o.answer(r, err)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 )
@@ -19,6 +20,7 @@ func (saramaDriver) version() string      { return moduleVersion("github.com/IBM
 func (saramaDriver) unavailable() string  { return "" }
 func (saramaDriver) hasIdempotence() bool { return true }
 func (saramaDriver) codecs() []codec      { return allCodecs }
+func (saramaDriver) reportsEach() bool    { return true }
 func (saramaDriver) notes() []string {
 	return []string{fmt.Sprintf("protocol version %s (sarama's default); the idempotent producer needs Net.MaxOpenRequests=1 as sarama requires.", sarama.DefaultVersion)}
 }
@@ -81,6 +83,15 @@ func (saramaDriver) produce(ctx context.Context, bootstrap []string, topic strin
 		cfg.Producer.Idempotent = true
 		cfg.Net.MaxOpenRequests = 1
 	}
+	if o.deliveryTimeout > 0 {
+		// sarama has no delivery timeout: a message gets Retry.Max
+		// retries (100 ms apart) after its first try, each try bounded by
+		// Net.ReadTimeout (and the broker's wait by Producer.Timeout), so
+		// the tries share the bound.
+		try := o.deliveryTimeout / time.Duration(cfg.Producer.Retry.Max+1)
+		cfg.Net.ReadTimeout = try
+		cfg.Producer.Timeout = min(cfg.Producer.Timeout, try)
+	}
 	p, err := sarama.NewAsyncProducer(bootstrap, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("sarama producer: %w", err)
@@ -96,6 +107,7 @@ func (saramaDriver) produce(ctx context.Context, bootstrap []string, topic strin
 	go func() {
 		defer wg.Done()
 		for m := range p.Successes() {
+			o.answer(saramaRec(m), nil)
 			mu.Lock()
 			acked = append(acked, saramaRec(m))
 			mu.Unlock()
@@ -105,6 +117,7 @@ func (saramaDriver) produce(ctx context.Context, bootstrap []string, topic strin
 	go func() {
 		defer wg.Done()
 		for e := range p.Errors() {
+			o.answer(saramaRec(e.Msg), e.Err)
 			mu.Lock()
 			if firstErr == nil {
 				firstErr = e.Err

@@ -7,8 +7,11 @@
 // keyed acks=all produce and an ordered read back from the beginning, a
 // two-member consumer group that commits and resumes after a restart, the
 // idempotent producer, every compression codec the client supports (the
-// stored batches keep the codec they were sent with), and failover while the
-// broker that owns a partition is killed mid-stream.
+// stored batches keep the codec they were sent with), a partition whose
+// owner vanishes for a broker that is not live (every record answered
+// within the client's delivery timeout, then produced again once the
+// partition is free), and failover while the broker that owns a partition
+// is killed mid-stream.
 //
 // kcat and kafkajs run as subprocesses (scripts/install-clients.sh installs
 // them; kafkajs's driver script is in node/). A full run with

@@ -44,6 +44,22 @@ type produceOpts struct {
 	// idempotent turns the idempotent producer on; false leaves the
 	// client's default (on for kgo, off for the others).
 	idempotent bool
+	// deliveryTimeout bounds how long the client may take to report each
+	// record's outcome, mapped by each driver to its client's own setting;
+	// 0 keeps the client's default.
+	deliveryTimeout time.Duration
+	// answered, if set, is called once per record as soon as the client
+	// reports its outcome to the application (nil: acknowledged), by the
+	// drivers whose reportsEach is true; the others report only when
+	// produce returns.
+	answered func(r Rec, err error)
+}
+
+// answer reports r's outcome to o.answered, if set.
+func (o produceOpts) answer(r Rec, err error) {
+	if o.answered != nil {
+		o.answered(r, err)
+	}
 }
 
 // metaView is what a client learned from metadata.
@@ -71,6 +87,10 @@ type driver interface {
 	unavailable() string
 	codecs() []codec
 	hasIdempotence() bool
+	// reportsEach says whether produce calls produceOpts.answered for each
+	// record as the client reports it (in-process clients), rather than
+	// only when the client exits (subprocesses).
+	reportsEach() bool
 	metadata(ctx context.Context, bootstrap []string, topic string) (metaView, error)
 	// produce sends every record from in, in order, until in is closed and
 	// everything is delivered; it returns the records the client reported

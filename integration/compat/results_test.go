@@ -26,6 +26,7 @@ const (
 	capGroup      = "consumer group"
 	capIdempotent = "idempotent producer"
 	capFailover   = "failover"
+	capVanish     = "owner vanishes"
 )
 
 func capCodec(c codec) string { return "compression " + string(c) }
@@ -35,7 +36,7 @@ func capabilities() []string {
 	for _, c := range allCodecs {
 		caps = append(caps, capCodec(c))
 	}
-	caps = append(caps, capSASL)
+	caps = append(caps, capSASL, capVanish)
 	return append(caps, capFailover)
 }
 
@@ -171,6 +172,8 @@ func capabilityDoc(c string) string {
 		return "the client's idempotent producer; records are stored exactly once and in order, and the stored batches carry a producer id and gap-free sequence numbers."
 	case capSASL:
 		return "the proxy's SASL_SSL listener (certificate from a CA the client is given, users from etcd): the client authenticates with SCRAM-SHA-512, produces records, and a consumer group member reads them all back and commits."
+	case capVanish:
+		return fmt.Sprintf("a record is acknowledged on a 1-partition topic; then its owner vanishes and a broker that is not live takes it (as after a storm of expired sessions); the client produces %d more with a %s delivery timeout set in the client's own terms, and each must be answered (ack or error) within it plus %s; then the partition is free again and the client produces a record that is acknowledged and read back. The notes say what each client answered, when, and whether it needed a new producer instance.", vanishRecords, vanishDelivery, vanishSlack)
 	case capFailover:
 		return "while the client produces (default delivery timeouts) and consumes, the broker that owns partition 0 is killed without a graceful release; the producer finishes without an error reaching the application and the consumer sees every acknowledged record."
 	}

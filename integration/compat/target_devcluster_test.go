@@ -87,3 +87,11 @@ func (d *devTarget) killOwner(ctx context.Context, topic string, p int32) (int32
 	}
 	return id, nil
 }
+
+// strandedBy is the broker id that takes a stranded partition: no broker of
+// the cluster has it.
+const strandedBy = 99
+
+func (d *devTarget) strandOwner(ctx context.Context, topic string, p int32) (func(context.Context) error, error) {
+	return d.c.StrandPartition(ctx, topic, p, strandedBy, time.Minute)
+}

@@ -25,6 +25,9 @@ type target interface {
 	// killOwner abruptly stops the broker that owns topic/partition and
 	// returns its id.
 	killOwner(ctx context.Context, topic string, partition int32) (int32, error)
+	// strandOwner makes the owner of topic/partition vanish and a broker
+	// that is not live take it; release frees the partition again.
+	strandOwner(ctx context.Context, topic string, partition int32) (release func(context.Context) error, err error)
 	// secure is the target's SASL_SSL listener, or nil.
 	secure() *secureTarget
 	close()
@@ -83,6 +86,10 @@ func (k *kfakeTarget) killOwner(_ context.Context, topic string, p int32) (int32
 		return id, fmt.Errorf("kfake: remove node %d: %w", id, err)
 	}
 	return id, nil
+}
+
+func (k *kfakeTarget) strandOwner(context.Context, string, int32) (func(context.Context) error, error) {
+	return nil, fmt.Errorf("kfake has no ownership to strand: %w", errNotSupported)
 }
 
 // createTopic makes topic with the given partitions through the bootstrap

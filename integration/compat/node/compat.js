@@ -3,8 +3,9 @@
 // (integration/compat). The Go tests run it as a subprocess:
 //
 //   node compat.js metadata --bootstrap H:P[,H:P] --topic T
-//   node compat.js produce  --bootstrap ... --topic T [--codec C] [--idempotent]
-//       reads "key<TAB>value" lines on stdin, sends them in order
+//   node compat.js produce  --bootstrap ... --topic T [--codec C] [--idempotent] [--delivery-ms D]
+//       reads "key<TAB>value" lines on stdin, sends them in order; with
+//       --delivery-ms each send is answered (ack or error) within about D ms
 //   node compat.js consume  --bootstrap ... --topic T --group G [--plain]
 //       runs until SIGTERM, then leaves the group (--plain: exits at once)
 //
@@ -55,8 +56,20 @@ function parseArgs(argv) {
 
 const out = obj => process.stdout.write(JSON.stringify(obj) + '\n')
 
+// deliveryBound maps --delivery-ms to kafkajs's settings, since kafkajs has
+// no delivery timeout of its own: a send makes retries+1 tries, each
+// bounded by requestTimeout (client side) and timeout (the broker's ack
+// wait), with at most maxRetryTime between them, so they share the bound.
+function deliveryBound(args) {
+  const d = Number(args['delivery-ms'])
+  if (!d) return null
+  return { requestTimeout: Math.floor(d / 4), retry: { retries: 2, initialRetryTime: 100, maxRetryTime: Math.floor(d / 8) } }
+}
+
 function client(args) {
+  const bound = deliveryBound(args)
   return new Kafka({
+    ...(bound ? { requestTimeout: bound.requestTimeout } : {}),
     clientId: 'kproxy-compat',
     brokers: String(args.bootstrap).split(','),
     logLevel: logLevel.WARN,
@@ -89,7 +102,11 @@ async function produce(args) {
   const codec = codecs[args.codec || 'none']
   if (codec === undefined) throw new Error(`unknown codec ${args.codec}`)
   const idempotent = Boolean(args.idempotent)
-  const producer = client(args).producer(idempotent ? { idempotent: true, maxInFlightRequests: 1 } : {})
+  const bound = deliveryBound(args)
+  const producer = client(args).producer({
+    ...(idempotent ? { idempotent: true, maxInFlightRequests: 1 } : {}),
+    ...(bound ? { retry: bound.retry } : {}),
+  })
   await producer.connect()
   let pending = []
   let inputDone = false
@@ -111,7 +128,7 @@ async function produce(args) {
         continue
       }
       const messages = pending.splice(0, 100)
-      await producer.send({ topic: args.topic, acks: -1, compression: codec, messages })
+      await producer.send({ topic: args.topic, acks: -1, compression: codec, messages, ...(bound ? { timeout: bound.requestTimeout } : {}) })
       acked += messages.length
       out({ acked: messages.length })
     }
