@@ -126,9 +126,22 @@ func (d kcatDriver) produce(ctx context.Context, bootstrap []string, topic strin
 	// kcat waits for every delivery report and exits 1 if any failed; it
 	// does not say which, so a failed run acknowledges nothing.
 	if err := firstErr(writeErr, p.wait(ctx)); err != nil {
-		return nil, fmt.Errorf("kcat -P: %w (stderr: %s)", err, p.stderrTail())
+		tail := p.stderrTail()
+		return nil, fmt.Errorf("kcat -P: %s%w (stderr: %s)", kcatLastError(tail), err, tail)
 	}
 	return sent, nil
+}
+
+// kcatLastError is the last "% ERROR: " line kcat printed (with ": "), the
+// reason it gave for failing, or "".
+func kcatLastError(stderr string) string {
+	lines := strings.Split(stderr, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if msg, ok := strings.CutPrefix(strings.TrimSpace(lines[i]), "% ERROR: "); ok {
+			return msg + ": "
+		}
+	}
+	return ""
 }
 
 // kcatRecord is one line of kcat -J consumer output.

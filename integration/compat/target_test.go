@@ -89,7 +89,7 @@ func (k *kfakeTarget) killOwner(_ context.Context, topic string, p int32) (int32
 }
 
 func (k *kfakeTarget) strandOwner(context.Context, string, int32) (func(context.Context) error, error) {
-	return nil, fmt.Errorf("kfake has no ownership to strand: %w", errNotSupported)
+	return nil, fmt.Errorf("kfake has no partition ownership to strand: %w", errNotSupported)
 }
 
 // createTopic makes topic with the given partitions through the bootstrap
