@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"runtime"
+	"strconv"
 	"testing"
 )
 
@@ -64,8 +65,82 @@ func TestReadGrowingClaimCostsNothing(t *testing.T) {
 	}
 }
 
+// counting counts the bytes read through it.
+type counting struct {
+	r io.Reader
+	n int
+}
+
+func (c *counting) Read(p []byte) (int, error) {
+	k, err := c.r.Read(p)
+	c.n += k
+	return k, err
+}
+
+// checkSteps reads an n-byte claim backed by have bytes and checks the
+// promise of GrowFactor: each reservation runs at most 8x (the first step
+// 16x) ahead of the bytes that arrived, reservations only grow and end at
+// n, and the bytes read before the last step (an upper bound on what the
+// growth copied) are at most FirstReadBytes + n/7.
+func checkSteps(t *testing.T, p *BufPool, n, have int) {
+	t.Helper()
+	src := &counting{r: bytes.NewReader(make([]byte, have))}
+	var totals []int
+	buf, err := p.ReadGrowingReserved(src, n, func(total int) error {
+		arrived := src.n
+		ahead := GrowFactor*arrived + GrowFactor
+		if len(totals) == 1 {
+			ahead = 2 * GrowFactor * arrived
+		}
+		switch {
+		case len(totals) == 0 && total != min(n, FirstReadBytes):
+			t.Fatalf("claim %d: first reservation %d, want %d", n, total, min(n, FirstReadBytes))
+		case len(totals) > 0 && total <= totals[len(totals)-1]:
+			t.Fatalf("claim %d: reservations %v then %d: not growing", n, totals, total)
+		case len(totals) > 0 && total > ahead:
+			t.Fatalf("claim %d: reserved %d with %d bytes arrived", n, total, arrived)
+		}
+		totals = append(totals, total)
+		return nil
+	})
+	if have < n {
+		if err == nil {
+			t.Fatalf("claimed %d with %d bytes: no error", n, have)
+		}
+		return
+	}
+	if err != nil || len(*buf) != n {
+		t.Fatalf("claimed %d with %d bytes: err %v", n, have, err)
+	}
+	p.Put(buf)
+	if totals[len(totals)-1] != n {
+		t.Fatalf("claim %d: last reservation %d", n, totals[len(totals)-1])
+	}
+	copied := 0
+	for _, c := range totals[:len(totals)-1] {
+		copied += c
+	}
+	if copied > FirstReadBytes+n/(GrowFactor-1)+len(totals)*GrowFactor {
+		t.Fatalf("claim %d: reservations %v copy %d bytes", n, totals, copied)
+	}
+}
+
+func TestReadGrowingSteps(t *testing.T) {
+	var p BufPool
+	for _, n := range []int{
+		0, 1, FirstReadBytes - 1, FirstReadBytes, FirstReadBytes + 1, 2 * FirstReadBytes,
+		3 << 20, 16 << 20, 16<<20 + 1, 2<<20 + 1, 100 << 20,
+	} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			checkSteps(t, &p, n, n)
+			checkSteps(t, &p, n, n/3)
+		})
+	}
+}
+
 // FuzzReadGrowing: the frame read is exactly the claimed bytes when they are
-// all there, and an error otherwise; never a panic.
+// all there, and an error otherwise; never a panic; and the growth keeps the
+// promise of GrowFactor (checkSteps).
 func FuzzReadGrowing(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 3, 'a', 'b', 'c'})
 	f.Add([]byte{0, 0, 0, 9, 'a'})
@@ -83,11 +158,53 @@ func FuzzReadGrowing(f *testing.F) {
 			if err == nil {
 				t.Fatalf("claimed %d with %d bytes: no error", n, len(rest))
 			}
-			return
-		}
-		if err != nil || !bytes.Equal(*buf, rest[:n]) {
+		} else if err != nil || !bytes.Equal(*buf, rest[:n]) {
 			t.Fatalf("claimed %d with %d bytes: err %v", n, len(rest), err)
+		} else {
+			p.Put(buf)
 		}
-		p.Put(buf)
+		// The same claim with zeros behind it, for the growth's bounds.
+		checkSteps(t, &p, n, min(n, len(rest)))
 	})
+}
+
+// A 16 MiB frame allocates its pool classes once: 256 KiB, 2 MiB and
+// 16 MiB, where doubling allocated every class from 256 KiB up.
+func TestReadGrowingAllocates(t *testing.T) {
+	var p BufPool
+	const n = 16 << 20
+	src := make([]byte, n)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	buf, err := p.ReadGrowing(bytes.NewReader(src), n)
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Put(buf)
+	if got, want := after.TotalAlloc-before.TotalAlloc, uint64(n+n/GrowFactor+FirstReadBytes+1<<20); got > want {
+		t.Fatalf("%d bytes allocated to read a %d-byte frame, want at most %d", got, n, want)
+	}
+}
+
+// BenchmarkReadGrowing reads one 16 MiB frame (the largest pooled class)
+// and one just above it, as a client's produce frame is read.
+func BenchmarkReadGrowing(b *testing.B) {
+	for _, n := range []int{16 << 20, 16<<20 + 1} {
+		src := make([]byte, n)
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			var p BufPool
+			r := bytes.NewReader(src)
+			b.SetBytes(int64(n))
+			b.ReportAllocs()
+			for b.Loop() {
+				r.Reset(src)
+				buf, err := p.ReadGrowing(r, n)
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Put(buf)
+			}
+		})
+	}
 }
