@@ -307,7 +307,7 @@ func (o *fetchOp) Merge(dst []byte) []byte { return o.response().AppendTo(dst) }
 func (o *fetchOp) MergeParts() (skel *[]byte, parts [][]byte, ok bool) {
 	o.vec.secret = o.d.secret
 	skel = o.d.getBuf(o.inline + 64*len(o.answers) + 256)
-	*skel, parts, ok = o.vec.encode(o.response(), *skel)
+	*skel, parts, ok = o.vec.encodeFetch(o.response(), *skel)
 	return skel, parts, ok
 }
 

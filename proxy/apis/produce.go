@@ -29,6 +29,7 @@ type produceOp struct {
 
 	enc      kmsg.ProduceRequest // scratch for sub-requests
 	encParts []kmsg.ProduceRequestTopicPartition
+	vec      vecEncoder // sub-requests in pieces (see EncodeVec)
 	dec      kmsg.ProduceResponse                 // scratch for broker answers
 	out      kmsg.ProduceResponse                 // scratch for the merged answer
 	answers  []kmsg.ProduceResponseTopicPartition // item i's answer
@@ -120,12 +121,62 @@ func (o *produceOp) release() {
 }
 
 func (o *produceOp) Encode(dst []byte, idx []int32, _ int) []byte {
+	o.subset(idx)
+	return o.enc.AppendTo(slices.Grow(dst, o.encodedSizeBound()))
+}
+
+// subset makes o.enc the sub-request for items idx.
+func (o *produceOp) subset(idx []int32) {
 	r := &o.req
 	o.enc = kmsg.ProduceRequest{
 		Version: r.Version, TransactionID: r.TransactionID, Acks: r.Acks, TimeoutMillis: r.TimeoutMillis,
 		UnknownTags: r.UnknownTags, Topics: split.Subset(&o.s, idx, r.Topics, produceParts, o.enc.Topics, &o.encParts),
 	}
-	return o.enc.AppendTo(slices.Grow(dst, o.encodedSizeBound()))
+}
+
+// EncodeVec leaves the sub-request's large record sets (and a whole body
+// forwarded as it is) in the client's frame, for the Sender to write from
+// there; the engine reclaims them before Finish returns. acks=0 produces
+// are copied: nothing waits for their writes (see fireAndForget).
+func (o *produceOp) EncodeVec(dst []byte, idx []int32, nsubs int, whole []byte) ([]byte, [][]byte) {
+	if whole != nil {
+		if o.req.Acks == 0 || len(whole) < vecMinBytes {
+			return append(dst, whole...), nil
+		}
+		return dst, [][]byte{whole}
+	}
+	if o.req.Acks == 0 {
+		return o.Encode(dst, idx, nsubs), nil
+	}
+	o.subset(idx)
+	o.vec.secret = o.d.secret
+	for ti := range o.enc.Topics {
+		ps := o.enc.Topics[ti].Partitions
+		for pi := range ps {
+			o.vec.leaveOut(&ps[pi].Records)
+		}
+	}
+	n := len(dst)
+	skel, pieces, ok := o.vec.encode(&o.enc, slices.Grow(dst, o.skeletonSizeBound()))
+	if !ok { // not expected (a test rules it out): send it whole
+		return o.enc.AppendTo(slices.Grow(skel[:n], o.encodedSizeBound())), nil
+	}
+	return skel, pieces
+}
+
+// skeletonSizeBound is encodedSizeBound without the record sets EncodeVec
+// leaves out (each replaced by a marker).
+func (o *produceOp) skeletonSizeBound() int {
+	n := o.encodedSizeBound()
+	for ti := range o.enc.Topics {
+		ps := o.enc.Topics[ti].Partitions
+		for pi := range ps {
+			if k := len(ps[pi].Records); k >= vecMinBytes {
+				n -= k - markerLen
+			}
+		}
+	}
+	return n
 }
 
 // encodedSizeBound is at least the size of o.enc encoded (unknown tagged

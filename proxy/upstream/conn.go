@@ -220,6 +220,7 @@ func (c *conn) withdraw(r *wireReq) bool {
 	c.removeLocked(r)
 	c.bp.p.bufs.Put(r.frame)
 	r.frame = nil
+	r.giveBack()
 	return true
 }
 
@@ -250,6 +251,7 @@ func (c *conn) failIf(kind string, cause error, onlyIdle bool) bool {
 				c.bp.p.bufs.Put(r.frame)
 				r.frame = nil
 			}
+			r.giveBack()
 		} else {
 			err = fmt.Errorf("broker %d (%s): connection lost after write: %w", c.bp.id, c.bp.addr, cause)
 		}
@@ -306,7 +308,11 @@ func (c *conn) writeLoop() {
 		}
 		bufs = bufs[:0]
 		for _, r := range batch {
-			bufs = append(bufs, *r.frame)
+			if r.parts != nil {
+				bufs = append(bufs, r.parts...)
+			} else {
+				bufs = append(bufs, *r.frame)
+			}
 		}
 		_ = nc.SetWriteDeadline(time.Now().Add(c.bp.p.cfg.WriteTimeout))
 		toWrite = bufs // WriteTo consumes its receiver
@@ -331,9 +337,9 @@ func (c *conn) takeBatch(batch []*wireReq) []*wireReq {
 		}
 		if len(c.queue) > 0 {
 			size, i := 0, 0
-			for ; i < len(c.queue) && (i == 0 || size+len(*c.queue[i].frame) <= writeBatchBytes); i++ {
+			for ; i < len(c.queue) && (i == 0 || size+c.queue[i].size <= writeBatchBytes); i++ {
 				r := c.queue[i]
-				size += len(*r.frame)
+				size += r.size
 				r.state = stWriting
 				batch = append(batch, r)
 			}
@@ -392,9 +398,10 @@ func (c *conn) afterWrite(batch []*wireReq, n int64) {
 	var off int64
 	c.mu.Lock()
 	for _, r := range batch {
-		off += int64(len(*r.frame))
+		off += int64(r.size)
 		c.bp.p.bufs.Put(r.frame)
 		r.frame = nil
+		r.giveBack() // the write returned: it reads the parts no more
 		switch {
 		case r.state != stWriting: // answered already, or failed by the reader
 		case off > n:

@@ -56,6 +56,7 @@ type fakeBroker struct {
 	hellos    chan *kmsg.ApiVersionsRequest
 	closed    chan int // conn index, when a conn reads EOF or an error
 	holdHello chan struct{}
+	rcvBuf    int // if set, each connection's socket receive buffer (no autotuning); under mu
 
 	mu    sync.Mutex
 	conns []*fakeConn
@@ -72,6 +73,17 @@ func newFakeBroker(t testing.TB) *fakeBroker { return newFakeBrokerHolding(t, ni
 
 // newInOrderFakeBroker answers one request at a time per connection.
 func newInOrderFakeBroker(t testing.TB) *fakeBroker { return startFakeBroker(t, nil, true) }
+
+// newStallingFakeBroker is an in-order fake broker with small socket
+// receive buffers: while it holds a request unanswered, a large write to
+// it blocks.
+func newStallingFakeBroker(t testing.TB) *fakeBroker {
+	fb := startFakeBroker(t, nil, true)
+	fb.mu.Lock()
+	fb.rcvBuf = 64 << 10
+	fb.mu.Unlock()
+	return fb
+}
 
 // newFakeBrokerHolding answers each ApiVersions only after receiving from
 // hold (nil: at once), which keeps a connection in its handshake.
@@ -102,6 +114,9 @@ func (fb *fakeBroker) accept() {
 			return
 		}
 		fb.mu.Lock()
+		if fb.rcvBuf > 0 {
+			_ = nc.(*net.TCPConn).SetReadBuffer(fb.rcvBuf)
+		}
 		c := &fakeConn{idx: len(fb.conns), nc: nc}
 		fb.conns = append(fb.conns, c)
 		fb.mu.Unlock()

@@ -24,6 +24,9 @@ type wireReq struct {
 	flexResp bool // response header carries tagged fields
 	noResp   bool // Produce acks=0: the broker answers nothing
 	frame    *[]byte
+	size     int           // of the frame on the wire: frame alone, or frame's header and parts
+	parts    [][]byte      // a VecBody's pieces after the header in frame; nil once given back
+	lent     chan struct{} // closed when parts are given back; nil if none were lent
 	state    uint8
 	orphan   bool // Wait gave up; the reader discards the response
 
@@ -70,6 +73,44 @@ func (r *wireReq) Wait(ctx context.Context) ([]byte, error) {
 	default:
 	}
 	return nil, fmt.Errorf("broker %d: wait for response: %w", r.c.bp.id, context.Cause(ctx))
+}
+
+// lend makes pieces, the body of a VecBody after frame's header of hdr
+// bytes, what is written, and sizes the frame for them.
+func (r *wireReq) lend(hdr int, pieces [][]byte) {
+	r.size = len(*r.frame)
+	if pieces == nil {
+		return
+	}
+	r.parts = make([][]byte, 0, len(pieces)+1)
+	r.parts = append(r.parts, (*r.frame)[:hdr])
+	r.size = hdr
+	for _, p := range pieces {
+		if len(p) > 0 {
+			r.parts = append(r.parts, p)
+			r.size += len(p)
+		}
+	}
+	r.lent = make(chan struct{})
+}
+
+// giveBack ends the loan of r's parts: no write reads them any more. Called
+// with the conn's mutex held, by whoever last owned the frame: the writer
+// once its write returned, or withdraw and fail for a request still queued.
+func (r *wireReq) giveBack() {
+	if r.parts != nil {
+		r.parts = nil
+		close(r.lent)
+	}
+}
+
+// Reclaim implements Lender.
+func (r *wireReq) Reclaim() {
+	if r.lent == nil {
+		return
+	}
+	r.c.withdraw(r)
+	<-r.lent
 }
 
 func (r *wireReq) complete(body []byte, err error) {

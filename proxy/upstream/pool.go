@@ -29,6 +29,7 @@ package upstream
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -172,7 +173,8 @@ func NewPool(cfg Config) *Pool {
 // are written in the order Send was called (long ones among themselves, on
 // their dedicated connection). Its errors wrap retry.ErrNotSent. A request
 // with Hold.NoResponse gets a Pending that returns a nil body once the
-// request is written. Send does not keep req.Body after it returns.
+// request is written. Send does not keep req.Body after it returns, but
+// keeps the pieces of a VecBody until they are reclaimed (see Lender).
 //
 // Pending.Wait returns the response body (header stripped), or an error
 // wrapping retry.ErrNotSent when the request never fully reached the broker
@@ -199,10 +201,22 @@ func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, req Requ
 	if req.ClientID != nil {
 		id = req.ClientID
 	}
-	r.frame = p.bufs.Get(4 + 10 + len(*id) + 1 + req.Body.SizeHint())
+	vb, vec := req.Body.(VecBody)
+	hint := req.Body.SizeHint()
+	if vec {
+		hint = vb.VecSizeHint()
+	}
+	r.frame = p.bufs.Get(4 + 10 + len(*id) + 1 + hint)
 	*r.frame = kwire.AppendRequestHeader(*r.frame, req.Key, req.Version, 0, id, flexible)
-	*r.frame = req.Body.AppendBody(*r.frame)
-	kwire.FinishFrame(*r.frame)
+	var pieces [][]byte
+	hdr := len(*r.frame)
+	if vec {
+		*r.frame, pieces = vb.AppendVec(*r.frame)
+	} else {
+		*r.frame = req.Body.AppendBody(*r.frame)
+	}
+	r.lend(hdr, pieces)
+	binary.BigEndian.PutUint32(*r.frame, uint32(r.size-4))
 	r.noResp = req.Hold.NoResponse
 	r.patience = p.patience(ctx, max(req.Hold.Allowance, 0))
 	for attempt := 1; ; attempt++ {
@@ -219,6 +233,7 @@ func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, req Requ
 			continue
 		}
 		p.bufs.Put(r.frame)
+		r.giveBack() // never queued: nothing writes it
 		if !errors.Is(err, retry.ErrNotSent) {
 			err = fmt.Errorf("send to broker %d: %w: %w", broker, retry.ErrNotSent, err)
 		}

@@ -46,6 +46,34 @@ type Body interface {
 	SizeHint() int
 }
 
+// VecBody is a Body that can leave large byte ranges (produce record sets)
+// out of the frame, to be written from where the caller holds them: one
+// vectored write sends the frame's header and the body's pieces, and the
+// bytes are never copied in user space.
+//
+// Lifetime: the pieces are lent to the pool. Send returns a Pending that
+// is a Lender when it kept any; the caller keeps their memory unchanged
+// until its Reclaim returns (see Lender), even after Wait returned.
+type VecBody interface {
+	Body
+	// AppendVec appends the body to dst like AppendBody, or appends its
+	// skeleton and returns the body's pieces: the body is the pieces in
+	// order, the first starting where dst ended before the call; they
+	// alias skel or the caller's memory. nil pieces: skel holds it all.
+	AppendVec(dst []byte) (skel []byte, pieces [][]byte)
+	// VecSizeHint is about how many bytes AppendVec appends to dst.
+	VecSizeHint() int
+}
+
+// Lender is the Pending of a request that holds pieces of a VecBody.
+type Lender interface {
+	// Reclaim withdraws the request if it is still queued (it is then
+	// never written) and waits until no write reads its pieces any more:
+	// at once if it was written, or when the write under way ends, which
+	// WriteTimeout bounds. The caller may reuse the pieces' memory after.
+	Reclaim()
+}
+
 // Raw is a Body already encoded.
 type Raw []byte
 

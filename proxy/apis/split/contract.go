@@ -19,8 +19,9 @@
 //     with Answered;
 //   - Fail: a local answer for one item;
 //   - Merge: the client's response, from every item's answer;
-//   - optionally LongPoller (answers early, parks long polls; fetch) and
-//     PartsMerger (leaves record sets in the brokers' frames; fetch).
+//   - optionally LongPoller (answers early, parks long polls; fetch),
+//     PartsMerger (leaves record sets in the brokers' frames; fetch) and
+//     VecAdapter (leaves record sets in the client's frame; produce).
 //
 // The engine routes, sends, retries within the budget and collects
 // (Finish). Adapters read an item's identity (KeyOf), whether it is
@@ -30,7 +31,13 @@
 //
 // Memory: the request is decoded from the client's body, which stays valid
 // until Finish returns, so retries re-encode from the decoded request;
-// record batches are copied only into the Sender's frame.
+// record batches are copied only into the Sender's frame, or not at all
+// for a VecAdapter: its sub-requests lend the Sender pieces of the client's
+// body (upstream.VecBody), and Finish returns only once every sub-request
+// sent has given them back (upstream.Lender: written, or withdrawn unsent;
+// at most the Sender's write timeout after the answer is in hand). The
+// client's frame is then reused by other clients, so no write may read it
+// later.
 package split
 
 import (
@@ -44,6 +51,16 @@ import (
 	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/routing"
 )
+
+// VecAdapter is an Adapter whose sub-requests can leave large byte ranges
+// of the client's body where they are (see Memory above).
+type VecAdapter interface {
+	// EncodeVec is Encode, except that it may append only a skeleton and
+	// return the sub-request's pieces, which start where dst ended and
+	// alias skel or the client's body (nil: skel holds it all). whole, if
+	// not nil, is the client's body to forward as it is.
+	EncodeVec(dst []byte, idx []int32, nsubs int, whole []byte) (skel []byte, pieces [][]byte)
+}
 
 // Adapter adapts one API to the engine.
 type Adapter interface {

@@ -63,6 +63,7 @@ type Engine struct {
 	ops      Adapter
 	poller   LongPoller  // ops, if it is one
 	merger   PartsMerger // ops, if it is one
+	vec      VecAdapter  // ops, if it is one
 	key      int16
 	version  int16
 	conn     uint64
@@ -113,6 +114,7 @@ func (s *Engine) Init(env *Env, a Adapter, r Request) {
 	s.own, s.deadline, s.hold, s.routeBy, s.whole = r.Own, r.Deadline, r.Hold, r.RouteBy, r.Whole
 	s.poller, _ = a.(LongPoller)
 	s.merger, _ = a.(PartsMerger)
+	s.vec, _ = a.(VecAdapter)
 	s.concurrent = s.poller != nil
 	s.readOnly = retry.Classify(r.Key, kerr.RequestTimedOut.Code) == retry.Definite
 	s.ambCode = kerr.RequestTimedOut.Code
@@ -209,8 +211,8 @@ func (s *Engine) send(ctx context.Context, broker int32, idx []int32, whole []by
 		return
 	}
 	var body upstream.Body = upstream.Raw(whole)
-	if whole == nil {
-		s.enc = subBody{s: s, idx: idx, nsubs: nsubs}
+	if whole == nil || s.vec != nil {
+		s.enc = subBody{s: s, idx: idx, nsubs: nsubs, whole: whole}
 		body = &s.enc
 	}
 	p, err := s.env.Sender.Send(ctx, broker, s.conn, upstream.Request{
@@ -233,21 +235,48 @@ func (s *Engine) holdNow() upstream.Hold {
 	return s.hold
 }
 
-// subBody encodes sub-request idx into Send's frame.
+// subBody encodes sub-request idx into Send's frame: an upstream.VecBody,
+// whose pieces only a VecAdapter leaves out.
 type subBody struct {
 	s     *Engine
 	idx   []int32
 	nsubs int
+	whole []byte // the client's body, forwarded as it is
 }
 
-func (b *subBody) AppendBody(dst []byte) []byte { return b.s.ops.Encode(dst, b.idx, b.nsubs) }
+func (b *subBody) AppendBody(dst []byte) []byte {
+	if b.whole != nil {
+		return append(dst, b.whole...)
+	}
+	return b.s.ops.Encode(dst, b.idx, b.nsubs)
+}
 
 // SizeHint: a sub-request is at most about the client's request.
 func (b *subBody) SizeHint() int {
-	if b.s.own != nil {
+	switch {
+	case b.whole != nil:
+		return len(b.whole)
+	case b.s.own != nil:
 		return len(b.s.own) + 256
 	}
 	return 4096
+}
+
+func (b *subBody) AppendVec(dst []byte) ([]byte, [][]byte) {
+	if b.s.vec == nil {
+		return b.AppendBody(dst), nil
+	}
+	return b.s.vec.EncodeVec(dst, b.idx, b.nsubs, b.whole)
+}
+
+// VecSizeHint: a skeleton is small, but pieces are only left out when
+// large enough to be worth it, so AppendVec may still copy up to
+// vecMinBytes per item.
+func (b *subBody) VecSizeHint() int {
+	if b.s.vec == nil {
+		return b.SizeHint()
+	}
+	return min(b.SizeHint(), 256+128*len(b.idx))
 }
 
 // adopt waits for the connection's parked long poll to broker instead of

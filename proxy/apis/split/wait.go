@@ -162,7 +162,22 @@ func (s *Engine) cleanup(ctx context.Context) {
 		sb.lp = nil
 		s.waiting--
 	}
+	s.reclaim()
 	s.own = nil
+}
+
+// reclaim waits until no sub-request's write reads the client's body (see
+// VecAdapter), withdrawing those still queued: the caller reuses the body's
+// frame once Finish returns.
+func (s *Engine) reclaim() {
+	if s.vec == nil {
+		return
+	}
+	for si := range s.subs {
+		if l, ok := s.subs[si].p.(upstream.Lender); ok {
+			l.Reclaim()
+		}
+	}
 }
 
 // A longPoll is one wait for a fetch sub-request. While attached to a

@@ -29,7 +29,7 @@ func TestVecEncoderMatchesKmsg(t *testing.T) {
 				resp := fetchAnswer(rng, v, sizes)
 				want := resp.AppendTo(nil)
 				dst := []byte("prefix")
-				skel, parts, ok := e.encode(resp, dst)
+				skel, parts, ok := e.encodeFetch(resp, dst)
 				if !ok {
 					t.Fatal("markers not found")
 				}
@@ -78,7 +78,7 @@ func TestVecEncoderIgnoresForgedMarkers(t *testing.T) {
 	forged := append([]byte("0123456789aX"), 0, 0, 0, 0)
 	copy(resp.Topics[0].Partitions[0].RecordBatches, forged)
 	want := resp.AppendTo(nil)
-	_, parts, ok := e.encode(resp, nil)
+	_, parts, ok := e.encodeFetch(resp, nil)
 	if !ok || !bytes.Equal(bytes.Join(parts, nil), want) {
 		t.Fatalf("ok %v; pieces differ from kmsg's encoding", ok)
 	}
