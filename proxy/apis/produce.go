@@ -29,7 +29,7 @@ type produceOp struct {
 
 	enc      kmsg.ProduceRequest // scratch for sub-requests
 	encParts []kmsg.ProduceRequestTopicPartition
-	vec      vecEncoder // sub-requests in pieces (see EncodeVec)
+	vec      vecEncoder                           // sub-requests in pieces (see EncodeVec)
 	dec      kmsg.ProduceResponse                 // scratch for broker answers
 	out      kmsg.ProduceResponse                 // scratch for the merged answer
 	answers  []kmsg.ProduceResponseTopicPartition // item i's answer
