@@ -176,6 +176,13 @@ func BenchmarkProduceSingleBroker(b *testing.B) {
 	runProduce(b, d, body)
 }
 
+// BenchmarkProduceSingleBrokerLarge: 6 partitions all owned by broker 1,
+// 64 KiB of records each (the body is forwarded as it is).
+func BenchmarkProduceSingleBrokerLarge(b *testing.B) {
+	d, body := benchProduceOn(b, testTable(), []int32{0, 3, 6, 9, 12, 15}, 64<<10)
+	runProduce(b, d, body)
+}
+
 // benchFetch builds a fetch (v12) of parts of topic "t" and canned answers
 // with 1 KiB of records per partition.
 func benchFetch(b *testing.B, parts []int32) (*Dispatcher, []byte) {

@@ -182,7 +182,9 @@ type op interface {
 // Begin decodes a request, routes it and sends its first attempts, in the
 // order the client connection calls it (see the package comment). The call
 // reads body until its Finish returns, so the caller keeps body unchanged
-// until then: request bodies are decoded where they were read, not copied.
+// until then: request bodies are decoded where they were read, not copied,
+// and produce record sets are written to brokers from there (Finish returns
+// only once those writes ended; see split.VecAdapter).
 // conn is the client connection's identity, used as the Sender affinity.
 func (d *Dispatcher) Begin(ctx context.Context, conn uint64, h Header, body []byte) *Call {
 	c := &Call{}

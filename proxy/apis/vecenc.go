@@ -80,7 +80,8 @@ func (e *vecEncoder) encode(msg encodable, dst []byte) (skel []byte, parts [][]b
 	parts = make([][]byte, 0, 3*len(e.records)+1)
 	prefixes := make([]byte, 0, 5*len(e.records)) // never regrown: parts alias it
 	flexible := msg.IsFlexible()
-	markerPrefix := appendRecordsLen(nil, flexible, markerLen)
+	var mp [5]byte
+	markerPrefix := appendRecordsLen(mp[:0], flexible, markerLen)
 	pos := len(dst)
 	for i, recs := range e.records {
 		m := e.markers[i*markerLen : (i+1)*markerLen]

@@ -24,6 +24,15 @@
 // requests, at most MaxBlockingConnsPerBroker per broker. Requests of one
 // affinity keep their order among the shared ones (all produces) and among
 // the dedicated ones, not across the two.
+//
+// Lent pieces: a VecBody (produce record sets) is written from the caller's
+// memory instead of being copied into the frame. The pool reads that memory
+// until the request's write returned, or until it was withdrawn or failed
+// while still queued, and only then gives the pieces back; Lender.Reclaim
+// waits for that (withdrawing a queued request), at most WriteTimeout. A
+// request abandoned by Wait (context ended) while being written keeps its
+// pieces until the write ends, so its caller must Reclaim before reusing
+// them: the proxy reuses a client's request frame for other clients.
 package upstream
 
 import (
