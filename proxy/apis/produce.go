@@ -179,25 +179,52 @@ func (o *produceOp) skeletonSizeBound() int {
 	return n
 }
 
+// VecSizeHint bounds what EncodeVec appends for items idx without encoding
+// them: what it copies, and the skeleton around what it leaves out.
+func (o *produceOp) VecSizeHint(idx []int32, whole []byte) int {
+	if whole != nil {
+		if o.req.Acks == 0 || len(whole) < vecMinBytes {
+			return len(whole)
+		}
+		return 0
+	}
+	n := produceFixedBytes
+	if o.req.TransactionID != nil {
+		n += len(*o.req.TransactionID)
+	}
+	for _, i := range idx {
+		k := o.s.KeyOf(i)
+		t := &o.req.Topics[k.TI]
+		recs := len(t.Partitions[k.PI].Records)
+		if recs >= vecMinBytes && o.req.Acks != 0 {
+			recs = markerLen
+		}
+		n += producePerTopicBytes + len(t.Topic) + producePerPartBytes + recs // topics overcounted: a bound
+	}
+	return n
+}
+
+// Bounds of a produce request's encoding, record sets and names aside.
+const (
+	produceFixedBytes    = 64 // acks, timeout, array lengths, tagged fields
+	producePerTopicBytes = 40 // topic id or name length, partition count, tags
+	producePerPartBytes  = 32 // partition, records length, tags
+)
+
 // encodedSizeBound is at least the size of o.enc encoded (unknown tagged
 // fields aside, which AppendTo then grows for), so that AppendTo does not
 // grow its buffer: growing a buffer of megabytes of record batches copies
 // them again and again.
 func (o *produceOp) encodedSizeBound() int {
-	const (
-		fixed    = 64 // acks, timeout, array lengths, tagged fields
-		perTopic = 40 // topic id or name length, partition count, tags
-		perPart  = 32 // partition, records length, tags
-	)
-	n := fixed
+	n := produceFixedBytes
 	if o.enc.TransactionID != nil {
 		n += len(*o.enc.TransactionID)
 	}
 	for ti := range o.enc.Topics {
 		t := &o.enc.Topics[ti]
-		n += perTopic + len(t.Topic)
+		n += producePerTopicBytes + len(t.Topic)
 		for pi := range t.Partitions {
-			n += perPart + len(t.Partitions[pi].Records)
+			n += producePerPartBytes + len(t.Partitions[pi].Records)
 		}
 	}
 	return n

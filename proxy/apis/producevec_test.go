@@ -21,11 +21,13 @@ type vecSub struct {
 }
 
 // vecSender is a fakeSender that also encodes each sub-request in pieces
-// after a fake header, and whole.
+// after a fake header, and whole, and checks VecSizeHint against the
+// skeleton.
 type vecSender struct {
 	*fakeSender
-	mu   sync.Mutex
-	subs []vecSub
+	fallback bool // encodings fall back to whole: the hint may be short
+	mu       sync.Mutex
+	subs     []vecSub
 }
 
 func (s *vecSender) Send(ctx context.Context, broker int32, aff uint64, req upstream.Request) (Pending, error) {
@@ -36,6 +38,9 @@ func (s *vecSender) Send(ctx context.Context, broker int32, aff uint64, req upst
 		s.t.Errorf("AppendVec clobbered the header: %q", skel[:3])
 	}
 	sub.skel = skel[3:]
+	if hint := vb.VecSizeHint(); len(sub.skel) > hint && !s.fallback {
+		s.t.Errorf("skeleton of %d bytes over its size hint %d: the pooled frame grows", len(sub.skel), hint)
+	}
 	s.mu.Lock()
 	s.subs = append(s.subs, sub)
 	s.mu.Unlock()
@@ -154,6 +159,7 @@ func TestProduceEncodeVecFallback(t *testing.T) {
 				t.Fatal(err)
 			}
 			copy(d.secret[:], "0123456789ab")
+			s.fallback = true
 			req := vecProduce(v, -1, "t", []int{0, 10, 10, vecMinBytes}) // partitions 0 and 3 on broker 1
 			req.Topics[0].Partitions[0].Records = append([]byte("xxxx0123456789ab"), 0, 0, 0, 0)
 			if _, err := call(t, d, req); err != nil {

@@ -60,6 +60,9 @@ type VecAdapter interface {
 	// alias skel or the client's body (nil: skel holds it all). whole, if
 	// not nil, is the client's body to forward as it is.
 	EncodeVec(dst []byte, idx []int32, nsubs int, whole []byte) (skel []byte, pieces [][]byte)
+	// VecSizeHint is at least about how many bytes EncodeVec appends, so
+	// that the Sender's pooled frame need not grow.
+	VecSizeHint(idx []int32, whole []byte) int
 }
 
 // Adapter adapts one API to the engine.

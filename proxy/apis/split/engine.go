@@ -269,14 +269,11 @@ func (b *subBody) AppendVec(dst []byte) ([]byte, [][]byte) {
 	return b.s.vec.EncodeVec(dst, b.idx, b.nsubs, b.whole)
 }
 
-// VecSizeHint: a skeleton is small, but pieces are only left out when
-// large enough to be worth it, so AppendVec may still copy up to
-// vecMinBytes per item.
 func (b *subBody) VecSizeHint() int {
 	if b.s.vec == nil {
 		return b.SizeHint()
 	}
-	return min(b.SizeHint(), 256+128*len(b.idx))
+	return b.s.vec.VecSizeHint(b.idx, b.whole)
 }
 
 // adopt waits for the connection's parked long poll to broker instead of
