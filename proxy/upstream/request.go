@@ -51,9 +51,9 @@ type Body interface {
 // vectored write sends the frame's header and the body's pieces, and the
 // bytes are never copied in user space.
 //
-// Lifetime: the pieces are lent to the pool. Send returns a Pending that
-// is a Lender when it kept any; the caller keeps their memory unchanged
-// until its Reclaim returns (see Lender), even after Wait returned.
+// Lifetime: the pieces are lent to the pool. The caller keeps their memory
+// unchanged until the Pending's Reclaim returns (see Lender), even after
+// Wait returned: the response may come before the writer has returned.
 type VecBody interface {
 	Body
 	// AppendVec appends the body to dst like AppendBody, or appends its
@@ -65,7 +65,8 @@ type VecBody interface {
 	VecSizeHint() int
 }
 
-// Lender is the Pending of a request that holds pieces of a VecBody.
+// Lender is implemented by the Pool's Pendings (Reclaim returns at once
+// when the body lent nothing).
 type Lender interface {
 	// Reclaim withdraws the request if it is still queued (it is then
 	// never written) and waits until no write reads its pieces any more:
