@@ -175,8 +175,9 @@ func (g *guard) report(c *clientConn, reason, msg string, args ...any) {
 }
 
 // readFrame reads an n-byte frame, reserving the shared budget for its
-// bytes as they arrive rather than as claimed, so a client that claims a
-// large frame and sends little holds little of it. A connection that holds
+// bytes as they arrive rather than as claimed (at most kwire.GrowFactor
+// times ahead of them), so a client that claims a large frame and sends
+// little holds little of it. A connection that holds
 // no reservation waits for its first chunk with its reads paused, however
 // long; one that holds part of a frame waits at most GrowWait for more and
 // is then closed (budget_wait): otherwise frames half read by several
