@@ -50,8 +50,9 @@ type fakeSender struct {
 	scripts map[int32]map[int16]script
 	counts  map[int32]map[int16]int
 	idleEnd chan error // errors with which idle waits ended
-	freed   chan int32 // brokers whose answers were released
-	waits   int        // Wait calls
+	freed    chan int32 // brokers whose answers were released
+	answered chan int32 // brokers whose Wait returned an answer
+	waits    int        // Wait calls
 	// versions answers ApiVersions probes per broker (nil: all of kmsg).
 	versions map[int32]map[int16]vrange
 }
@@ -59,7 +60,8 @@ type fakeSender struct {
 func newFake(t testing.TB) *fakeSender {
 	return &fakeSender{
 		t: t, scripts: map[int32]map[int16]script{}, counts: map[int32]map[int16]int{},
-		idleEnd: make(chan error, 64), freed: make(chan int32, 256), versions: map[int32]map[int16]vrange{},
+		idleEnd: make(chan error, 64), freed: make(chan int32, 256), answered: make(chan int32, 256),
+		versions: map[int32]map[int16]vrange{},
 	}
 }
 
@@ -169,6 +171,10 @@ func (p *fakePending) Wait(ctx context.Context) ([]byte, error) {
 	p.f.mu.Lock()
 	p.body = body
 	p.f.mu.Unlock()
+	select {
+	case p.f.answered <- p.broker:
+	default:
+	}
 	return body, nil
 }
 

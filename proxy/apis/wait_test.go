@@ -121,6 +121,51 @@ func TestUnadoptedLongPollReleasesItsAnswer(t *testing.T) {
 	}
 }
 
+// TestParkedAnswerServesNextFetch: brokers left behind by an early answer
+// that answer before the connection's next fetch keep their answers for
+// it: the next fetch for the same offsets gets their partitions without
+// asking those brokers again (dropping the answers made every broker read
+// each record set twice under load).
+func TestParkedAnswerServesNextFetch(t *testing.T) {
+	d, f, _ := newTestDispatcher(t)
+	gate := make(chan struct{})
+	for _, b := range []int32{2, 3} {
+		f.on(b, kmsg.Fetch, func(int, kmsg.Request) fakeReply { return fakeReply{gate: gate} })
+	}
+	req := partAPIs[1].build(11, spread).(*kmsg.FetchRequest)
+	req.MinBytes, req.MaxWaitMillis = 1, 60_000
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, closeConn := context.WithCancel(ctx)
+	defer closeConn()
+	fetch := func(step string, want int) {
+		t.Helper()
+		reply, err := d.Begin(conn, 1, Header{Key: req.Key(), Version: req.Version}, req.AppendTo(nil)).Finish(conn)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if got := partAPIs[1].resp(decodeReply(t, req, replyBytes(reply)).(*kmsg.FetchResponse)); len(got) != want {
+			t.Fatalf("%s: answered %v, want %d partitions", step, got, want)
+		}
+		reply.Release()
+	}
+	fetch("first fetch: broker 1 answers early", 3)
+	close(gate)
+	for range 2 { // brokers 2 and 3 answer while nobody asks
+		select {
+		case <-f.answered:
+		case <-time.After(5 * time.Second):
+			t.Fatal("brokers 2 and 3 did not answer after the gate opened")
+		}
+	}
+	fetch("next fetch, same offsets: the kept answers serve it", 9)
+	for _, b := range []int32{2, 3} {
+		if n := f.count(b, kmsg.Fetch); n != 1 {
+			t.Fatalf("broker %d got %d fetches, want 1 (its kept answer served the second)", b, n)
+		}
+	}
+}
+
 // TestCloseJoinsLongPolls: the goroutines that wait for long polls an
 // early answer left behind are joined by Close once their connection ends.
 func TestCloseJoinsLongPolls(t *testing.T) {

@@ -1,10 +1,8 @@
 package split
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/kproxy/kproxy/proxy/upstream"
@@ -178,118 +176,4 @@ func (s *Engine) reclaim() {
 			l.Reclaim()
 		}
 	}
-}
-
-// A longPoll is one wait for a fetch sub-request. While attached to a
-// call it delivers its outcome on that call's results; detached from an
-// early answer it may be parked: the connection's next fetch to the same
-// broker, asking for the same partitions at the same offsets, adopts it
-// instead of sending another long poll.
-//
-// Why: a broker holds a fetch for its MaxWait whatever the proxy does. An
-// abandoned long poll takes room in flight on the client's upstream
-// connection for that long, so a client that fetches quickly (data on
-// other brokers) piles up abandoned polls on an idle broker until Send
-// waits for room and every fetch waits out an old poll's MaxWait. With
-// adoption each connection keeps at most one long poll per idle broker.
-//
-// Its goroutine ends when the broker answers (by MaxWait) or the client
-// connection's context ends; Env.Close joins it.
-type longPoll struct {
-	mu       sync.Mutex
-	results  chan<- result // nil while detached
-	si       int
-	p        upstream.Pending // whose answer it waits for; the adopter releases it
-	done     bool             // the outcome is in body and err
-	body     []byte
-	err      error
-	registry *parkedPolls // set while parked
-	key      parkKey
-	sig      []byte // the sub-request it answers (LongPoller.Signature)
-}
-
-func (lp *longPoll) wait(ctx context.Context, p upstream.Pending, wg *sync.WaitGroup) {
-	defer wg.Done()
-	body, err := p.Wait(ctx)
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	lp.done, lp.body, lp.err = true, body, err
-	if lp.results != nil {
-		lp.results <- result{si: lp.si, body: body, err: err} // room: see ensureResults
-	}
-	if lp.registry != nil {
-		// Unadopted: a later fetch sends a fresh request (an answer in
-		// hand may be out of date by then).
-		lp.registry.m.CompareAndDelete(lp.key, lp)
-		lp.registry = nil
-	}
-	if lp.results == nil && err == nil {
-		// Nobody reads this answer: only a parked poll is adopted, and
-		// this one left the registry. Its frame can be reused.
-		lp.body = nil
-		p.Release()
-	}
-}
-
-// detach stops delivery; it reports whether the outcome was already sent
-// on the call's results.
-func (lp *longPoll) detach() bool {
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	lp.results = nil
-	return lp.done
-}
-
-// attach delivers the outcome on results as sub si, now or when it comes.
-func (lp *longPoll) attach(results chan<- result, si int) {
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	lp.results, lp.si = results, si
-	if lp.done {
-		results <- result{si: si, body: lp.body, err: lp.err}
-	}
-}
-
-// parkKey names a client connection's long poll to one broker.
-type parkKey struct {
-	conn   uint64
-	broker int32
-}
-
-// parkedPolls holds parked long polls, at most one per client connection
-// and broker; each leaves when its broker answers. The zero value is
-// ready.
-type parkedPolls struct {
-	m sync.Map // parkKey -> *longPoll
-}
-
-func (pp *parkedPolls) park(k parkKey, lp *longPoll, sig []byte) {
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	if lp.done { // answered meanwhile: nothing to save
-		return
-	}
-	lp.registry, lp.key, lp.sig = pp, k, sig
-	pp.m.Store(k, lp) // a poll it replaces answers on its own
-}
-
-func (pp *parkedPolls) has(k parkKey) bool {
-	_, ok := pp.m.Load(k)
-	return ok
-}
-
-// adopt takes the parked long poll for k if it answers sig.
-func (pp *parkedPolls) adopt(k parkKey, sig []byte) *longPoll {
-	v, ok := pp.m.Load(k)
-	if !ok {
-		return nil
-	}
-	lp := v.(*longPoll)
-	lp.mu.Lock()
-	defer lp.mu.Unlock()
-	if lp.registry == nil || !bytes.Equal(lp.sig, sig) || !pp.m.CompareAndDelete(k, lp) {
-		return nil
-	}
-	lp.registry = nil
-	return lp
 }
