@@ -44,12 +44,12 @@ type sent struct {
 // fakeSender is a Sender whose brokers decode every request with kmsg (so
 // a badly encoded sub-request fails the test) and answer from scripts.
 type fakeSender struct {
-	t       testing.TB
-	mu      sync.Mutex
-	sent    []sent
-	scripts map[int32]map[int16]script
-	counts  map[int32]map[int16]int
-	idleEnd chan error // errors with which idle waits ended
+	t        testing.TB
+	mu       sync.Mutex
+	sent     []sent
+	scripts  map[int32]map[int16]script
+	counts   map[int32]map[int16]int
+	idleEnd  chan error // errors with which idle waits ended
 	freed    chan int32 // brokers whose answers were released
 	answered chan int32 // brokers whose Wait returned an answer
 	waits    int        // Wait calls
