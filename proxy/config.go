@@ -43,6 +43,10 @@ type Config struct {
 	// WriteTimeout bounds one write to a client; a client that reads
 	// nothing for this long is disconnected (default 30s).
 	WriteTimeout time.Duration
+	// BufTrimInterval is how often the frame pool gives back the large
+	// frames no request took since the last time (default 10s): after a
+	// burst, an idle proxy holds them for at most two intervals.
+	BufTrimInterval time.Duration
 
 	// Quota sets the client quota windows (Kafka's defaults); New sets its
 	// Now and Registerer.
@@ -85,6 +89,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.WriteTimeout <= 0 {
 		c.WriteTimeout = 30 * time.Second
+	}
+	if c.BufTrimInterval <= 0 {
+		c.BufTrimInterval = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

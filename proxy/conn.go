@@ -176,7 +176,7 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	if limit := c.frameLimit(); n < 0 || n > limit {
 		return &badFrameError{key: -1, reason: badFrameSize, err: fmt.Errorf("frame of %d bytes (max %d)", n, limit)}
 	}
-	buf, err := c.s.g.readFrame(c.ctx, br, &c.s.bufs, int(n))
+	buf, err := c.s.g.readFrame(c.ctx, br, c.s.bufs, int(n))
 	if err != nil {
 		return err
 	}
@@ -189,7 +189,7 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	kh, err := kwire.ParseRequestHeader(frame, c.s.flex)
 	h := reqHeader{RequestHeader: kh}
 	if err != nil {
-		c.s.g.put(&c.s.bufs, buf)
+		c.s.g.put(c.s.bufs, buf)
 		return &badFrameError{key: h.Key, reason: headerReason(err), err: fmt.Errorf("request header: %w", err)}
 	}
 	am := c.s.m.api(h.Key)
@@ -199,7 +199,7 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	}
 	cl, last, err := c.gateRequest(&h, frame[h.BodyOff:])
 	if err != nil {
-		c.s.g.put(&c.s.bufs, buf)
+		c.s.g.put(c.s.bufs, buf)
 		return err
 	}
 	var cost quotaCost
@@ -254,7 +254,7 @@ func (c *clientConn) internClientID(h *reqHeader) *string {
 func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, start time.Time, buf *[]byte, cost quotaCost) {
 	defer c.calls.Done()
 	reply, err := call.Finish(c.ctx)
-	c.s.g.put(&c.s.bufs, buf)
+	c.s.g.put(c.s.bufs, buf)
 	am.duration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		if c.ctx.Err() == nil {

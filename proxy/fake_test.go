@@ -119,6 +119,13 @@ type testServer struct {
 // checked to return nil) when the test ends, unless the test stops it.
 func startServer(t testing.TB, cfg Config, d dispatcher) *testServer {
 	t.Helper()
+	return startServerWith(t, cfg, d, nil)
+}
+
+// startServerWith is startServer with deps changed by edit (if not nil)
+// before the server is built.
+func startServerWith(t testing.TB, cfg Config, d dispatcher, edit func(*deps)) *testServer {
+	t.Helper()
 	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -132,7 +139,7 @@ func startServer(t testing.TB, cfg Config, d dispatcher) *testServer {
 		t.Fatal(err)
 	}
 	ts := &testServer{routes: routing.NewTable(), done: make(chan error, 1), reg: cfg.Registry}
-	ts.Server = newServer(cfg, lns, adminLn, deps{
+	dp := deps{
 		disp: d, routes: ts.routes,
 		status: func() leasewatch.Status {
 			return leasewatch.Status{Synced: ts.synced.Load(), Age: time.Second}
@@ -141,7 +148,11 @@ func startServer(t testing.TB, cfg Config, d dispatcher) *testServer {
 		watch: func(ctx context.Context) error { <-ctx.Done(); return nil },
 		prune: func() {},
 		close: func() {},
-	})
+	}
+	if edit != nil {
+		edit(&dp)
+	}
+	ts.Server = newServer(cfg, lns, adminLn, dp)
 	if err := ts.secureAdmin(); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/internal/promreg"
 	"github.com/kproxy/kproxy/proxy/apis"
 )
@@ -35,7 +36,9 @@ type apiMetrics struct {
 	duration prometheus.Observer
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics makes the proxy's metrics; bufs is the frame pool whose free
+// bytes it exports.
+func newMetrics(reg prometheus.Registerer, bufs *kwire.BufPool) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kproxy_requests_total", Help: "Client requests read, by API.",
@@ -70,6 +73,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.bytesOut = promreg.Register(reg, m.bytesOut)
 		m.conns = promreg.Register(reg, m.conns)
 		m.connTotal = promreg.Register(reg, m.connTotal)
+		// Pooled memory is idle by definition: operators (and bench/scale)
+		// subtract it from RSS to see what is live. Servers sharing a
+		// registry share the first one's series.
+		promreg.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kproxy_buffer_pool_free_bytes",
+			Help: "Bytes of frames kept on the frame pool's free lists for later requests, none of them in use.",
+		}, func() float64 { return float64(bufs.FreeBytes()) }))
 	}
 	m.zero()
 	return m

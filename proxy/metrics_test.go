@@ -74,6 +74,7 @@ func TestMetricsAtZero(t *testing.T) {
 		{`kproxy_watch_resyncs_total{reason="stalled"} 0`, true},
 		{`kproxy_watch_bad_values_total{kind="owner"} 0`, true},
 		{`kproxy_client_connections 0`, true},
+		{`kproxy_buffer_pool_free_bytes 0`, true},
 		{`kproxy_quota_throttled_responses_total{quota="producer_byte_rate"} 0`, true},
 		{`kproxy_quota_throttle_seconds_total{quota="request_percentage"} 0`, true},
 	} {

@@ -72,6 +72,11 @@ type deps struct {
 	acls       func(ctx context.Context) error
 	aclsSynced <-chan struct{}
 	enforce    bool
+	// bufs is the proxy's one frame pool, shared with the layers wire
+	// builds (nil: newServer makes one). trimTicks starts the ticker that
+	// paces its Trim (nil: time.NewTicker); stop ends it.
+	bufs      *kwire.BufPool
+	trimTicks func(every time.Duration) (ticks <-chan time.Time, stop func())
 }
 
 // Server is a running proxy: create it with New, then call Run once.
@@ -80,7 +85,7 @@ type Server struct {
 	log  *slog.Logger
 	m    *metrics
 	flex kwire.FlexTable
-	bufs kwire.BufPool
+	bufs *kwire.BufPool // client frames; the same pool as upstream's and apis's
 	g    *guard
 	d    deps
 
@@ -123,7 +128,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		closeAll()
 		return nil, err
 	}
-	d, err := wire(cfg, lns[0].advertise(), sec.admin)
+	d, err := wire(cfg, lns[0].advertise(), sec.admin, new(kwire.BufPool))
 	if err != nil {
 		closeAll()
 		return nil, err
@@ -153,7 +158,7 @@ func listen(ctx context.Context, cfg Config) ([]*boundListener, net.Listener, er
 }
 
 // wire builds the production dependencies.
-func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
+func wire(cfg Config, bound string, scram apis.SCRAMAdmin, bufs *kwire.BufPool) (deps, error) {
 	advertise := bound // the first listener's: for requests without a listener
 	host, portStr, err := net.SplitHostPort(advertise)
 	if err != nil {
@@ -188,6 +193,7 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
 		ConnsPerBroker: cfg.UpstreamConnsPerBroker,
 		TLS:            cfg.UpstreamTLS,
 		SASL:           cfg.UpstreamSASL,
+		Bufs:           bufs,
 		Logger:         cfg.Logger.With("component", "upstream"),
 		Registerer:     cfg.Registry,
 	})
@@ -200,7 +206,7 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
 		NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port), ClusterID: cfg.ClusterID,
 		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions, SCRAM: scram,
 		Authorizer: az, AuthzRecorder: rec, ACLs: acls, OpenListeners: cfg.AuthzOpenListeners,
-		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry,
+		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry, Bufs: bufs,
 		// Each replica jitters its retries differently, or replicas retrying
 		// the same failed broker would move in lockstep.
 		Seed: rand.Uint64(),
@@ -213,13 +219,22 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin) (deps, error) {
 		disp: apisDispatcher{disp}, routes: routes, status: w.Status,
 		watch: w.Run, prune: pool.Prune, quotas: qm, quotaRun: qs.Run,
 		close: func() { pool.Close(); disp.Close() }, // failed by the pool, the long polls end
-		acls:  acls.Run, aclsSynced: acls.Synced(), enforce: az.Enabled(),
+		acls:  acls.Run, aclsSynced: acls.Synced(), enforce: az.Enabled(), bufs: bufs,
 	}, nil
 }
 
 func newServer(cfg Config, lns []*boundListener, adminLn net.Listener, d deps) *Server {
+	if d.bufs == nil {
+		d.bufs = new(kwire.BufPool)
+	}
+	if d.trimTicks == nil {
+		d.trimTicks = func(every time.Duration) (<-chan time.Time, func()) {
+			t := time.NewTicker(every)
+			return t.C, t.Stop
+		}
+	}
 	s := &Server{
-		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registry), flex: kwire.NewFlexTable(), d: d,
+		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registry, d.bufs), flex: kwire.NewFlexTable(), d: d, bufs: d.bufs,
 		lns: lns, adminLn: adminLn, conns: make(map[*clientConn]struct{}),
 	}
 	s.g = newGuard(cfg.Limits, cfg.Logger, cfg.Registry)
@@ -264,6 +279,7 @@ func (s *Server) Run(ctx context.Context) error {
 		})
 	}
 	bgWG.Go(func() { s.pruneLoop(bg) })
+	bgWG.Go(func() { s.trimLoop(bg) })
 	bgWG.Go(func() { s.ui.Run(bg) })
 	if s.d.quotaRun != nil {
 		bgWG.Go(func() {
@@ -341,6 +357,24 @@ func (s *Server) pruneLoop(ctx context.Context) {
 		select {
 		case <-ch:
 			s.d.prune()
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// trimLoop gives back, every BufTrimInterval, the pooled frames that no
+// request took during the interval (kwire.BufPool.Trim): after a burst of
+// large frames the idle proxy does not keep their memory.
+func (s *Server) trimLoop(ctx context.Context) {
+	ticks, stop := s.d.trimTicks(s.cfg.BufTrimInterval)
+	defer stop()
+	for {
+		select {
+		case <-ticks:
+			if n := s.bufs.Trim(); n > 0 {
+				s.log.Debug("frame pool gave back unused frames", "bytes", n, "kept_bytes", s.bufs.FreeBytes())
+			}
 		case <-ctx.Done():
 			return
 		}

@@ -70,6 +70,9 @@ type Config struct {
 	// all (kproxy dev --secure keeps its plaintext listener open).
 	OpenListeners []string
 
+	// Bufs holds merged answers; the proxy passes the one pool its layers
+	// share (nil: the Dispatcher makes its own).
+	Bufs       *kwire.BufPool
 	Logger     *slog.Logger          // default: discard
 	Registerer prometheus.Registerer // nil: metrics are kept but not exported
 	Now        func() time.Time      // default time.Now
@@ -95,7 +98,7 @@ type Dispatcher struct {
 	m      *metrics
 	vers   *versions
 	ids    topicIDs
-	bufs   kwire.BufPool       // merged answers
+	bufs   *kwire.BufPool      // merged answers
 	secret [markerLen - 4]byte // starts the markers of vecEncoder
 
 	producePool sync.Pool // *produceOp
@@ -136,6 +139,9 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Bufs == nil {
+		cfg.Bufs = new(kwire.BufPool)
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -145,11 +151,11 @@ func New(cfg Config) (*Dispatcher, error) {
 	m := newMetrics(cfg.Registerer)
 	d := &Dispatcher{
 		cfg: cfg, routes: cfg.Routes, sender: cfg.Sender, log: cfg.Logger,
-		now: cfg.Now, policy: cfg.Retry, m: m, rnd: cfg.Rand,
+		now: cfg.Now, policy: cfg.Retry, m: m, rnd: cfg.Rand, bufs: cfg.Bufs,
 	}
 	crand.Read(d.secret[:]) // never fails (Go 1.24+)
 	d.eng = split.Env{
-		Routes: d.routes, Sender: d.sender, Log: d.log, Now: d.now, Backoff: d.backoff, Metrics: m, Bufs: &d.bufs,
+		Routes: d.routes, Sender: d.sender, Log: d.log, Now: d.now, Backoff: d.backoff, Metrics: m, Bufs: d.bufs,
 	}
 	d.vers = newVersions(d)
 	return d, nil

@@ -439,7 +439,7 @@ func (c *conn) deadlineLocked(now time.Time, patience time.Duration) time.Time {
 func (c *conn) readLoop(br *bufio.Reader) {
 	defer c.bp.p.wg.Done()
 	for {
-		frame, err := readFrame(br, &c.bp.p.bufs)
+		frame, err := readFrame(br, c.bp.p.bufs)
 		if err != nil {
 			c.failRead(err)
 			return

@@ -103,8 +103,11 @@ type Config struct {
 	// BackoffMin and BackoffMax bound the wait before redialing a broker
 	// after consecutive dial failures (defaults 50ms and 5s).
 	BackoffMin, BackoffMax time.Duration
-	Logger                 *slog.Logger
-	Registerer             prometheus.Registerer
+	// Bufs holds the request and response frames; the proxy passes the
+	// one pool its layers share (nil: the Pool makes its own).
+	Bufs       *kwire.BufPool
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -134,6 +137,9 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if c.Bufs == nil {
+		c.Bufs = new(kwire.BufPool)
+	}
 	if c.Resolve == nil {
 		c.Resolve = func(int32) (string, bool) { return "", false }
 	}
@@ -145,7 +151,7 @@ type Pool struct {
 	log  *slog.Logger
 	m    *metrics
 	flex kwire.FlexTable
-	bufs kwire.BufPool
+	bufs *kwire.BufPool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -169,7 +175,7 @@ var (
 func NewPool(cfg Config) *Pool {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Pool{cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer), flex: kwire.NewFlexTable(), ctx: ctx, cancel: cancel}
+	p := &Pool{cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer), flex: kwire.NewFlexTable(), bufs: cfg.Bufs, ctx: ctx, cancel: cancel}
 	p.brokers, _ = lru.NewWithEvict(cfg.MaxBrokers, func(_ int32, bp *brokerPool) { bp.close(errEvicted) })
 	return p
 }
