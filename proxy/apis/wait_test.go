@@ -76,10 +76,11 @@ func TestFetchAdoptsParkedLongPoll(t *testing.T) {
 	}
 }
 
-// TestUnadoptedLongPollReleasesItsAnswer: a parked long poll whose broker
-// answers before any fetch adopts it hands its answer's frame back, since
-// nobody will read it.
-func TestUnadoptedLongPollReleasesItsAnswer(t *testing.T) {
+// gatedFetch is a dispatcher whose brokers 2 and 3 answer fetches only
+// once gate is closed, and a fetch over all three brokers that broker 1's
+// data answers early (MinBytes 1).
+func gatedFetch(t *testing.T) (*Dispatcher, *fakeSender, *kmsg.FetchRequest, chan struct{}) {
+	t.Helper()
 	d, f, _ := newTestDispatcher(t)
 	gate := make(chan struct{})
 	for _, b := range []int32{2, 3} {
@@ -87,6 +88,14 @@ func TestUnadoptedLongPollReleasesItsAnswer(t *testing.T) {
 	}
 	req := partAPIs[1].build(11, spread).(*kmsg.FetchRequest)
 	req.MinBytes, req.MaxWaitMillis = 1, 60_000
+	return d, f, req, gate
+}
+
+// TestUnadoptedLongPollReleasesItsAnswer: a parked long poll whose broker
+// answers before any fetch adopts it hands its answer's frame back, since
+// nobody will read it.
+func TestUnadoptedLongPollReleasesItsAnswer(t *testing.T) {
+	d, f, req, gate := gatedFetch(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	reply, err := d.Begin(ctx, 1, Header{Key: req.Key(), Version: req.Version}, req.AppendTo(nil)).Finish(ctx)
@@ -127,13 +136,7 @@ func TestUnadoptedLongPollReleasesItsAnswer(t *testing.T) {
 // asking those brokers again (dropping the answers made every broker read
 // each record set twice under load).
 func TestParkedAnswerServesNextFetch(t *testing.T) {
-	d, f, _ := newTestDispatcher(t)
-	gate := make(chan struct{})
-	for _, b := range []int32{2, 3} {
-		f.on(b, kmsg.Fetch, func(int, kmsg.Request) fakeReply { return fakeReply{gate: gate} })
-	}
-	req := partAPIs[1].build(11, spread).(*kmsg.FetchRequest)
-	req.MinBytes, req.MaxWaitMillis = 1, 60_000
+	d, f, req, gate := gatedFetch(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, closeConn := context.WithCancel(ctx)
