@@ -74,7 +74,7 @@ type Config struct {
 	// fetches (default 256 MiB).
 	SegmentCacheBytes int64
 	// AcquiringMax bounds the lease acquisitions in flight, partitions and
-	// group coordinators together (default 256); AcquireWait is how long a
+	// group coordinators together (default 1024, see pacer.Config); AcquireWait is how long a
 	// first request waits for a free slot before it is answered with a
 	// retriable code (default 1s). See package pacer.
 	AcquiringMax int
