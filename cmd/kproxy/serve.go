@@ -24,6 +24,7 @@ func serveCommand() *cli.Command {
 		intFlag("max-inflight-per-conn", 64, "pipelined requests per client connection before the proxy stops reading"),
 		intFlag("upstream-conns", 4, "multiplexed connections per broker, shared by all clients"),
 		durationFlag("drain-timeout", 10*time.Second, "how long shutdown waits for in-flight requests"),
+		durationFlag("buffer-trim-interval", 10*time.Second, "how often pooled frames of 1 MiB and more that went unused since the last trim are given back (kproxy_buffer_pool_free_bytes)"),
 		boolFlag("pprof", false, "serve /debug/pprof on the admin address"),
 		stringFlag("etcd-layout", proxy.LayoutKproxy, "whose etcd keys to route from: kproxy (kproxy's brokers) or kafscale (KafScale's brokers; --etcd-prefix then defaults to /kafscale, see docs/kafscale.md)"),
 	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags(), quotaFlags(), adminFlags(), upstreamFlags())
@@ -109,6 +110,7 @@ func runServe(c *cli.Context) error {
 		MaxFrameBytes:          int32(c.Int("max-frame-bytes")),
 		MaxInFlightPerConn:     c.Int("max-inflight-per-conn"),
 		DrainTimeout:           c.Duration("drain-timeout"),
+		BufTrimInterval:        c.Duration("buffer-trim-interval"),
 		Limits:                 limits,
 		Quota:                  quotas,
 		Admin:                  adminSecurityFrom(c),
