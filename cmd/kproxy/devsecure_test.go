@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"os"
@@ -9,27 +8,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/internal/testrig"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestDevSecureWithKcat runs `kproxy dev --secure` and uses the kcat line
 // it prints: kcat reads client.properties (SASL_SSL, SCRAM-SHA-512, the
@@ -42,7 +25,7 @@ func TestDevSecureWithKcat(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)
-	var out lockedBuffer
+	var out testrig.SyncBuffer
 	app := newApp()
 	app.Writer = &out
 	done := make(chan error, 1)

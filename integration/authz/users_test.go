@@ -1,7 +1,6 @@
 package authz
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/devcluster"
 	"github.com/kproxy/kproxy/internal/saramascram"
+	"github.com/kproxy/kproxy/internal/testrig"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/audit"
@@ -38,8 +37,8 @@ import (
 // administrator created alice and bob and their bindings through kadm.
 type usersEnv struct {
 	c     *devcluster.Cluster
-	addr  string      // SASL_PLAINTEXT address of proxy 0
-	audit *syncBuffer // the proxy's audit log
+	addr  string              // SASL_PLAINTEXT address of proxy 0
+	audit *testrig.SyncBuffer // the proxy's audit log
 }
 
 var passwords = map[string]string{"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
@@ -50,7 +49,7 @@ func asUser(user string) kgo.Opt {
 
 func startUsers(t *testing.T) *usersEnv {
 	t.Helper()
-	log := &syncBuffer{}
+	log := &testrig.SyncBuffer{}
 	c := startCluster(t, 1, authz.Config{Mode: authz.DenyByDefault, SuperUsers: []string{"User:admin"}},
 		func(_ int, cfg *proxy.Config) {
 			cfg.Security.Audit = audit.New(log)
@@ -240,22 +239,4 @@ func TestUsersWithKcat(t *testing.T) {
 	if !strings.Contains(strings.ToLower(out), "authoriz") {
 		t.Fatalf("kcat produce to a-secret: %v, no authorization error in:\n%s", err, out)
 	}
-}
-
-// syncBuffer is an audit log the test reads while the proxy writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

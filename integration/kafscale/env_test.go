@@ -1,7 +1,6 @@
 package kafscale
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
+	"github.com/kproxy/kproxy/internal/testrig"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/leasewatch/kafscale/kafscaletest"
 	"github.com/kproxy/kproxy/proxy"
@@ -243,7 +243,7 @@ func proxyHostPort(addr string) (string, int) {
 // and prints them only if the test failed, once the proxy has stopped
 // (its cleanup is registered after this one, so it runs first).
 func testLogger(t testing.TB) *slog.Logger {
-	var buf lockedBuffer
+	var buf testrig.SyncBuffer
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("proxy log:\n%s", buf.String())
@@ -254,22 +254,4 @@ func testLogger(t testing.TB) *slog.Logger {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
-}
-
-// lockedBuffer is a bytes.Buffer safe for the proxy's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

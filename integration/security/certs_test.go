@@ -1,7 +1,6 @@
 package security
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509/pkix"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/kproxy/kproxy/internal/devcert"
@@ -66,24 +64,6 @@ func clientCert(t *testing.T, ca *devcert.CA, cn string) tls.Certificate {
 		t.Fatal(err)
 	}
 	return pair
-}
-
-// syncBuffer collects the audit log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func ioReadFull(c net.Conn, b []byte) (int, error) { return io.ReadFull(c, b) }

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/xdg-go/scram"
 
+	"github.com/kproxy/kproxy/internal/testrig"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/audit"
 	"github.com/kproxy/kproxy/proxy/sasl"
@@ -59,7 +60,7 @@ type saslEnv struct {
 	tls       *tls.Config
 	caPEM     []byte // the server certificate's CA
 	reg       *prometheus.Registry
-	audit     *syncBuffer
+	audit     *testrig.SyncBuffer
 	creds     *memCreds
 	plaintext string // PLAINTEXT address
 }
@@ -75,7 +76,7 @@ func startSASL(t *testing.T, adjust func(*sasl.Config), more ...func(*proxy.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := &saslEnv{tls: &tls.Config{RootCAs: ca.Pool()}, caPEM: ca.PEM, audit: &syncBuffer{}, creds: &memCreds{}, reg: prometheus.NewRegistry()}
+	env := &saslEnv{tls: &tls.Config{RootCAs: ca.Pool()}, caPEM: ca.PEM, audit: &testrig.SyncBuffer{}, creds: &memCreds{}, reg: prometheus.NewRegistry()}
 	env.creds.add(t, "alice", "alice-secret")
 	sc := &sasl.Config{
 		Mechanisms:   []string{sasl.ScramSHA512, sasl.ScramSHA256, sasl.Plain},

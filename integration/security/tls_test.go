@@ -14,13 +14,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kproxy/kproxy/internal/devcert"
+	"github.com/kproxy/kproxy/internal/testrig"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/audit"
 	"github.com/kproxy/kproxy/proxy/tlsconf"
 )
 
 // sslCluster runs a proxy with one SSL listener serving the files in dir.
-func sslCluster(t *testing.T, files tlsconf.Config, rules string, auditTo *syncBuffer) (*proxy.Server, *tlsconf.Server) {
+func sslCluster(t *testing.T, files tlsconf.Config, rules string, auditTo *testrig.SyncBuffer) (*proxy.Server, *tlsconf.Server) {
 	t.Helper()
 	files.ReloadInterval = 50 * time.Millisecond
 	srv, err := tlsconf.New(files)
@@ -45,7 +46,7 @@ func TestMutualTLSPrincipalAndRefusals(t *testing.T) {
 	dir := t.TempDir()
 	ca, clients, other := newCA(t, "server CA"), newCA(t, "client CA"), newCA(t, "other CA")
 	cert, key, cafile := serverFiles(t, dir, ca, clients)
-	var log syncBuffer
+	var log testrig.SyncBuffer
 	p, _ := sslCluster(t, tlsconf.Config{CertFile: cert, KeyFile: key, ClientCAFile: cafile, ClientAuth: "required"},
 		`RULE:^CN=([^,]+),OU=clients$/$1/L,DEFAULT`, &log)
 	addr := p.ListenerAddr("SSL")

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/devcluster"
+	"github.com/kproxy/kproxy/internal/testrig"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/audit"
@@ -22,7 +23,7 @@ import (
 
 // twoReplicas runs two proxies, each with a SASL_PLAINTEXT listener whose
 // users come from etcd; User:admin may manage them.
-func twoReplicas(t *testing.T, auditLog *syncBuffer) (*devcluster.Cluster, [2]string) {
+func twoReplicas(t *testing.T, auditLog *testrig.SyncBuffer) (*devcluster.Cluster, [2]string) {
 	t.Helper()
 	c := startCluster(t, 2, func(_ int, cfg *proxy.Config) {
 		cfg.Listeners = []proxy.Listener{{Name: "SASL_PLAINTEXT", Protocol: proxy.SASLPlaintext, Addr: "127.0.0.1:0"}}
@@ -58,7 +59,7 @@ func authErr(t *testing.T, addr, user, pass string) error {
 // can (and after a change, cannot) authenticate on the other within a
 // second.
 func TestCredentialsAcrossReplicas(t *testing.T) {
-	var log syncBuffer
+	var log testrig.SyncBuffer
 	c, addrs := twoReplicas(t, &log)
 	ctx := testContext(t, 60*time.Second)
 	// The first administrator, as `kproxy users add` would create it.
