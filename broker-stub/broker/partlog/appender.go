@@ -141,6 +141,12 @@ func (a *appender) run() {
 		}
 		if res, dead := a.ensureOwned(); res.Code != 0 {
 			log.Info("cannot write partition", "code", res.Code, "why", res.Msg)
+			if dead {
+				// Closed before the answers go out: a request sent after
+				// one of them starts a new appender instead of being
+				// failed by this one on its way out.
+				a.exitWith(res)
+			}
 			failAll(group, res)
 			if dead {
 				return
@@ -160,17 +166,23 @@ func (a *appender) run() {
 }
 
 // exit closes the appender, fails what is still queued and forgets it.
+// Calling it again does nothing more.
 func (a *appender) exit() {
+	a.exitWith(Result{Code: kerr.NotLeaderForPartition.Code, Msg: "partition no longer owned by this broker"})
+}
+
+// exitWith is exit failing the queue with res (unless the appender was
+// stopped: then with the reason it was stopped for).
+func (a *appender) exitWith(res Result) {
 	a.mu.Lock()
 	a.closed = true
 	q := a.queue
 	a.queue = nil
-	why := "partition no longer owned by this broker"
 	if a.stopping != nil {
-		why = a.stopping.Error()
+		res = Result{Code: kerr.NotLeaderForPartition.Code, Msg: a.stopping.Error()}
 	}
 	a.mu.Unlock()
-	failAll(q, Result{Code: kerr.NotLeaderForPartition.Code, Msg: why})
+	failAll(q, res)
 	a.logs.remove(a)
 }
 
