@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kproxy/kproxy/leasewatch/mirror"
+	"github.com/kproxy/kproxy/internal/etcdmirror"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -52,7 +52,7 @@ func NewHealth(reg prometheus.Registerer, now func() time.Time, table *routing.T
 		Help: "Times the etcd watch was dropped and restarted, by reason (compacted means a full re-list).",
 	}, []string{"reason"})
 	// Every reason at 0 from the start, so that rates have a series.
-	for _, r := range []string{mirror.ReasonCompacted, mirror.ReasonWatchClosed, mirror.ReasonCanceled, mirror.ReasonStalled, mirror.ReasonListFailed} {
+	for _, r := range []string{etcdmirror.ReasonCompacted, etcdmirror.ReasonWatchClosed, etcdmirror.ReasonCanceled, etcdmirror.ReasonStalled, etcdmirror.ReasonListFailed} {
 		h.Resyncs.WithLabelValues(r)
 	}
 	if reg == nil {

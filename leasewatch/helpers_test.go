@@ -15,9 +15,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/internal/etcdlocal"
-	"github.com/kproxy/kproxy/internal/faultnet"
+	"github.com/kproxy/kproxy/internal/etcdmirror"
+	"github.com/kproxy/kproxy/internal/testtools/faultnet"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/leasewatch/mirror"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -25,10 +25,10 @@ import (
 // a cut wait for gRPC's own reconnect backoff, hence the generous bound.
 const waitTimeout = 30 * time.Second
 
-// runSync starts mirror.Sync until the test ends.
-func runSync(t *testing.T, cfg mirror.SyncConfig) {
+// runSync starts etcdmirror.Sync until the test ends.
+func runSync(t *testing.T, cfg etcdmirror.SyncConfig) {
 	t.Helper()
-	runUntilCleanup(t, "Sync", func(ctx context.Context) error { return mirror.Sync(ctx, cfg) })
+	runUntilCleanup(t, "Sync", func(ctx context.Context) error { return etcdmirror.Sync(ctx, cfg) })
 }
 
 // runUntilCleanup runs run in a goroutine until the test ends, then cancels

@@ -18,8 +18,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/internal/etcdmirror"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/leasewatch/mirror"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -31,7 +31,7 @@ type Config struct {
 	Logger     *slog.Logger          // nil: discard
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Now        func() time.Time      // nil: time.Now
-	// Optional tuning, passed to mirror.Sync (zero: its defaults).
+	// Optional tuning, passed to etcdmirror.Sync (zero: its defaults).
 	ProgressInterval       time.Duration
 	MinBackoff, MaxBackoff time.Duration
 }
@@ -87,7 +87,7 @@ func New(cfg Config) (*Watcher, error) {
 
 // Run keeps the table current until ctx ends; it returns ctx.Err().
 func (w *Watcher) Run(ctx context.Context) error {
-	return mirror.Sync(ctx, mirror.SyncConfig{
+	return etcdmirror.Sync(ctx, etcdmirror.SyncConfig{
 		Client:           w.cfg.Client,
 		Prefix:           w.cfg.Layout.MetaPrefix(),
 		Handler:          &tableHandler{w: w, dec: decoder{layout: w.cfg.Layout, log: w.cfg.Logger, bad: w.bad}},
@@ -106,7 +106,7 @@ func (w *Watcher) Synced() <-chan struct{} { return w.h.SyncedChan() }
 // Status reports how current the table is.
 func (w *Watcher) Status() Status { return w.h.Status() }
 
-// tableHandler applies mirror.Sync's calls to the table.
+// tableHandler applies etcdmirror.Sync's calls to the table.
 type tableHandler struct {
 	w   *Watcher
 	dec decoder

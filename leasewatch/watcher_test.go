@@ -15,10 +15,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
-	"github.com/kproxy/kproxy/internal/faultnet"
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/etcdmirror"
+	"github.com/kproxy/kproxy/internal/testtools/faultnet"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/leasewatch/mirror"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -96,7 +96,7 @@ func TestWatcherInitialSyncAndEvents(t *testing.T) {
 // blockingReset delays the first Reset (after the listing, before the watch
 // starts) until release is closed.
 type blockingReset struct {
-	mirror.Handler
+	etcdmirror.Handler
 	once    sync.Once
 	listed  chan struct{}
 	release chan struct{}
@@ -168,7 +168,7 @@ func TestWatcherNoGapUnderConcurrentWrites(t *testing.T) {
 		}
 	}()
 	<-started
-	runSync(t, mirror.SyncConfig{Client: cli, Prefix: l.MetaPrefix(), Handler: h, ProgressInterval: 50 * time.Millisecond})
+	runSync(t, etcdmirror.SyncConfig{Client: cli, Prefix: l.MetaPrefix(), Handler: h, ProgressInterval: 50 * time.Millisecond})
 	wg.Wait()
 	f.waitConverged(t, cli)
 }
@@ -218,7 +218,7 @@ func TestWatcherRecoversFromFaults(t *testing.T) {
 			}
 			relay.Heal()
 			f.waitConverged(t, direct)
-			relists := testutil.ToFloat64(f.w.resyncs.WithLabelValues(mirror.ReasonCompacted))
+			relists := testutil.ToFloat64(f.w.resyncs.WithLabelValues(etcdmirror.ReasonCompacted))
 			if tc.compact && relists < 1 {
 				t.Fatalf("compacted resyncs = %v, want >= 1", relists)
 			}

@@ -22,8 +22,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/progress"
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/testtools/progress"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
 // Config is what benchrun's flags set.

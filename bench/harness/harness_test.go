@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/load"
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
 func TestProcStatsOfThisProcess(t *testing.T) {

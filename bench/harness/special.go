@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/load"
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy/adminapi"
 )

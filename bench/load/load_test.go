@@ -10,7 +10,7 @@ import (
 	"github.com/kproxy/kproxy/broker-stub/broker"
 	"github.com/kproxy/kproxy/broker-stub/store"
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
-	"github.com/kproxy/kproxy/internal/faultnet"
+	"github.com/kproxy/kproxy/internal/testtools/faultnet"
 	"github.com/kproxy/kproxy/layout"
 )
 

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
 )
 

@@ -27,8 +27,8 @@ import (
 	"github.com/kproxy/kproxy/broker-stub/broker/schema"
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/broker-stub/store"
+	"github.com/kproxy/kproxy/internal/etcdmirror"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/leasewatch/mirror"
 )
 
 // Failpoints are test hooks; nil funcs do nothing. They run on the
@@ -270,10 +270,10 @@ func (b *Broker) startBackground(ctx context.Context, wg *sync.WaitGroup) {
 		}()
 	}
 	run(func() {
-		mirror.Sync(ctx, mirror.SyncConfig{Client: b.cfg.Etcd, Prefix: b.cfg.Layout.MetaPrefix(), Handler: b.meta, Logger: b.log})
+		etcdmirror.Sync(ctx, etcdmirror.SyncConfig{Client: b.cfg.Etcd, Prefix: b.cfg.Layout.MetaPrefix(), Handler: b.meta, Logger: b.log})
 	})
 	run(func() {
-		mirror.Sync(ctx, mirror.SyncConfig{Client: b.cfg.Etcd, Prefix: schema.New(b.cfg.Layout).LogPrefix(), Handler: b.view, Logger: b.log})
+		etcdmirror.Sync(ctx, etcdmirror.SyncConfig{Client: b.cfg.Etcd, Prefix: schema.New(b.cfg.Layout).LogPrefix(), Handler: b.view, Logger: b.log})
 	})
 	run(func() { b.handleLosses(ctx) })
 	run(func() { b.collectGarbage(ctx) })

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
-	"github.com/kproxy/kproxy/internal/faultnet"
+	"github.com/kproxy/kproxy/internal/testtools/faultnet"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 

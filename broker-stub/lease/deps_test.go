@@ -76,7 +76,7 @@ func TestBadDepsFlagsForbiddenPackages(t *testing.T) {
 		{"github.com/kproxy/kproxy/proxy/apis", true},
 		{"github.com/kproxy/kproxy/routing", true},
 		{"github.com/kproxy/kproxy/broker-stub/broker/schema", true},
-		{"github.com/kproxy/kproxy/leasewatch/mirror", true},
+		{"github.com/kproxy/kproxy/internal/etcdmirror", true},
 		{"github.com/kproxy/kproxy/internal/etcdlocal", true},
 		{"github.com/IBM/sarama", true},
 		{"github.com/confluentinc/confluent-kafka-go/v2/kafka", true},

@@ -7,7 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/kproxy/kproxy/internal/devcluster"
+	"github.com/kproxy/kproxy/internal/assembly/devcluster"
 	"github.com/kproxy/kproxy/proxy"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
 // TestDevSecureWithKcat runs `kproxy dev --secure` and uses the kcat line

@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
 // testOnly are packages the product binary must not link: the testing
 // package (and its sub-packages) and the rigs only tests use.
-var testOnly = []string{"testing", "github.com/kproxy/kproxy/internal/testrig",
-	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest", "github.com/kproxy/kproxy/internal/devcluster/devtest"}
+var testOnly = []string{"testing", "github.com/kproxy/kproxy/internal/testtools/testrig",
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest", "github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"}
 
 // TestProductLinksNoTestCode lists kproxy's dependencies, as built for
 // release and as built for the fault suite: neither may link a test-only

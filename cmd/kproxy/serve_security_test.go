@@ -17,7 +17,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/internal/etcdlocal"
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
 // TestServeSASLSSLFromFlags runs `kproxy serve` with Kafka-style listener

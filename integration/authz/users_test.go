@@ -20,9 +20,9 @@ import (
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/xdg-go/scram"
 
-	"github.com/kproxy/kproxy/internal/devcluster"
-	"github.com/kproxy/kproxy/internal/saramascram"
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/assembly/devcluster"
+	"github.com/kproxy/kproxy/internal/testtools/saramascram"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/audit"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/progress"
+	"github.com/kproxy/kproxy/internal/testtools/progress"
 )
 
 func TestProgressPhases(t *testing.T) {

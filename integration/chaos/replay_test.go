@@ -17,10 +17,10 @@ import (
 	"github.com/kproxy/kproxy/integration/chaos/checker"
 	"github.com/kproxy/kproxy/integration/chaos/history"
 	"github.com/kproxy/kproxy/integration/chaos/workload"
-	"github.com/kproxy/kproxy/internal/devcluster"
-	"github.com/kproxy/kproxy/internal/devcluster/devtest"
+	"github.com/kproxy/kproxy/internal/assembly/devcluster"
+	"github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
-	"github.com/kproxy/kproxy/internal/faultnet"
+	"github.com/kproxy/kproxy/internal/testtools/faultnet"
 )
 
 // The seed replays: deterministic, in-process timelines of the bugs in

@@ -7,7 +7,7 @@
 // metadata/snapshot.
 //
 // It promises what the native leasewatch.Watcher promises (it runs on the
-// same leasewatch/mirror.Sync loop): a listing then a watch from the next
+// same internal/etcdmirror.Sync loop): a listing then a watch from the next
 // revision, a re-list after compaction, the last known table kept while
 // etcd is away, and its age in Status and metrics. Leader epochs, which
 // KafScale does not keep, are derived from lease key revisions (see
@@ -27,8 +27,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/internal/etcdmirror"
 	"github.com/kproxy/kproxy/leasewatch"
-	"github.com/kproxy/kproxy/leasewatch/mirror"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -43,7 +43,7 @@ type Config struct {
 	Logger     *slog.Logger          // nil: discard
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Now        func() time.Time      // nil: time.Now
-	// Optional tuning, passed to mirror.Sync (zero: its defaults).
+	// Optional tuning, passed to etcdmirror.Sync (zero: its defaults).
 	ProgressInterval       time.Duration
 	MinBackoff, MaxBackoff time.Duration
 	// MissingLogInterval spaces the warnings about owners missing from the
@@ -89,7 +89,7 @@ func New(cfg Config) (*Source, error) {
 
 // Run keeps the table current until ctx ends; it returns ctx.Err().
 func (s *Source) Run(ctx context.Context) error {
-	return mirror.Sync(ctx, mirror.SyncConfig{
+	return etcdmirror.Sync(ctx, etcdmirror.SyncConfig{
 		Client:           s.cfg.Client,
 		Prefix:           s.keys.root,
 		Handler:          newHandler(s),

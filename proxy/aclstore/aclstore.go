@@ -19,8 +19,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/internal/etcdmirror"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/leasewatch/mirror"
 	"github.com/kproxy/kproxy/proxy/authz"
 )
 
@@ -66,7 +66,7 @@ func New(cfg Config) *Store {
 
 // Run keeps the view and the authorizer current until ctx ends.
 func (s *Store) Run(ctx context.Context) error {
-	err := mirror.Sync(ctx, mirror.SyncConfig{
+	err := etcdmirror.Sync(ctx, etcdmirror.SyncConfig{
 		Client: s.cli, Prefix: s.layout.ACLPrefix(), Handler: (*handler)(s), Logger: s.log,
 	})
 	if ctx.Err() != nil {

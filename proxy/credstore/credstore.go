@@ -21,8 +21,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/internal/etcdmirror"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/leasewatch/mirror"
 	"github.com/kproxy/kproxy/proxy/sasl"
 )
 
@@ -62,7 +62,7 @@ func New(cli *clientv3.Client, l layout.Layout, log *slog.Logger) *Store {
 
 // Run keeps the view current until ctx ends.
 func (s *Store) Run(ctx context.Context) error {
-	err := mirror.Sync(ctx, mirror.SyncConfig{
+	err := etcdmirror.Sync(ctx, etcdmirror.SyncConfig{
 		Client: s.cli, Prefix: s.layout.SCRAMPrefix(), Handler: (*handler)(s), Logger: s.log,
 	})
 	if ctx.Err() != nil {

@@ -13,8 +13,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/internal/etcdmirror"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/leasewatch/mirror"
 )
 
 // StoreConfig configures a Store. Client, Manager and ID are required.
@@ -63,7 +63,7 @@ func (s *Store) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { s.register(ctx) })
 	wg.Go(func() { s.evictLoop(ctx) })
-	err := mirror.Sync(ctx, mirror.SyncConfig{
+	err := etcdmirror.Sync(ctx, etcdmirror.SyncConfig{
 		Client: s.cfg.Client, Prefix: s.cfg.Layout.QuotaPrefix(), Handler: &s.v, Logger: s.log,
 	})
 	wg.Wait()

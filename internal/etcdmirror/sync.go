@@ -7,7 +7,7 @@
 // Its limit: it knows nothing of what the keys mean; a Handler does (the
 // proxy's routing feeder, leasewatch, for the meta prefix; the stub broker
 // for its meta and log prefixes). It depends only on etcd's client.
-package mirror
+package etcdmirror
 
 import (
 	"context"

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
 // echoServer echoes every connection until EOF and then half-closes it.

@@ -2,7 +2,7 @@
 // 12 and prints the figures: resident memory before, at its peak and after,
 // the log lines written, and what a producer running alongside saw.
 //
-//	go build -o bin/kproxy ./cmd/kproxy && go run ./internal/hostile/cmd/khostile -kproxy bin/kproxy
+//	go build -o bin/kproxy ./cmd/kproxy && go run ./internal/testtools/hostile/cmd/khostile -kproxy bin/kproxy
 package main
 
 import (
@@ -13,7 +13,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/hostile"
+	"github.com/kproxy/kproxy/internal/testtools/hostile"
 )
 
 func main() {

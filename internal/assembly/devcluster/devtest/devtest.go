@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/devcluster"
+	"github.com/kproxy/kproxy/internal/assembly/devcluster"
 )
 
 // Start starts an in-process cluster (devcluster, the one `kproxy dev`
