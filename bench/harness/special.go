@@ -110,35 +110,16 @@ func (h *Harness) proxyGoMemory(ctx context.Context, side string) int64 {
 	if side != sideProxy {
 		return 0
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+h.cluster.proxy.AdminAddr+"/metrics", nil)
+	m, err := testrig.Scrape(ctx, h.cluster.proxy.AdminAddr, "go_memstats_")
 	if err != nil {
 		return 0
 	}
-	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
-	if err != nil {
+	heap, okHeap := m["go_memstats_heap_inuse_bytes"]
+	stack, okStack := m["go_memstats_stack_inuse_bytes"]
+	if !okHeap || !okStack {
 		return 0
 	}
-	defer resp.Body.Close()
-	var total int64
-	found := 0
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) != 2 || (f[0] != "go_memstats_heap_inuse_bytes" && f[0] != "go_memstats_stack_inuse_bytes") {
-			continue
-		}
-		v, err := strconv.ParseFloat(f[1], 64)
-		if err != nil {
-			return 0
-		}
-		total += int64(v)
-		found++
-	}
-	if found != 2 {
-		return 0
-	}
-	return total
+	return int64(heap + stack)
 }
 
 // ConvergenceResult is how fast the proxy routes by an owner change.

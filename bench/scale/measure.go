@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kproxy/kproxy/integration/chaos/cluster"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/proxy/adminapi"
 )
 
@@ -46,7 +46,7 @@ type etcdCounters struct {
 }
 
 func readEtcd(ctx context.Context, addr string) (etcdCounters, error) {
-	m, err := cluster.Scrape(ctx, addr, "etcd_")
+	m, err := testrig.Scrape(ctx, addr, "etcd_")
 	if err != nil {
 		return etcdCounters{}, fmt.Errorf("etcd metrics: %w", err)
 	}
@@ -78,7 +78,7 @@ const SessionLossSeries = "kproxy_broker_session_losses_total"
 
 // ReadLosses scrapes a broker's loss counters from its metrics endpoint.
 func ReadLosses(ctx context.Context, metricsAddr string) (BrokerLosses, error) {
-	m, err := cluster.Scrape(ctx, metricsAddr, "kproxy_broker_")
+	m, err := testrig.Scrape(ctx, metricsAddr, "kproxy_broker_")
 	if err != nil {
 		return BrokerLosses{}, err
 	}

@@ -15,7 +15,7 @@ import (
 
 // testOnly are packages the product binary must not link: the testing
 // package (and its sub-packages) and the rigs only tests use.
-var testOnly = []string{"testing", "github.com/kproxy/kproxy/internal/testtools/testrig",
+var testOnly = []string{"testing", "github.com/kproxy/kproxy/internal/testtools",
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest", "github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"}
 
 // TestProductLinksNoTestCode lists kproxy's dependencies, as built for

@@ -1,4 +1,4 @@
-// Package mirror keeps a local view of an etcd prefix current: it lists the
+// Package etcdmirror keeps a local view of an etcd prefix current: it lists the
 // prefix, then watches it from the listing's revision + 1, so no event
 // between the two is lost. When the watch falls behind a compaction it
 // re-lists and resumes; when etcd is unreachable it keeps the last view,
@@ -6,7 +6,9 @@
 //
 // Its limit: it knows nothing of what the keys mean; a Handler does (the
 // proxy's routing feeder, leasewatch, for the meta prefix; the stub broker
-// for its meta and log prefixes). It depends only on etcd's client.
+// for its meta and log prefixes). It depends only on etcd's client, and
+// lives under internal/ rather than in leasewatch because both the proxy
+// side and the stub broker use it: neither imports the other.
 package etcdmirror
 
 import (

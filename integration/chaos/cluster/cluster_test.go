@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -14,35 +13,6 @@ import (
 
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
-
-func TestParseMetrics(t *testing.T) {
-	text := `# HELP kproxy_broker_fenced_commits_total Commits refused.
-# TYPE kproxy_broker_fenced_commits_total counter
-kproxy_broker_fenced_commits_total{kind="partition"} 3
-kproxy_broker_fenced_commits_total{kind="group"} 2
-kproxy_broker_owned_partitions 4
-kproxy_broker_odd{a="x y}"} 1.5 1700000000
-go_goroutines 12
-`
-	got, err := parseMetrics(bufio.NewScanner(strings.NewReader(text)), "kproxy_broker_")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]float64{
-		`kproxy_broker_fenced_commits_total{kind="partition"}`: 3,
-		`kproxy_broker_fenced_commits_total{kind="group"}`:     2,
-		"kproxy_broker_owned_partitions":                       4,
-		`kproxy_broker_odd{a="x y}"}`:                          1.5,
-	}
-	if len(got) != len(want) {
-		t.Fatalf("got %v, want %v", got, want)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Fatalf("%s = %v, want %v (all %v)", k, got[k], v, got)
-		}
-	}
-}
 
 // buildEtcdMember builds the etcdmember binary for this test.
 func buildEtcdMember(t *testing.T) string {

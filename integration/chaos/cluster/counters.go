@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
 // Counters accumulates Prometheus counters scraped from every broker and
@@ -22,7 +24,7 @@ type Counters struct {
 
 // counterSeries reports whether a series is a counter worth accumulating.
 func counterSeries(series string) bool {
-	return strings.HasSuffix(MetricName(series), "_total")
+	return strings.HasSuffix(testrig.MetricName(series), "_total")
 }
 
 // WatchCounters scrapes every broker's --metrics and every proxy's admin
@@ -62,7 +64,10 @@ func (k *Counters) scrapeAll(ctx context.Context, c *Cluster) {
 }
 
 func (k *Counters) scrape(ctx context.Context, role, target, addr, prefix string) {
-	m, err := Scrape(ctx, addr, prefix)
+	// A scrape each interval: one slow process must not hold up the next.
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	m, err := testrig.Scrape(sctx, addr, prefix)
+	cancel()
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err != nil {

@@ -1,13 +1,9 @@
 package cluster
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -133,63 +129,4 @@ func (c *Cluster) startMissingMembers(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// Scrape reads a Prometheus text endpoint and returns the value of every
-// series (name and labels, as written: `m{reason="fenced"}`) whose metric
-// name starts with prefix.
-func Scrape(ctx context.Context, addr, prefix string) (map[string]float64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", addr, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: status %s", addr, resp.Status)
-	}
-	return parseMetrics(bufio.NewScanner(resp.Body), prefix)
-}
-
-// MetricName is the metric name of a series key.
-func MetricName(series string) string {
-	if i := strings.IndexByte(series, '{'); i >= 0 {
-		return series[:i]
-	}
-	return series
-}
-
-func parseMetrics(sc *bufio.Scanner, prefix string) (map[string]float64, error) {
-	out := map[string]float64{}
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' || !strings.HasPrefix(line, prefix) {
-			continue
-		}
-		// "name{labels} value [ts]" or "name value [ts]"; label values may
-		// hold spaces, so the series ends at the last '}' when there is one.
-		end := strings.LastIndexByte(line, '}') + 1
-		if end == 0 {
-			end = strings.IndexByte(line, ' ')
-		}
-		if end <= 0 {
-			continue
-		}
-		fields := strings.Fields(line[end:])
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return out, fmt.Errorf("metric line %q: %w", line, err)
-		}
-		out[line[:end]] += v
-	}
-	return out, sc.Err()
 }

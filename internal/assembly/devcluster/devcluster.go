@@ -3,6 +3,12 @@
 // `kproxy dev` and the in-process integration tests. Each broker gets its own
 // etcd client so that KillBroker can cut it off abruptly, the way a crashed
 // process would: its leases then expire on the server after the TTL.
+//
+// It lives in internal/assembly because it assembles the proxy and the stub
+// broker: it sits above both in the import direction (neither may import
+// it), and below only cmd/kproxy and the tests. internal/ keeps it out of
+// the public API; assembly/ keeps it apart from the small libraries in
+// internal/ that proxy and broker import.
 package devcluster
 
 import (

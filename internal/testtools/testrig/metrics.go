@@ -5,39 +5,151 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
-// ScrapeCounter sums every series of the metric name on an admin endpoint's
-// /metrics (Prometheus text format).
-func ScrapeCounter(ctx context.Context, admin, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+admin+"/metrics", nil)
+// scrapeTimeout bounds one scrape when the caller's context has no sooner
+// deadline, so a stopped process cannot hang a test or a bench.
+const scrapeTimeout = 5 * time.Second
+
+// maxScrape bounds the body read from one /metrics endpoint.
+const maxScrape = 16 << 20
+
+// Scrape reads the Prometheus text endpoint http://addr/metrics and returns
+// the value of every series whose metric family name starts with prefix,
+// keyed by series: the name alone, or the name and its labels sorted by
+// name (`m{kind="group",reason="fenced"}`). Histograms and summaries give
+// their _sum and _count series and one series per bucket or quantile, as
+// the text format writes them. Parsing is prometheus/common's expfmt, the
+// parser Prometheus itself uses, so label values with spaces, braces or
+// escapes and timestamps are read right.
+func Scrape(ctx context.Context, addr, prefix string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, scrapeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("scrape metrics: %w", err)
+		return nil, fmt.Errorf("scrape %s: %w", addr, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("scrape metrics: %s", resp.Status)
+		return nil, fmt.Errorf("scrape %s: status %s", addr, resp.Status)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	m, err := ParseMetrics(io.LimitReader(resp.Body, maxScrape), prefix)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", addr, err)
+	}
+	return m, nil
+}
+
+// ScrapeCounter sums every series of the metric name on an admin endpoint's
+// /metrics.
+func ScrapeCounter(ctx context.Context, admin, name string) (float64, error) {
+	m, err := Scrape(ctx, admin, name)
 	if err != nil {
 		return 0, err
 	}
 	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
-			f := strings.Fields(line)
-			v, err := strconv.ParseFloat(f[len(f)-1], 64)
-			if err != nil {
-				return 0, fmt.Errorf("metric line %q: %w", line, err)
-			}
+	for series, v := range m {
+		if MetricName(series) == name {
 			sum += v
 		}
 	}
 	return sum, nil
+}
+
+// MetricName is the metric name of a series key Scrape returned.
+func MetricName(series string) string {
+	if i := strings.IndexByte(series, '{'); i >= 0 {
+		return series[:i]
+	}
+	return series
+}
+
+// ParseMetrics reads Prometheus text format from r and returns the series
+// of the families whose name starts with prefix, keyed as Scrape does.
+func ParseMetrics(r io.Reader, prefix string) (map[string]float64, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	out := map[string]float64{}
+	for name, f := range families {
+		if !strings.HasPrefix(name, prefix) {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			addSeries(out, name, m)
+		}
+	}
+	return out, nil
+}
+
+// addSeries writes the series of one metric of family name into out.
+func addSeries(out map[string]float64, name string, m *dto.Metric) {
+	labels := m.GetLabel()
+	switch {
+	case m.Counter != nil:
+		out[seriesKey(name, labels)] += m.Counter.GetValue()
+	case m.Gauge != nil:
+		out[seriesKey(name, labels)] += m.Gauge.GetValue()
+	case m.Untyped != nil:
+		out[seriesKey(name, labels)] += m.Untyped.GetValue()
+	case m.Histogram != nil:
+		h := m.Histogram
+		out[seriesKey(name+"_sum", labels)] += h.GetSampleSum()
+		out[seriesKey(name+"_count", labels)] += float64(h.GetSampleCount())
+		for _, b := range h.GetBucket() {
+			le := strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)
+			out[seriesKey(name+"_bucket", labels, "le", le)] += float64(b.GetCumulativeCount())
+		}
+	case m.Summary != nil:
+		s := m.Summary
+		out[seriesKey(name+"_sum", labels)] += s.GetSampleSum()
+		out[seriesKey(name+"_count", labels)] += float64(s.GetSampleCount())
+		for _, q := range s.GetQuantile() {
+			qs := strconv.FormatFloat(q.GetQuantile(), 'g', -1, 64)
+			out[seriesKey(name, labels, "quantile", qs)] += q.GetValue()
+		}
+	}
+}
+
+// seriesKey is name{labels} with the labels (and the extra name/value pairs)
+// sorted by name and values quoted as the text format quotes them.
+func seriesKey(name string, labels []*dto.LabelPair, extra ...string) string {
+	pairs := make([][2]string, 0, len(labels)+len(extra)/2)
+	for _, l := range labels {
+		pairs = append(pairs, [2]string{l.GetName(), l.GetValue()})
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		pairs = append(pairs, [2]string{extra[i], extra[i+1]})
+	}
+	if len(pairs) == 0 {
+		return name
+	}
+	slices.SortFunc(pairs, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	var sb strings.Builder
+	sb.WriteString(name)
+	sb.WriteByte('{')
+	for i, p := range pairs {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(p[0])
+		sb.WriteByte('=')
+		sb.WriteString(strconv.Quote(p[1]))
+	}
+	sb.WriteByte('}')
+	return sb.String()
 }
