@@ -4,20 +4,33 @@ BIN      := bin/kproxy
 GOFLAGS_TEST ?= -race -timeout 25m
 DURATION ?= 5m
 
-.PHONY: run build test vet unit fuzz deploy-check clients docs bench scale chaos clean
+.PHONY: help run build test quick lint vet unit fuzz deploy-check clients docs bench scale chaos clean
+
+help: ## this list: each target and what it does
+	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | awk -F'\t' '{printf "  %-13s %s\n", $$1, $$2}'
 
 run: build ## a working local cluster: embedded etcd, 3 stub brokers, 1 proxy on 127.0.0.1:9092
 	./$(BIN) dev
 
-build:
+build: ## bin/kproxy, the one binary
 	$(GO) build -o $(BIN) ./cmd/kproxy
 
-test: clients vet unit fuzz deploy-check ## vet and every test under -race (includes the client matrix, a short fault run and the deployment files), then a short fuzz run
+test: clients lint vet unit fuzz deploy-check ## lint, vet and every test under -race (includes the client matrix, a short fault run and the deployment files), then a short fuzz run
 
-vet:
+# Staticcheck is run at a pinned version with go run, so it stays out of
+# go.mod; staticcheck.conf says which checks are off and why.
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint: ## staticcheck and gofmt -l (fails when gofmt would change a file)
+	$(GO) run $(STATICCHECK) ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt -l lists files:"; echo "$$out"; exit 1; fi
+
+quick: ## go test -short ./...: no client installs, no multi-process or long runs; a few minutes
+	$(GO) test -short -timeout 10m ./...
+
+vet: ## go vet ./...
 	$(GO) vet ./...
 
-unit:
+unit: ## every test under -race
 	$(GO) test $(GOFLAGS_TEST) ./...
 
 deploy-check: ## render the Helm chart offline and decode it strictly (its own module: helm stays out of kproxy's dependencies)
@@ -48,5 +61,5 @@ scale: ## 10k, 30k and 100k partitions and 1,000 simulated brokers through 2 pro
 chaos: ## the full fault suite (DURATION=5m); leaves a report under results/ (kchaos builds kproxy with -tags kproxy_unsafe)
 	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/
 
-clean:
+clean: ## remove bin/ and results/
 	rm -rf bin results
