@@ -65,7 +65,7 @@ func (a *scramAdmin) Delete(ctx context.Context, user, mech string) (bool, error
 func (a *scramAdmin) wait(ctx context.Context, rev int64) error {
 	ctx, cancel := context.WithTimeout(ctx, viewWait)
 	defer cancel()
-	return a.store.WaitFor(ctx, rev)
+	return a.store.WaitRevision(ctx, rev)
 }
 
 func (a *scramAdmin) changed(ctx context.Context, kind, user, mech string) {

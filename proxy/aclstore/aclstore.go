@@ -12,7 +12,6 @@ package aclstore
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 
@@ -32,13 +31,15 @@ type Store struct {
 	log    *slog.Logger
 	onBad  func() // a value that breaks the contract was skipped
 
-	mu     sync.Mutex
-	view   map[string]authz.Binding // by key
-	dirty  bool
-	rev    int64
-	moved  chan struct{} // closed and replaced when rev advances
-	synced chan struct{}
-	once   sync.Once
+	// View's Synced is closed once the authorizer holds a complete listing;
+	// its WaitRevision waits until the authorizer holds every binding
+	// written up to a revision, so that a replica enforces its own writes
+	// before it answers them.
+	*etcdmirror.View
+
+	mu    sync.Mutex
+	view  map[string]authz.Binding // by key
+	dirty bool
 }
 
 // Config configures a Store; Client and Authorizer are required.
@@ -60,7 +61,7 @@ func New(cfg Config) *Store {
 	}
 	return &Store{
 		cli: cfg.Client, layout: cfg.Layout, az: cfg.Authorizer, log: cfg.Logger, onBad: cfg.OnBadValue,
-		view: map[string]authz.Binding{}, moved: make(chan struct{}), synced: make(chan struct{}),
+		View: etcdmirror.NewView(), view: map[string]authz.Binding{},
 	}
 }
 
@@ -73,27 +74,6 @@ func (s *Store) Run(ctx context.Context) error {
 		return nil
 	}
 	return err
-}
-
-// Synced is closed once the authorizer holds a complete listing.
-func (s *Store) Synced() <-chan struct{} { return s.synced }
-
-// WaitRevision waits until the authorizer holds every binding written up
-// to rev, so that a replica enforces its own writes before it answers them.
-func (s *Store) WaitRevision(ctx context.Context, rev int64) error {
-	for {
-		s.mu.Lock()
-		cur, ch := s.rev, s.moved
-		s.mu.Unlock()
-		if cur >= rev {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("acl view at revision %d, waiting for %d: %w", cur, rev, context.Cause(ctx))
-		}
-	}
 }
 
 // handler applies mirror events; it updates the authorizer once per
@@ -148,13 +128,8 @@ func (h *handler) Synced(rev int64) {
 		h.az.Update(bs)
 		h.dirty = false
 	}
-	if rev > h.rev {
-		h.rev = rev
-		close(h.moved)
-		h.moved = make(chan struct{})
-	}
 	h.mu.Unlock()
-	h.once.Do(func() { close(h.synced) })
+	h.View.Advance(rev)
 }
 
 // ToLayout is b in the etcd contract's form.

@@ -44,12 +44,13 @@ type Store struct {
 	layout layout.Layout
 	log    *slog.Logger
 
-	mu     sync.RWMutex
-	creds  map[credKey]scram.StoredCredentials
-	rev    int64         // the view is complete up to rev
-	moved  chan struct{} // closed (and replaced) when rev advances
-	synced chan struct{} // closed at the first complete view
-	once   sync.Once
+	// View's Synced is closed once the view holds a complete listing; its
+	// WaitRevision waits until the view includes a revision (a change this
+	// replica just made).
+	*etcdmirror.View
+
+	mu    sync.RWMutex
+	creds map[credKey]scram.StoredCredentials
 }
 
 // New returns an empty view; Run fills it.
@@ -57,7 +58,7 @@ func New(cli *clientv3.Client, l layout.Layout, log *slog.Logger) *Store {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{cli: cli, layout: l, log: log, creds: map[credKey]scram.StoredCredentials{}, synced: make(chan struct{}), moved: make(chan struct{})}
+	return &Store{cli: cli, layout: l, log: log, creds: map[credKey]scram.StoredCredentials{}, View: etcdmirror.NewView()}
 }
 
 // Run keeps the view current until ctx ends.
@@ -70,9 +71,6 @@ func (s *Store) Run(ctx context.Context) error {
 	}
 	return err
 }
-
-// Synced is closed once the view holds a complete listing.
-func (s *Store) Synced() <-chan struct{} { return s.synced }
 
 // SCRAM returns user's credential for a mechanism (sasl.Credentials).
 func (s *Store) SCRAM(mech, user string) (scram.StoredCredentials, bool) {
@@ -172,34 +170,7 @@ func (h *handler) Delete(kv *mvccpb.KeyValue) {
 	h.mu.Unlock()
 }
 
-func (h *handler) Synced(rev int64) {
-	h.once.Do(func() { close(h.synced) })
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if rev > h.rev {
-		h.rev = rev
-		close(h.moved)
-		h.moved = make(chan struct{})
-	}
-}
-
-// WaitFor waits until the view includes revision rev (a change this
-// replica just made), or ctx ends.
-func (s *Store) WaitFor(ctx context.Context, rev int64) error {
-	for {
-		s.mu.RLock()
-		cur, moved := s.rev, s.moved
-		s.mu.RUnlock()
-		if cur >= rev {
-			return nil
-		}
-		select {
-		case <-moved:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
+func (h *handler) Synced(rev int64) { h.View.Advance(rev) }
 
 // NewCredential derives a credential from a password with a fresh random
 // salt.

@@ -35,7 +35,10 @@ type StoreConfig struct {
 type Store struct {
 	cfg StoreConfig
 	log *slog.Logger
-	v   view // owned by the Sync goroutine
+	// View's Synced is closed once the table holds a complete listing; its
+	// WaitRevision waits until the table holds a revision (Alter uses it).
+	*etcdmirror.View
+	v view // owned by the Sync goroutine
 }
 
 // NewStore checks cfg.
@@ -49,7 +52,7 @@ func NewStore(cfg StoreConfig) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{cfg: cfg, log: cfg.Logger}
+	s := &Store{cfg: cfg, log: cfg.Logger, View: etcdmirror.NewView()}
 	s.v = view{s: s, entities: map[string]entry{}, replicas: map[string]bool{}}
 	return s, nil
 }
@@ -155,7 +158,7 @@ func (v *view) Delete(kv *mvccpb.KeyValue) {
 	v.publish()
 }
 
-func (v *view) Synced(int64) {}
+func (v *view) Synced(rev int64) { v.s.View.Advance(rev) }
 
 func (v *view) put(kv *mvccpb.KeyValue) {
 	l := v.s.cfg.Layout
@@ -200,7 +203,8 @@ type Op struct {
 }
 
 // Alter applies ops to e's quotas in etcd, atomically against concurrent
-// changes to the same entity.
+// changes to the same entity, and returns once this replica's table holds
+// the change, so that what it describes and enforces next includes it.
 func (s *Store) Alter(ctx context.Context, e Entity, ops []Op) error {
 	key := s.cfg.Layout.QuotaEntityKey(e.Layout())
 	for range 10 { // bounded: only lost races repeat
@@ -236,6 +240,9 @@ func (s *Store) Alter(ctx context.Context, e Entity, ops []Op) error {
 			return fmt.Errorf("write %s: %w", key, err)
 		}
 		if tr.Succeeded {
+			if err := s.WaitRevision(ctx, tr.Header.Revision); err != nil {
+				return fmt.Errorf("wrote %s, not yet in force here: %w", key, err)
+			}
 			return nil
 		}
 	}

@@ -66,6 +66,10 @@ func TestAlterReachesOtherReplica(t *testing.T) {
 	if err := a.s.Alter(ctx, alice, []Op{{Type: ProducerByteRate, Value: 2048}, {Type: RequestPercentage, Value: 50}}); err != nil {
 		t.Fatal(err)
 	}
+	// Alter waits for the writer's own view: no polling on that replica.
+	if m := a.m.Table().Lookup("alice/with slash", "any")[ProducerByteRate]; !m.OK || m.Limit != 2048 {
+		t.Fatalf("right after Alter the writing replica has %+v, want limit 2048", m)
+	}
 	took := waitFor(t, time.Second, "quota on the other replica", func() bool {
 		m := b.m.Table().Lookup("alice/with slash", "any")[ProducerByteRate]
 		return m.OK && m.Limit == 2048
