@@ -1,6 +1,7 @@
 // Package leasewatch feeds the proxy's routing table from etcd: a Watcher
-// mirrors layout's meta prefix (with package mirror: list, then watch from
-// the next revision, re-list on compaction), decodes each key with
+// mirrors layout's meta prefix (with internal/etcdmirror, through the
+// Feeder shell it shares with leasewatch/kafscale: list, then watch from the
+// next revision, re-list on compaction), decodes each key with
 // layout.Decode and applies it to a routing.Table. While etcd is unreachable
 // the table keeps its last contents and Status says how old they are.
 //
@@ -9,7 +10,6 @@
 package leasewatch
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"time"
@@ -40,8 +40,9 @@ type Config struct {
 // is unreachable the table keeps its last known contents, and Status shows
 // how old they are.
 type Watcher struct {
-	cfg Config
-	h   *Health
+	*Feeder // Run, Synced, Status
+	cfg     Config
+	h       *Health
 	// The Health's counters, under the names this package's tests use.
 	events, bad, resyncs *prometheus.CounterVec
 }
@@ -82,29 +83,16 @@ func New(cfg Config) (*Watcher, error) {
 		h.Events.WithLabelValues(kindName(k))
 		h.Bad.WithLabelValues(kindName(k))
 	}
-	return &Watcher{cfg: cfg, h: h, events: h.Events, bad: h.Bad, resyncs: h.Resyncs}, nil
-}
-
-// Run keeps the table current until ctx ends; it returns ctx.Err().
-func (w *Watcher) Run(ctx context.Context) error {
-	return etcdmirror.Sync(ctx, etcdmirror.SyncConfig{
-		Client:           w.cfg.Client,
-		Prefix:           w.cfg.Layout.MetaPrefix(),
-		Handler:          &tableHandler{w: w, dec: decoder{layout: w.cfg.Layout, log: w.cfg.Logger, bad: w.bad}},
-		Logger:           w.cfg.Logger,
-		MinBackoff:       w.cfg.MinBackoff,
-		MaxBackoff:       w.cfg.MaxBackoff,
-		ProgressInterval: w.cfg.ProgressInterval,
-		OnResync:         w.h.Resynced,
-		OnDisconnect:     func(error) { w.h.Disconnected() },
+	w := &Watcher{cfg: cfg, h: h, events: h.Events, bad: h.Bad, resyncs: h.Resyncs}
+	w.Feeder = NewFeeder(FeederConfig{
+		Client: cfg.Client, Prefix: cfg.Layout.MetaPrefix(), Health: h, Logger: cfg.Logger,
+		NewHandler: func() etcdmirror.Handler {
+			return &tableHandler{w: w, dec: decoder{layout: w.cfg.Layout, log: w.cfg.Logger, bad: w.bad}}
+		},
+		ProgressInterval: cfg.ProgressInterval, MinBackoff: cfg.MinBackoff, MaxBackoff: cfg.MaxBackoff,
 	})
+	return w, nil
 }
-
-// Synced is closed after the first full listing is in the table.
-func (w *Watcher) Synced() <-chan struct{} { return w.h.SyncedChan() }
-
-// Status reports how current the table is.
-func (w *Watcher) Status() Status { return w.h.Status() }
 
 // tableHandler applies etcdmirror.Sync's calls to the table.
 type tableHandler struct {

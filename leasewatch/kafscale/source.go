@@ -18,7 +18,6 @@
 package kafscale
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,9 +52,10 @@ type Config struct {
 
 // Source keeps a routing.Table equal to KafScale's keys in etcd.
 type Source struct {
-	cfg  Config
-	keys keys
-	h    *leasewatch.Health // status and metrics, as the native Watcher's
+	*leasewatch.Feeder // Run, Synced, Status (in the native watcher's shape)
+	cfg                Config
+	keys               keys
+	h                  *leasewatch.Health // status and metrics, as the native Watcher's
 }
 
 // New returns a Source and registers its metrics (the native watcher's).
@@ -84,26 +84,11 @@ func New(cfg Config) (*Source, error) {
 		h.Events.WithLabelValues(k.String())
 		h.Bad.WithLabelValues(k.String())
 	}
-	return &Source{cfg: cfg, keys: newKeys(cfg.Prefix), h: h}, nil
-}
-
-// Run keeps the table current until ctx ends; it returns ctx.Err().
-func (s *Source) Run(ctx context.Context) error {
-	return etcdmirror.Sync(ctx, etcdmirror.SyncConfig{
-		Client:           s.cfg.Client,
-		Prefix:           s.keys.root,
-		Handler:          newHandler(s),
-		Logger:           s.cfg.Logger,
-		MinBackoff:       s.cfg.MinBackoff,
-		MaxBackoff:       s.cfg.MaxBackoff,
-		ProgressInterval: s.cfg.ProgressInterval,
-		OnResync:         s.h.Resynced,
-		OnDisconnect:     func(error) { s.h.Disconnected() },
+	s := &Source{cfg: cfg, keys: newKeys(cfg.Prefix), h: h}
+	s.Feeder = leasewatch.NewFeeder(leasewatch.FeederConfig{
+		Client: cfg.Client, Prefix: s.keys.root, Health: h, Logger: cfg.Logger,
+		NewHandler:       func() etcdmirror.Handler { return newHandler(s) },
+		ProgressInterval: cfg.ProgressInterval, MinBackoff: cfg.MinBackoff, MaxBackoff: cfg.MaxBackoff,
 	})
+	return s, nil
 }
-
-// Synced is closed after the first full listing is in the table.
-func (s *Source) Synced() <-chan struct{} { return s.h.SyncedChan() }
-
-// Status reports how current the table is, in the native watcher's shape.
-func (s *Source) Status() leasewatch.Status { return s.h.Status() }
