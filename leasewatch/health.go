@@ -1,7 +1,6 @@
 package leasewatch
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kproxy/kproxy/internal/etcdmirror"
+	"github.com/kproxy/kproxy/internal/promreg"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -35,8 +35,10 @@ type Health struct {
 }
 
 // NewHealth returns a Health whose clock is now, and registers its metrics
-// on reg (nil: not registered); table gives the routed partition count.
-func NewHealth(reg prometheus.Registerer, now func() time.Time, table *routing.Table) (*Health, error) {
+// on reg (nil: not registered) with promreg's policy: a second source on
+// the same registry shares the counters, and the gauges stay the first
+// source's. table gives the routed partition count.
+func NewHealth(reg prometheus.Registerer, now func() time.Time, table *routing.Table) *Health {
 	h := &Health{now: now, created: now(), synced: make(chan struct{})}
 	h.missing.Store(&[]int32{})
 	h.Events = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -51,14 +53,21 @@ func NewHealth(reg prometheus.Registerer, now func() time.Time, table *routing.T
 		Name: "kproxy_watch_resyncs_total",
 		Help: "Times the etcd watch was dropped and restarted, by reason (compacted means a full re-list).",
 	}, []string{"reason"})
+	if reg != nil {
+		h.Events = promreg.Register(reg, h.Events)
+		h.Bad = promreg.Register(reg, h.Bad)
+		h.Resyncs = promreg.Register(reg, h.Resyncs)
+		h.registerGauges(reg, table)
+	}
 	// Every reason at 0 from the start, so that rates have a series.
 	for _, r := range []string{etcdmirror.ReasonCompacted, etcdmirror.ReasonWatchClosed, etcdmirror.ReasonCanceled, etcdmirror.ReasonStalled, etcdmirror.ReasonListFailed} {
 		h.Resyncs.WithLabelValues(r)
 	}
-	if reg == nil {
-		return h, nil
-	}
-	for _, c := range []prometheus.Collector{h.Events, h.Bad, h.Resyncs,
+	return h
+}
+
+func (h *Health) registerGauges(reg prometheus.Registerer, table *routing.Table) {
+	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "kproxy_routes_staleness_seconds",
 			Help: "Seconds since etcd last confirmed the routing table is current.",
@@ -72,11 +81,8 @@ func NewHealth(reg prometheus.Registerer, now func() time.Time, table *routing.T
 			Help: "Brokers that own partitions or groups but are missing from the broker list (their partitions have no route).",
 		}, func() float64 { return float64(len(*h.missing.Load())) }),
 	} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("register watch metrics: %w", err)
-		}
+		promreg.Register(reg, c)
 	}
-	return h, nil
 }
 
 // Synced records that the table is complete up to rev (mirror's Synced).

@@ -74,10 +74,7 @@ func New(cfg Config) (*Watcher, error) {
 	if cfg.Layout.Prefix() == "" {
 		cfg.Layout = layout.New("")
 	}
-	h, err := NewHealth(cfg.Registerer, cfg.Now, cfg.Table)
-	if err != nil {
-		return nil, err
-	}
+	h := NewHealth(cfg.Registerer, cfg.Now, cfg.Table)
 	// Every kind at 0 from the start, so that rates have a series.
 	for k := layout.KindUnknown; k <= layout.KindCoordinatorEpoch; k++ {
 		h.Events.WithLabelValues(kindName(k))

@@ -318,9 +318,14 @@ func TestWatcherMetrics(t *testing.T) {
 	if err != nil || n < 3 {
 		t.Fatalf("gathered %d series (%v)", n, err)
 	}
-	// A second watcher on the same registry is a configuration error.
-	if _, err := New(Config{Client: cli, Table: routing.NewTable(), Registerer: f.reg}); err == nil {
-		t.Fatal("duplicate metric registration not reported")
+	// A second watcher on the same registry shares the counters (promreg's
+	// policy: a metric never stops a feeder from starting).
+	w2, err := New(Config{Client: cli, Table: routing.NewTable(), Registerer: f.reg})
+	if err != nil {
+		t.Fatalf("second watcher on the same registry: %v", err)
+	}
+	if w2.events != f.w.events || w2.resyncs != f.w.resyncs {
+		t.Fatal("second watcher on the same registry does not share its counters")
 	}
 	if _, err := New(Config{Client: cli}); err == nil {
 		t.Fatal("New without a table succeeded")

@@ -19,7 +19,6 @@ package kafscale
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -75,10 +74,7 @@ func New(cfg Config) (*Source, error) {
 	if cfg.MissingLogInterval <= 0 {
 		cfg.MissingLogInterval = 10 * time.Second
 	}
-	h, err := leasewatch.NewHealth(cfg.Registerer, cfg.Now, cfg.Table)
-	if err != nil {
-		return nil, fmt.Errorf("kafscale: %w", err)
-	}
+	h := leasewatch.NewHealth(cfg.Registerer, cfg.Now, cfg.Table)
 	// Every kind at 0 from the start, so that rates have a series.
 	for k := kindOther; k <= kindSnapshot; k++ {
 		h.Events.WithLabelValues(k.String())

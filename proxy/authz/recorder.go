@@ -2,7 +2,6 @@ package authz
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -10,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/internal/promreg"
 	"golang.org/x/time/rate"
 )
 
@@ -101,6 +102,10 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 		Name: "kproxy_authz_bad_bindings_total",
 		Help: "ACL values in etcd skipped because they break the layout contract.",
 	})
+	if cfg.Registerer != nil { // shared with another recorder on the same registry
+		vec = promreg.Register(cfg.Registerer, vec)
+		bad = promreg.Register(cfg.Registerer, bad)
+	}
 	r := &Recorder{cfg: cfg, counts: map[int16]*[numTypes][len(outcomes)]prometheus.Counter{}, bad: bad,
 		limiter: rate.NewLimiter(rate.Every(cfg.LogEvery), 1)}
 	fill := func(name string, dst *[numTypes][len(outcomes)]prometheus.Counter) {
@@ -116,13 +121,6 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 		r.counts[int16(k)] = c
 	}
 	fill("other", &r.other)
-	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{vec, bad} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, fmt.Errorf("authz: register metrics: %w", err)
-			}
-		}
-	}
 	return r, nil
 }
 

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kproxy/kproxy/internal/promreg"
 )
 
 // Config configures a Manager; zero values take Kafka's defaults.
@@ -69,9 +71,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg.Now = time.Now
 	}
 	m := &Manager{cfg: cfg, seed: maphash.MakeSeed()}
-	if err := m.m.init(cfg.Registerer); err != nil {
-		return nil, err
-	}
+	m.m.init(cfg.Registerer)
 	for i := range m.shards {
 		m.shards[i].s = map[SamplerKey]*bucket{}
 	}
@@ -212,7 +212,9 @@ type metrics struct {
 	replicas  prometheus.Gauge
 }
 
-func (mt *metrics) init(reg prometheus.Registerer) error {
+// init makes the metrics and registers them on reg (nil: not registered),
+// sharing series another manager on reg registered (promreg's policy).
+func (mt *metrics) init(reg prometheus.Registerer) {
 	throttled := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kproxy_quota_throttled_responses_total",
 		Help: "Responses throttled by a client quota, by quota type.",
@@ -225,17 +227,13 @@ func (mt *metrics) init(reg prometheus.Registerer) error {
 		Name: "kproxy_quota_replicas",
 		Help: "Live proxy replicas this replica divides byte-rate quotas by.",
 	})
+	if reg != nil {
+		throttled = promreg.Register(reg, throttled)
+		seconds = promreg.Register(reg, seconds)
+		mt.replicas = promreg.Register(reg, mt.replicas)
+	}
 	for t := range NumTypes { // exported at 0
 		mt.throttled[t] = throttled.WithLabelValues(t.String())
 		mt.seconds[t] = seconds.WithLabelValues(t.String())
 	}
-	if reg == nil {
-		return nil
-	}
-	for _, c := range []prometheus.Collector{throttled, seconds, mt.replicas} {
-		if err := reg.Register(c); err != nil {
-			return err
-		}
-	}
-	return nil
 }
