@@ -3,7 +3,8 @@
 // meta keys (brokers, topics, partition owners and epochs, group
 // coordinators and their epochs), their values, their decoding (Decode), and
 // the rendezvous choice of a broker for a partition or group nobody owns
-// (Rendezvous). Brokers write every meta key; proxies only read and watch
+// (Rendezvous), and the one ApiVersions feature a broker lists for proxies
+// (UnorderedResponsesFeature). Brokers write every meta key; proxies only read and watch
 // MetaPrefix. Proxies, the lease kit and brokers all import this package, and
 // it imports nothing of theirs.
 //

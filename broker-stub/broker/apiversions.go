@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/broker-stub/broker/group"
+	"github.com/kproxy/kproxy/layout"
 )
 
 // handler answers one decoded request.
@@ -75,16 +76,9 @@ func apiKeys() []kmsg.ApiVersionsResponseApiKey {
 	return out
 }
 
-// UnorderedResponsesFeature is the KIP-584 supported feature (version 1)
-// the broker lists in its ApiVersions response when it will answer that
-// connection's requests as soon as each is ready rather than in request
-// order. A client multiplexing unrelated requests on one connection must
-// not assume out-of-order answers without it: Apache Kafka (and kfake)
-// answer one request at a time per connection.
-const UnorderedResponsesFeature = "kproxy.unordered-responses"
-
 // answersUnordered reports whether a connection that sent req gets its
-// responses as soon as they are ready: only the proxy's connections, which
+// responses as soon as they are ready (and so is told
+// layout.UnorderedResponsesFeature): only the proxy's connections, which
 // identify themselves with ApiVersions v3+ ClientSoftwareName "kproxy" and
 // match responses by correlation id.
 func answersUnordered(req *kmsg.ApiVersionsRequest) bool {
@@ -96,7 +90,7 @@ func (b *Broker) apiVersions(req *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp.ApiKeys = apiKeys()
 	if answersUnordered(req) {
 		f := kmsg.NewApiVersionsResponseSupportedFeature()
-		f.Name, f.MinVersion, f.MaxVersion = UnorderedResponsesFeature, 1, 1
+		f.Name, f.MinVersion, f.MaxVersion = layout.UnorderedResponsesFeature, 1, 1
 		resp.SupportedFeatures = append(resp.SupportedFeatures, f)
 	}
 	return resp

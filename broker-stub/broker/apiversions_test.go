@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/layout"
 )
 
 // TestApiVersionsAdvertisesUnorderedResponses: the feature is listed exactly
@@ -38,12 +40,12 @@ func TestApiVersionsAdvertisesUnorderedResponses(t *testing.T) {
 			}
 			found := false
 			for _, f := range decoded.SupportedFeatures {
-				if f.Name == UnorderedResponsesFeature {
+				if f.Name == layout.UnorderedResponsesFeature {
 					found = f.MinVersion == 1 && f.MaxVersion == 1
 				}
 			}
 			if found != tc.want {
-				t.Fatalf("feature %q v1 advertised = %v, want %v (features %+v)", UnorderedResponsesFeature, found, tc.want, decoded.SupportedFeatures)
+				t.Fatalf("feature %q v1 advertised = %v, want %v (features %+v)", layout.UnorderedResponsesFeature, found, tc.want, decoded.SupportedFeatures)
 			}
 		})
 	}

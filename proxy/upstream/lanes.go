@@ -7,13 +7,14 @@ import (
 	"maps"
 	"slices"
 	"sync"
+
+	"github.com/kproxy/kproxy/layout"
 )
 
-// unorderedFeature is the KIP-584 supported feature a broker lists (at
-// version 1) in its ApiVersions response when it answers the connection's
-// requests as soon as each is ready. The stub broker defines the same name
-// (broker.UnorderedResponsesFeature); upstream does not import the broker.
-const unorderedFeature = "kproxy.unordered-responses"
+// unorderedFeature is the supported feature a broker lists (at version 1)
+// in its ApiVersions response when it answers the connection's requests as
+// soon as each is ready; the contract defines it.
+const unorderedFeature = layout.UnorderedResponsesFeature
 
 var (
 	errIdle          = errors.New("dedicated connection closed when idle")
