@@ -20,7 +20,8 @@ type Config struct {
 	// Listeners, if set, replace Listen and Advertise: each is bound and
 	// advertised to the clients that come in on it (listener.go).
 	Listeners []Listener
-	// Security configures authentication on the listeners (security.go).
+	// Security configures authentication on the listeners
+	// (listener_security.go).
 	Security    Security
 	AdminListen string // admin HTTP listener, host:port
 	// Advertise is the host:port clients see, the same on every replica

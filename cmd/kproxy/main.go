@@ -1,6 +1,8 @@
 // Command kproxy is the one binary of the project: the proxy (serve), the stub
-// broker (broker), a whole local cluster in one process (dev) and a reader of
-// the proxy's routing table (routes). It only parses flags and wires packages.
+// broker (broker), a whole local cluster in one process (dev), a reader of
+// the proxy's routing table (routes), a single-member etcd for local use
+// (etcd), and the ACL and SCRAM-user administration (acls, users). It only
+// parses flags and wires packages.
 package main
 
 import (

@@ -23,8 +23,8 @@ import (
 	"github.com/kproxy/kproxy/internal/testtools/faultnet"
 )
 
-// The seed replays: deterministic, in-process timelines of the bugs in
-// shared/context that started the project, each read back and checked with
+// The seed replays: deterministic, in-process timelines of the bugs that
+// started the project (docs/background.md), each read back and checked with
 // the same checker as the fault suite.
 
 const replayTTL = 2 * time.Second
