@@ -1,12 +1,10 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	crand "crypto/rand"
 	"errors"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +21,8 @@ import (
 
 	"github.com/kproxy/kproxy/internal/assembly/devcluster"
 	"github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"
+	"github.com/kproxy/kproxy/internal/assembly/devcluster/proxytest"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/adminapi"
@@ -155,23 +155,11 @@ func startQuotaProxy(t *testing.T, c *devcluster.Cluster, brokers int) *proxy.Se
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := proxy.New(ctx, proxy.Config{
+	s := proxytest.Start(t, proxy.Config{
 		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Etcd: c.Client(), Layout: layout.New(""),
 		AutoCreateTopics: true, DefaultPartitions: 1,
 		Quota:  quota.Config{Samples: 11, Window: 100 * time.Millisecond},
 		Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(runCtx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("quota proxy: %v", err)
-		}
 	})
 	if err := adminapi.WaitReady(ctx, s.AdminAddr(), brokers); err != nil {
 		t.Fatal(err)
@@ -182,19 +170,14 @@ func startQuotaProxy(t *testing.T, c *devcluster.Cluster, brokers int) *proxy.Se
 // metric reads one unlabelled-or-labelled series from a proxy's /metrics.
 func metric(t *testing.T, admin, series string) (float64, bool) {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/metrics")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := testrig.Scrape(ctx, admin, testrig.MetricName(series))
 	if err != nil {
 		t.Fatalf("metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return f, err == nil
-		}
-	}
-	return 0, false
+	v, ok := m[series]
+	return v, ok
 }
 
 // setQuota waits until both replicas count each other, then sets one quota

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/internal/assembly/devcluster/proxytest"
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
@@ -88,7 +89,7 @@ func newEnv(t testing.TB, topics map[string]int32) *env {
 	}
 	e.emulate()
 	rev := e.putSnapshot(ctx, e.liveIDs()...)
-	e.startProxy(ctx)
+	e.startProxy()
 	e.waitRoutes(rev)
 	return e
 }
@@ -144,34 +145,16 @@ func (e *env) putSnapshot(ctx context.Context, ids ...int32) int64 {
 	return rev
 }
 
-func (e *env) startProxy(ctx context.Context) {
+func (e *env) startProxy() {
 	e.t.Helper()
 	e.reg = prometheus.NewRegistry()
-	srv, err := proxy.New(ctx, proxy.Config{
+	e.srv = proxytest.Start(e.t, proxy.Config{
 		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Etcd: e.etcd,
 		Layout: layout.New(prefix), EtcdLayout: proxy.LayoutKafScale,
 		ClusterID: "kproxy-over-kafscale", Registry: e.reg, Logger: testLogger(e.t), DrainTimeout: 2 * time.Second,
 		// kfake serves one request at a time per connection: long polls
 		// must not hold up the other clients' requests.
 		UpstreamConnsPerBroker: 1024,
-	})
-	if err != nil {
-		e.t.Fatalf("proxy: %v", err)
-	}
-	e.srv = srv
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	e.t.Cleanup(func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				e.t.Errorf("proxy Run: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			e.t.Errorf("proxy did not stop within 15s")
-		}
 	})
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/internal/assembly/devcluster/proxytest"
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
@@ -109,7 +110,7 @@ func newEnvConns(t *testing.T, upstreamConns int, topics ...topicSpec) *env {
 	for _, ts := range topics {
 		rev = max(rev, e.publishTopic(ctx, ts.name))
 	}
-	e.startProxy(ctx, log, upstreamConns)
+	e.startProxy(log, upstreamConns)
 	e.waitRoutes(rev)
 	return e
 }
@@ -261,31 +262,13 @@ func (e *env) put(ctx context.Context, key, val string) int64 {
 	return resp.Header.Revision
 }
 
-func (e *env) startProxy(ctx context.Context, log *slog.Logger, upstreamConns int) {
+func (e *env) startProxy(log *slog.Logger, upstreamConns int) {
 	e.t.Helper()
 	e.reg = prometheus.NewRegistry()
-	srv, err := proxy.New(ctx, proxy.Config{
+	e.srv = proxytest.Start(e.t, proxy.Config{
 		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Etcd: e.etcd, Layout: e.lay,
 		ClusterID: "kproxy-over-kfake", Registry: e.reg, Logger: log, DrainTimeout: 2 * time.Second,
 		UpstreamConnsPerBroker: upstreamConns,
-	})
-	if err != nil {
-		e.t.Fatalf("proxy: %v", err)
-	}
-	e.srv = srv
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(runCtx) }()
-	e.t.Cleanup(func() {
-		stop()
-		select {
-		case err := <-done:
-			if err != nil {
-				e.t.Errorf("proxy Run: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			e.t.Errorf("proxy did not stop within 15s")
-		}
 	})
 }
 
