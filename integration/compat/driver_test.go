@@ -190,18 +190,6 @@ func (c *collector) waitUntil(ctx context.Context, d time.Duration, what string,
 	}
 }
 
-// drained waits until every stream's channel is closed (after stop).
-func (c *collector) drained(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("consumer channels not closed after stop: %w", ctx.Err())
-	}
-}
-
 // countValues counts the distinct values of want that were delivered. It
 // counts values, not stored records: a value stored twice (a producer
 // retry) must not stand in for one that has not arrived yet.

@@ -261,15 +261,8 @@ func (d *Dispatcher) backoff(attempt int, deadline time.Time) (time.Duration, bo
 	return d.policy.Next(attempt, d.now(), deadline, d.rnd)
 }
 
-// getBuf returns an empty pooled buffer of capacity at least n; putBuf
-// gives it back.
+// getBuf returns an empty pooled buffer of capacity at least n.
 func (d *Dispatcher) getBuf(n int) *[]byte { return d.bufs.Get(n) }
-
-func (d *Dispatcher) putBuf(b *[]byte) {
-	if b != nil {
-		d.bufs.Put(b)
-	}
-}
 
 // closed reports whether a Changed channel has fired.
 func closed(ch <-chan struct{}) bool {

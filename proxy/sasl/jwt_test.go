@@ -19,10 +19,11 @@ import (
 func ecJWKS(t *testing.T, kid string, key *ecdsa.PrivateKey) []byte {
 	t.Helper()
 	b64 := base64.RawURLEncoding.EncodeToString
-	pub := key.PublicKey
-	x, y := make([]byte, 32), make([]byte, 32)
-	pub.X.FillBytes(x)
-	pub.Y.FillBytes(y)
+	pub, err := key.PublicKey.Bytes() // uncompressed: 0x04, X, Y (32 bytes each for P-256)
+	if err != nil || len(pub) != 65 {
+		t.Fatalf("public key bytes: %v (%d bytes)", err, len(pub))
+	}
+	x, y := pub[1:33], pub[33:]
 	b, err := json.Marshal(map[string]any{"keys": []map[string]string{{"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig", "x": b64(x), "y": b64(y)}}})
 	if err != nil {
 		t.Fatal(err)

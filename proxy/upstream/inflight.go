@@ -28,7 +28,6 @@ type wireReq struct {
 	parts    [][]byte      // a VecBody's pieces after the header in frame; nil once given back
 	lent     chan struct{} // closed when parts are given back; nil if none were lent
 	state    uint8
-	orphan   bool // Wait gave up; the reader discards the response
 
 	// patience is how long after its write the response may take: the
 	// pool's ReadTimeout plus the request's own timeout (a produce's

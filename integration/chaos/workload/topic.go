@@ -69,14 +69,15 @@ func checkTopic(ctx context.Context, cl *kgo.Client, topic string, partitions in
 	if err != nil {
 		return fmt.Errorf("metadata for %s: %w", topic, err)
 	}
-	for _, t := range resp.Topics {
-		if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
-			return fmt.Errorf("metadata for %s: %w", topic, err)
-		}
-		if int32(len(t.Partitions)) != partitions {
-			return fmt.Errorf("topic %s has %d partitions, want %d", topic, len(t.Partitions), partitions)
-		}
-		return nil
+	if len(resp.Topics) == 0 { // one topic asked, so at most one answered
+		return fmt.Errorf("metadata has no topic %s", topic)
 	}
-	return fmt.Errorf("metadata has no topic %s", topic)
+	t := resp.Topics[0]
+	if err := kerr.ErrorForCode(t.ErrorCode); err != nil {
+		return fmt.Errorf("metadata for %s: %w", topic, err)
+	}
+	if int32(len(t.Partitions)) != partitions {
+		return fmt.Errorf("topic %s has %d partitions, want %d", topic, len(t.Partitions), partitions)
+	}
+	return nil
 }
