@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 // binaries builds kproxy and etcdmember once per test binary.
 func binaries(t *testing.T) Binaries {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("builds kproxy and etcdmember and runs them as processes")
+	}
 	buildOnce.Do(func() {
 		binDir, buildErr = os.MkdirTemp("", "kchaos-test-bin-")
 		if buildErr != nil {

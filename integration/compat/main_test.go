@@ -85,6 +85,9 @@ func drivers() []driver {
 // its own cluster so that one client's failover (a killed broker) or a
 // proxy fault it triggers cannot disturb another client's checks.
 func TestCompat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the client matrix runs every client for minutes (make quick skips it; make test runs it)")
+	}
 	kind, err := chooseTarget()
 	if err != nil {
 		t.Fatal(err)
