@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"regexp"
 	"sort"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/assembly/devcluster"
 	"github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
 const dashboardPath = "../deploy/grafana/kproxy.json"
@@ -85,23 +84,15 @@ func TestDashboardMetricsExported(t *testing.T) {
 		t.Fatal("consumed nothing")
 	}
 
-	resp, err := http.Get("http://" + c.AdminAddrs()[0] + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	series, err := testrig.Scrape(sctx, c.AdminAddrs()[0], "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	exported := map[string]bool{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		if i := strings.IndexAny(line, "{ "); i > 0 {
-			exported[line[:i]] = true
-		}
+	for s := range series {
+		exported[testrig.MetricName(s)] = true
 	}
 	var missing []string
 	for name, queries := range names {
