@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"strconv"
 	"sync"
@@ -214,12 +213,6 @@ func (e *env) client(opts ...kgo.Opt) *kgo.Client {
 	}
 	e.t.Cleanup(cl.Close)
 	return cl
-}
-
-func proxyHostPort(addr string) (string, int) {
-	h, p, _ := net.SplitHostPort(addr)
-	port, _ := strconv.Atoi(p)
-	return h, port
 }
 
 // testLogger keeps the proxy's warnings (everything with KPROXY_TEST_LOG)
