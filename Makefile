@@ -22,7 +22,7 @@ test: clients lint vet unit fuzz deploy-check ## lint, vet and every test under 
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint: ## staticcheck and gofmt -l (fails when gofmt would change a file)
 	$(GO) run $(STATICCHECK) ./...
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt -l lists files:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt -l lists files:"; echo "$$out"; exit 1; fi
 
 quick: ## go test -short ./...: no client installs, no multi-process or long runs; a few minutes
 	$(GO) test -short -timeout 10m ./...
