@@ -10,6 +10,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/proxy/quota"
 )
@@ -48,6 +49,12 @@ type Config struct {
 	// frames no request took since the last time (default 10s): after a
 	// burst, an idle proxy holds them for at most two intervals.
 	BufTrimInterval time.Duration
+
+	// ProduceValidation is how much of each Produce partition's record
+	// data is checked by Kafka's broker rules before it is forwarded
+	// (default recordcheck.Full: framing, header fields and CRC-32C); a
+	// refused partition is answered with Kafka's code, the others proceed.
+	ProduceValidation recordcheck.Level
 
 	// Quota sets the client quota windows (Kafka's defaults); New sets its
 	// Now and Registerer.

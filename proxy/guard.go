@@ -94,15 +94,12 @@ type guard struct {
 func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 	lim.setDefaults()
 	g := &guard{
-		lim:     lim,
-		budget:  semaphore.NewWeighted(lim.QueuedMaxRequestBytes),
-		growing: make(chan struct{}, 1),
-		log:     ratelog.New(log, slog.LevelWarn, lim.BadInputLogInterval, nil),
-		perIP:   make(map[string]int),
-		badInput: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kproxy_bad_input_total",
-			Help: "Client frames the proxy refused, closing their connection, by reason.",
-		}, []string{"reason"}),
+		lim:      lim,
+		budget:   semaphore.NewWeighted(lim.QueuedMaxRequestBytes),
+		growing:  make(chan struct{}, 1),
+		log:      ratelog.New(log, slog.LevelWarn, lim.BadInputLogInterval, nil),
+		perIP:    make(map[string]int),
+		badInput: newBadInput(reg),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kproxy_connections_refused_total",
 			Help: "Client connections refused at accept or closed for the proxy's limits, by reason.",
@@ -113,7 +110,6 @@ func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 		}),
 	}
 	if reg != nil {
-		g.badInput = promreg.Register(reg, g.badInput)
 		g.refused = promreg.Register(reg, g.refused)
 		g.queued = promreg.Register(reg, g.queued)
 	}
@@ -124,6 +120,21 @@ func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 		g.refused.WithLabelValues(r)
 	}
 	return g
+}
+
+// newBadInput is kproxy_bad_input_total, registered on reg (nil: not
+// exported). The guard counts bad frames in it and the dispatcher refused
+// produce partitions (reasons produce_*); on one registry both get the one
+// collector.
+func newBadInput(reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kproxy_bad_input_total",
+		Help: "Client input the proxy refused, by reason: frames (their connection closed) and, reasons produce_*, Produce partitions whose record data failed validation (answered with Kafka's error code).",
+	}, []string{"reason"})
+	if reg == nil {
+		return c
+	}
+	return promreg.Register(reg, c)
 }
 
 // admit counts a new connection against the limits. It returns the

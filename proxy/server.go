@@ -207,6 +207,8 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin, bufs *kwire.BufPool) 
 		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions, SCRAM: scram,
 		Authorizer: az, AuthzRecorder: rec, ACLs: acls, OpenListeners: cfg.AuthzOpenListeners,
 		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry, Bufs: bufs,
+		ProduceValidation: cfg.ProduceValidation, BadInput: newBadInput(cfg.Registry),
+		BadInputLogInterval: cfg.Limits.BadInputLogInterval,
 		// Each replica jitters its retries differently, or replicas retrying
 		// the same failed broker would move in lockstep.
 		Seed: rand.Uint64(),

@@ -11,6 +11,7 @@ import (
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/leasewatch/kafscale"
 	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/authz"
 )
 
@@ -25,6 +26,7 @@ func serveCommand() *cli.Command {
 		intFlag("upstream-conns", 4, "multiplexed connections per broker, shared by all clients"),
 		durationFlag("drain-timeout", 10*time.Second, "how long shutdown waits for in-flight requests"),
 		durationFlag("buffer-trim-interval", 10*time.Second, "how often pooled frames of 1 MiB and more that went unused since the last trim are given back (kproxy_buffer_pool_free_bytes)"),
+		stringFlag("produce-validation", "full", "how much of each Produce partition's record data is checked by Kafka's broker rules before it is forwarded: off, framing (batch lengths, magic, header fields) or full (framing and CRC-32C); a refused partition gets Kafka's error code (docs/compatibility.md)"),
 		boolFlag("pprof", false, "serve /debug/pprof on the admin address"),
 		stringFlag("etcd-layout", proxy.LayoutKproxy, "whose etcd keys to route from: kproxy (kproxy's brokers) or kafscale (KafScale's brokers; --etcd-prefix then defaults to /kafscale, see docs/kafscale.md)"),
 	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags(), quotaFlags(), adminFlags(), upstreamFlags())
@@ -92,6 +94,10 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	reg := newRegistry()
+	validation, err := recordcheck.ParseLevel(c.String("produce-validation"))
+	if err != nil {
+		return fmt.Errorf("--produce-validation: %w", err)
+	}
 	srv, err := proxy.New(c.Context, proxy.Config{
 		Authz:                  az,
 		AuditAllowsEvery:       uint64(c.Int("audit-allows-every")),
@@ -111,6 +117,7 @@ func runServe(c *cli.Context) error {
 		MaxInFlightPerConn:     c.Int("max-inflight-per-conn"),
 		DrainTimeout:           c.Duration("drain-timeout"),
 		BufTrimInterval:        c.Duration("buffer-trim-interval"),
+		ProduceValidation:      validation,
 		Limits:                 limits,
 		Quota:                  quotas,
 		Admin:                  adminSecurityFrom(c),

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/retry"
@@ -70,6 +71,16 @@ type Config struct {
 	// all (kproxy dev --secure keeps its plaintext listener open).
 	OpenListeners []string
 
+	// ProduceValidation is how much of each Produce partition's record
+	// data is checked before it is forwarded (recordcheck; the zero value
+	// is Full). A refused partition is answered with Kafka's code for its
+	// fault, counted in BadInput (kproxy_bad_input_total, shared with the
+	// proxy's frame checks; nil: not counted) and logged at most once per
+	// reason per BadInputLogInterval (default 10s).
+	ProduceValidation   recordcheck.Level
+	BadInput            *prometheus.CounterVec
+	BadInputLogInterval time.Duration
+
 	// Bufs holds merged answers; the proxy passes the one pool its layers
 	// share (nil: the Dispatcher makes its own).
 	Bufs       *kwire.BufPool
@@ -96,6 +107,7 @@ type Dispatcher struct {
 	now    func() time.Time
 	policy retry.Policy
 	m      *metrics
+	pg     produceGuard
 	vers   *versions
 	ids    topicIDs
 	bufs   *kwire.BufPool      // merged answers
@@ -136,6 +148,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	setDuration(&cfg.AutoCreateWait, 5*time.Second)
 	setDuration(&cfg.RetryBudget, 5*time.Second)
 	setDuration(&cfg.ProbeTimeout, 3*time.Second)
+	setDuration(&cfg.BadInputLogInterval, defaultBadInputLogInterval)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -153,6 +166,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg: cfg, routes: cfg.Routes, sender: cfg.Sender, log: cfg.Logger,
 		now: cfg.Now, policy: cfg.Retry, m: m, rnd: cfg.Rand, bufs: cfg.Bufs,
 	}
+	d.pg = newProduceGuard(cfg)
 	crand.Read(d.secret[:]) // never fails (Go 1.24+)
 	d.eng = split.Env{
 		Routes: d.routes, Sender: d.sender, Log: d.log, Now: d.now, Backoff: d.backoff, Metrics: m, Bufs: d.bufs,

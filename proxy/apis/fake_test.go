@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/retry"
 	"github.com/kproxy/kproxy/routing"
@@ -379,6 +380,10 @@ func testConfig(rt *routing.Table, f *fakeSender) Config {
 		ClusterID: "kproxy-test", Registerer: prometheus.NewRegistry(),
 		Retry:  retry.Policy{Initial: time.Millisecond, Max: 5 * time.Millisecond, Multiplier: 2, MaxAttempts: 5},
 		Logger: testLogger(),
+		// These tests are about routing, splitting and encoding, with record
+		// sets that are markers, not batches; producecheck_test.go turns
+		// validation on.
+		ProduceValidation: recordcheck.Off,
 	}
 }
 

@@ -35,8 +35,9 @@ type produceOp struct {
 	answers  []kmsg.ProduceResponseTopicPartition // item i's answer
 	tstart   []int32                              // first item of each request topic
 	throttle int32
-	hints    bool // a leader hint was rewritten to point at the proxy
-	byID     bool // v13+: topics by id
+	client   *string // the client's id, for the log of refused partitions
+	hints    bool    // a leader hint was rewritten to point at the proxy
+	byID     bool    // v13+: topics by id
 }
 
 func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
@@ -44,7 +45,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 	if o == nil {
 		o = &produceOp{}
 	}
-	o.d, o.ep = d, d.endpoint(ctx)
+	o.d, o.ep, o.client = d, d.endpoint(ctx), h.ClientID
 	o.req = kmsg.ProduceRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
 	if err := o.req.UnsafeReadFrom(body); err != nil {
 		o.release()
@@ -80,10 +81,23 @@ func (o *produceOp) addItems(chk *topicCheck) {
 	o.answers = slices.Grow(o.answers[:0], n)[:n]
 	o.s.Reserve(n)
 	o.tstart = split.TopicStarts(o.tstart, o.req.Topics, produceParts)
+	whole := o.transactionalNoID()
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
 		for pi := range t.Partitions {
-			o.d.addPartition(&o.s, chk, t.Topic, t.TopicID, o.byID, t.Partitions[pi].Partition, int32(ti), int32(pi))
+			part := t.Partitions[pi].Partition
+			name, rid, code := o.d.partRoute(chk, t.Topic, t.TopicID, o.byID, part)
+			switch {
+			case whole != 0:
+				code = whole
+			case code == 0:
+				code = o.checkRecords(name, int32(ti), int32(pi))
+			}
+			if code != 0 {
+				o.s.AddLocal(name, t.TopicID, part, int32(ti), int32(pi), code)
+				continue
+			}
+			o.s.Add(name, rid, part, int32(ti), int32(pi))
 		}
 	}
 }
@@ -116,7 +130,7 @@ func (o *produceOp) release() {
 	d := o.d
 	o.s.Reset()
 	clear(o.answers)
-	o.throttle, o.hints, o.byID = 0, false, false
+	o.throttle, o.hints, o.byID, o.client = 0, false, false, nil
 	d.producePool.Put(o)
 }
 

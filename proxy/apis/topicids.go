@@ -67,27 +67,36 @@ func (x *topicIDs) rebuild(routes *routing.Table, seen *idIndex) *idIndex {
 // (before its existence is told, as Kafka does) or with the unknown-topic
 // code when it does not exist, routed otherwise.
 func (d *Dispatcher) addPartition(s *split.Engine, chk *topicCheck, name string, id [16]byte, byID bool, part, ti, pi int32) {
+	n, rid, code := d.partRoute(chk, name, id, byID, part)
+	if code != 0 {
+		s.AddLocal(n, id, part, ti, pi, code)
+		return
+	}
+	s.Add(n, rid, part, ti, pi)
+}
+
+// partRoute resolves a partition of a request: the topic's name and the id
+// to route it by, or the code the proxy answers it with itself (unknown or
+// denied; the name is then the one the request gave when its id is unknown).
+func (d *Dispatcher) partRoute(chk *topicCheck, name string, id [16]byte, byID bool, part int32) (string, [16]byte, int16) {
 	unknown := kerr.UnknownTopicOrPartition.Code
 	if byID {
 		unknown = kerr.UnknownTopicID.Code
 		n, ok := d.ids.name(d.routes, id)
 		if !ok {
-			s.AddLocal(name, id, part, ti, pi, unknown)
-			return
+			return name, id, unknown
 		}
 		name = n
 	}
 	if code := chk.denied(name); code != 0 {
-		s.AddLocal(name, id, part, ti, pi, code)
-		return
+		return name, id, code
 	}
 	t, ok := d.routes.Topic(name)
 	if !ok || part < 0 || part >= t.Partitions {
 		if ok {
 			unknown = kerr.UnknownTopicOrPartition.Code
 		}
-		s.AddLocal(name, id, part, ti, pi, unknown)
-		return
+		return name, id, unknown
 	}
-	s.Add(name, t.ID, part, ti, pi)
+	return name, t.ID, 0
 }

@@ -62,22 +62,22 @@ type Reason uint8
 
 // The reasons, each one case of Kafka's validation (see Result.Code).
 const (
-	None            Reason = iota
-	NoBatch                // fewer bytes than a batch's length field (Kafka finds no batch)
-	Truncated              // a batch's length reaches past the bytes sent
-	BatchLength            // a length below the smallest batch (v0 message) or v2 header
-	Magic                  // magic outside 0-2, or a magic-0/1 message set
-	BatchCount             // more than one batch
-	TrailingBytes          // bytes after the batch that are not a batch
-	BaseOffset             // a client batch's base offset is not 0
-	CRC                    // the CRC-32C does not match (level Full)
-	Compression            // an unknown codec, or zstd before Produce v7
-	RecordCount            // record count below 1 or not last offset delta + 1
-	ControlBatch           // a client wrote a control batch
-	ProducerID             // producer id below -1
-	ProducerEpoch          // producer epoch below -1
-	BaseSequence           // base sequence below -1, or below 0 with a producer id
-	TransactionalNoID      // a transactional batch in a request without a transactional id
+	None              Reason = iota
+	NoBatch                  // fewer bytes than a batch's length field (Kafka finds no batch)
+	Truncated                // a batch's length reaches past the bytes sent
+	BatchLength              // a length below the smallest batch (v0 message) or v2 header
+	Magic                    // magic outside 0-2, or a magic-0/1 message set
+	BatchCount               // more than one batch
+	TrailingBytes            // bytes after the batch that are not a batch
+	BaseOffset               // a client batch's base offset is not 0
+	CRC                      // the CRC-32C does not match (level Full)
+	Compression              // an unknown codec, or zstd before Produce v7
+	RecordCount              // record count below 1 or not last offset delta + 1
+	ControlBatch             // a client wrote a control batch
+	ProducerID               // producer id below -1
+	ProducerEpoch            // producer epoch below -1
+	BaseSequence             // base sequence below -1, or below 0 with a producer id
+	TransactionalNoID        // a transactional batch in a request without a transactional id
 	numReasons
 )
 

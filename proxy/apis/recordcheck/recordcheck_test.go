@@ -43,7 +43,9 @@ func put64(off int, v int64) func([]byte) {
 	return func(b []byte) { binary.BigEndian.PutUint64(b[off:], uint64(v)) }
 }
 
-func attrs(v uint16) func([]byte) { return func(b []byte) { binary.BigEndian.PutUint16(b[offAttributes:], v) } }
+func attrs(v uint16) func([]byte) {
+	return func(b []byte) { binary.BigEndian.PutUint16(b[offAttributes:], v) }
+}
 
 func idempotent(pid int64, epoch int16, seq int32) func([]byte) {
 	return func(b []byte) {
