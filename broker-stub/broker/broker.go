@@ -69,6 +69,11 @@ type Config struct {
 	// use a plain put without compares and trust the cached ownership, the
 	// way broken systems lose and duplicate writes.
 	DisableFencing bool
+	// TrustProduce is a TEST ONLY mutation for the proxy's produce
+	// validation: record data is stored as sent, framed by its length fields
+	// without any check, the way a broker that does not validate (KafScale)
+	// mis-stores what a client should never have sent.
+	TrustProduce bool
 
 	// SegmentCacheBytes bounds the cache of segment objects read for
 	// fetches (default 256 MiB).

@@ -44,7 +44,11 @@ func (b *Broker) beginProduce(ctx context.Context, req *kmsg.ProduceRequest) fun
 			tp := partlog.TP{Topic: name, Partition: rp.Partition}
 			code, msg := b.checkProduce(req, tp, topicCode)
 			if code == 0 {
-				batches, berr := partlog.ParseProduce(rp.Records)
+				parse := partlog.ParseProduce
+				if b.cfg.TrustProduce {
+					parse = partlog.ParseTrusting
+				}
+				batches, berr := parse(rp.Records)
 				if berr != nil {
 					code, msg = berr.Code, berr.Msg
 				} else {

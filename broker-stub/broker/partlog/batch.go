@@ -113,6 +113,33 @@ func ParseProduce(records []byte) ([]Batch, *BatchError) {
 	return out, nil
 }
 
+// ParseTrusting is ParseProduce without its checks, for tests of what a
+// broker that does not validate stores: each piece is framed by its length
+// field when that fits, else the rest is one piece, and its header is read
+// as magic 2 whatever its magic. Only a piece too short to hold a header is
+// refused (CORRUPT_MESSAGE): storing it would break the stub itself, not
+// just the partition.
+func ParseTrusting(records []byte) ([]Batch, *BatchError) {
+	var out []Batch
+	for rest := records; len(rest) > 0; {
+		n := len(rest)
+		if len(rest) >= batchHeaderLen {
+			if s := int64(int32(binary.BigEndian.Uint32(rest[offLength:]))) + logOverhead; s >= batchHeaderLen && s <= int64(len(rest)) {
+				n = int(s)
+			}
+		}
+		if n < batchHeaderLen {
+			return nil, batchErr(kerr.CorruptMessage, "a piece of %d bytes cannot hold a batch header", n)
+		}
+		out = append(out, headerOf(rest[:n]))
+		rest = rest[n:]
+	}
+	if len(out) == 0 {
+		return nil, batchErr(kerr.InvalidRecord, "produce without record batches")
+	}
+	return out, nil
+}
+
 // batchSize is the byte length of the batch at the front of b.
 func batchSize(b []byte) (int, *BatchError) {
 	if len(b) < batchHeaderLen {
