@@ -84,12 +84,23 @@ func (c *Cluster) startACLProxy(ctx context.Context) error {
 	if _, err := aclstore.Create(ctx, c.etcdCli, c.layout, aclBindingSet(aclBindings)); err != nil {
 		return err
 	}
-	p, err := c.rig.AddProxy("--authorizer", authz.DenyByDefault.String())
+	return c.startAltProxy(ctx, "--authorizer", authz.DenyByDefault.String())
+}
+
+// startAltProxy starts the second proxy of a comparison with flags.
+func (c *Cluster) startAltProxy(ctx context.Context, flags ...string) error {
+	p, err := c.rig.AddProxy(flags...)
 	if err != nil {
 		return err
 	}
-	c.aclProxy = p
+	c.altProxy = p
 	return c.rig.StartProxy(ctx, p, len(c.brokers))
+}
+
+// stopAltProxy stops the second proxy.
+func (c *Cluster) stopAltProxy() {
+	c.stopAll(c.altProxy.Proc)
+	c.altProxy = nil
 }
 
 // aclScenarios run produce-1k and fetch on the plain and the ACL proxy.
@@ -100,10 +111,7 @@ func (h *Harness) aclScenarios(ctx context.Context) error {
 	if err := h.cluster.startACLProxy(ctx); err != nil {
 		return fmt.Errorf("start the ACL proxy: %w", err)
 	}
-	defer func() {
-		h.cluster.stopAll(h.cluster.aclProxy.Proc)
-		h.cluster.aclProxy = nil
-	}()
+	defer h.cluster.stopAltProxy()
 	what := fmt.Sprintf("as %%s, on kproxy (allow-all) and kproxy-acl (--authorizer deny-by-default with %d bindings in etcd: %d that let User:ANONYMOUS use the %s* topics and the cluster, the rest for other principals and resources)",
 		aclBindings, len(aclBindingSet(0)), aclTopicPrefix)
 	if h.selected("acl-produce-1k") {
@@ -124,7 +132,7 @@ func (h *Harness) aclScenarios(ctx context.Context) error {
 // compareACL runs plan on both proxies and fails if the ACL proxy made no
 // authorization decision, or denied the workload.
 func (h *Harness) compareACL(ctx context.Context, id, title, what string, plan roundPlan) error {
-	admin := h.cluster.aclProxy.AdminAddr
+	admin := h.cluster.altProxy.AdminAddr
 	before, err := testrig.ScrapeCounter(ctx, admin, decisionsMetric)
 	if err != nil {
 		return fmt.Errorf("scenario %s: %w", id, err)

@@ -49,7 +49,7 @@ type Cluster struct {
 	relays       []*testrig.Proc
 	copyRelays   []*testrig.Proc // kbench relay --user-space-copy, one per broker
 	proxy        *testrig.Proxy
-	aclProxy     *testrig.Proxy // the ACL scenarios' proxy (nil: not running)
+	altProxy     *testrig.Proxy // the second proxy of the ACL and validation scenarios (nil: not running)
 	etcdDir      string
 	// EtcdOnTmpfs says etcd's data is on tmpfs (see etcdDataDir).
 	EtcdOnTmpfs bool
@@ -167,8 +167,8 @@ func (c *Cluster) Close() {
 	if c.proxy != nil {
 		c.stopAll(c.proxy.Proc)
 	}
-	if c.aclProxy != nil {
-		c.stopAll(c.aclProxy.Proc)
+	if c.altProxy != nil {
+		c.stopAll(c.altProxy.Proc)
 	}
 	procs := append(append([]*testrig.Proc{}, c.relays...), c.copyRelays...)
 	for _, b := range c.brokers {
@@ -281,8 +281,8 @@ func (c *Cluster) side(name string) side {
 	switch name {
 	case sideProxy:
 		return side{name, load.Target{Seeds: []string{c.proxy.Addr}}}
-	case sideACL:
-		return side{name, load.Target{Seeds: []string{c.aclProxy.Addr}}}
+	case sideACL, sideNoValidation:
+		return side{name, load.Target{Seeds: []string{c.altProxy.Addr}}}
 	case sideRelay, sideCopyRelay:
 		t := load.Target{DialMap: make(map[string]string)}
 		for _, b := range c.brokers {
@@ -323,7 +323,7 @@ func (c *Cluster) owners(ctx context.Context, topic string) (map[int32]int32, er
 
 // procCPU is the CPU time of the proxies, the relays and the brokers.
 type procCPU struct {
-	proxy, aclProxy, relays, copyRelays, brokers time.Duration
+	proxy, altProxy, relays, copyRelays, brokers time.Duration
 	clients                                      time.Duration // the load generator
 }
 
@@ -333,8 +333,8 @@ func (c *Cluster) cpu() (procCPU, error) {
 	if s.proxy, err = cpuTime(c.proxy.Proc.Pid()); err != nil {
 		return s, err
 	}
-	if c.aclProxy != nil {
-		if s.aclProxy, err = cpuTime(c.aclProxy.Proc.Pid()); err != nil {
+	if c.altProxy != nil {
+		if s.altProxy, err = cpuTime(c.altProxy.Proc.Pid()); err != nil {
 			return s, err
 		}
 	}
@@ -361,7 +361,7 @@ func (c *Cluster) cpu() (procCPU, error) {
 }
 
 func (a procCPU) sub(b procCPU) procCPU {
-	return procCPU{proxy: a.proxy - b.proxy, aclProxy: a.aclProxy - b.aclProxy, relays: a.relays - b.relays,
+	return procCPU{proxy: a.proxy - b.proxy, altProxy: a.altProxy - b.altProxy, relays: a.relays - b.relays,
 		copyRelays: a.copyRelays - b.copyRelays, brokers: a.brokers - b.brokers, clients: a.clients - b.clients}
 }
 

@@ -196,6 +196,7 @@ func (r *Report) evaluate(cfg Config) {
 	}
 	r.evaluateRouting()
 	r.evaluateACL()
+	r.evaluateValidation()
 	r.findings()
 	name, goal := "memory per idle client connection", "<= 64 KiB"
 	found := false

@@ -204,7 +204,7 @@ func merge(name string, runs []sample) (SideResult, error) {
 			mergeInto(h, rh)
 		}
 		cpu.proxy += s.cpu.proxy
-		cpu.aclProxy += s.cpu.aclProxy
+		cpu.altProxy += s.cpu.altProxy
 		cpu.relays += s.cpu.relays
 		cpu.copyRelays += s.cpu.copyRelays
 		cpu.brokers += s.cpu.brokers
@@ -220,8 +220,8 @@ func merge(name string, runs []sample) (SideResult, error) {
 		switch name {
 		case sideProxy:
 			inter = cpu.proxy
-		case sideACL:
-			inter = cpu.aclProxy
+		case sideACL, sideNoValidation:
+			inter = cpu.altProxy
 		case sideRelay:
 			inter = cpu.relays
 		case sideCopyRelay:
