@@ -157,6 +157,7 @@ func (r *results) markdown() string {
 		b.WriteString(strings.Join(notes, "\n"))
 		b.WriteString("\n")
 	}
+	b.WriteString(produceValidationDoc())
 	return b.String()
 }
 
