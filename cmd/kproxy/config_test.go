@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,5 +85,32 @@ func TestConfigExampleKeysAreServeFlags(t *testing.T) {
 		if _, ok := keys[k]; !ok {
 			t.Errorf("config.example.yaml lacks %q", k)
 		}
+	}
+}
+
+// TestServeProduceValidationFlag: --produce-validation takes off, framing
+// or full (the default), from the flag or the config file, and anything
+// else stops serve before it starts.
+func TestServeProduceValidationFlag(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kproxy.yaml")
+	if err := os.WriteFile(file, []byte("produce-validation: framing\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{{nil, "full"}, {[]string{"--produce-validation", "off"}, "off"}, {[]string{"--config", file}, "framing"}} {
+		var got string
+		cmd := serveCommand()
+		cmd.Action = func(ctx *cli.Context) error { got = ctx.String("produce-validation"); return nil }
+		app := &cli.App{Name: "kproxy", Commands: []*cli.Command{cmd}}
+		if err := app.Run(append([]string{"kproxy", "serve"}, c.args...)); err != nil || got != c.want {
+			t.Errorf("serve %v: produce-validation %q, err %v; want %q", c.args, got, err, c.want)
+		}
+	}
+	app := &cli.App{Name: "kproxy", Commands: []*cli.Command{serveCommand()}}
+	err := app.Run([]string{"kproxy", "serve", "--produce-validation", "crc"})
+	if err == nil || !strings.Contains(err.Error(), "--produce-validation") {
+		t.Fatalf("serve --produce-validation crc: %v, want an error naming the flag", err)
 	}
 }

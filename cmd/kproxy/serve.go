@@ -33,6 +33,10 @@ func serveCommand() *cli.Command {
 }
 
 func runServe(c *cli.Context) error {
+	validation, err := recordcheck.ParseLevel(c.String("produce-validation"))
+	if err != nil {
+		return fmt.Errorf("--produce-validation: %w", err)
+	}
 	logger, err := newLogger(c)
 	if err != nil {
 		return err
@@ -94,10 +98,6 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	reg := newRegistry()
-	validation, err := recordcheck.ParseLevel(c.String("produce-validation"))
-	if err != nil {
-		return fmt.Errorf("--produce-validation: %w", err)
-	}
 	srv, err := proxy.New(c.Context, proxy.Config{
 		Authz:                  az,
 		AuditAllowsEvery:       uint64(c.Int("audit-allows-every")),
