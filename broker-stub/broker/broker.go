@@ -166,6 +166,9 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 	if cfg.DisableFencing {
 		log.Error("FENCING DISABLED: commits are plain puts; this broker WILL lose and duplicate writes under faults (test mutation only)")
 	}
+	if cfg.TrustProduce {
+		log.Error("PRODUCE VALIDATION DISABLED: record data is stored as sent; malformed data WILL make partitions unreadable (test mutation only)")
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("broker %d: listen %s: %w", cfg.ID, cfg.Listen, err)
