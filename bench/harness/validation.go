@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
 // The validation scenario measures what produce validation costs: the
