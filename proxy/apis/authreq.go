@@ -53,7 +53,7 @@ func (d *Dispatcher) authorizedBegin(ctx context.Context, conn uint64, h Header,
 	var v verdict
 	r(g, d, req, &v)
 	if v.refuse != 0 {
-		return nil, Reply{Body: errorResponse(req, v.refuse).AppendTo(nil)}, nil
+		return nil, Reply{Body: refuse(req, v.refuse).AppendTo(nil)}, nil
 	}
 	if v.empty {
 		p := &patchOp{reply: Reply{Body: errorResponse(req, 0).AppendTo(nil)}, req: req, patch: v.patch}

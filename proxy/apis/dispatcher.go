@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
@@ -265,7 +264,7 @@ func (d *Dispatcher) unsupported(h Header, body []byte) (Reply, error) {
 		return Reply{}, fmt.Errorf("decode unsupported %s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
 	}
 	d.log.Debug("unsupported request version", "api", kmsg.NameForKey(h.Key), "version", h.Version)
-	return Reply{Body: errorResponse(req, kerr.UnsupportedVersion.Code).AppendTo(nil)}, nil
+	return Reply{Body: refuse(req, apiTable[h.Key].refusal.unsupported).AppendTo(nil)}, nil
 }
 
 // backoff is the delay before retry number attempt (1 = first retry).

@@ -28,37 +28,65 @@ func errorResponse(req kmsg.Request, code int16) kmsg.Response {
 const maxMirrorDepth = 6
 
 func mirror(src, dst reflect.Value, code int16, depth int) {
-	if f := dst.FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 {
-		f.SetInt(int64(code))
-	}
+	setCode(dst, code)
 	if depth >= maxMirrorDepth {
 		return
 	}
 	dt := dst.Type()
 	for i := range dt.NumField() {
 		df := dst.Field(i)
-		name := dt.Field(i).Name
-		if df.Kind() != reflect.Slice || df.Type().Elem().Kind() != reflect.Struct {
-			continue
+		if sf := src.FieldByName(dt.Field(i).Name); sf.IsValid() {
+			mirrorList(sf, df, code, depth)
 		}
-		sf := src.FieldByName(name)
-		if !sf.IsValid() || sf.Kind() != reflect.Slice {
-			continue
+	}
+}
+
+// mirrorList answers each entry of the request list src in the response
+// list dst (a struct list; anything else is left alone).
+func mirrorList(sf, df reflect.Value, code int16, depth int) {
+	if df.Kind() != reflect.Slice || df.Type().Elem().Kind() != reflect.Struct || sf.Kind() != reflect.Slice {
+		return
+	}
+	out := reflect.MakeSlice(df.Type(), sf.Len(), sf.Len())
+	for j := range sf.Len() {
+		de, se := out.Index(j), sf.Index(j)
+		if m := de.Addr().MethodByName("Default"); m.IsValid() {
+			m.Call(nil)
 		}
-		out := reflect.MakeSlice(df.Type(), sf.Len(), sf.Len())
-		for j := range sf.Len() {
-			de, se := out.Index(j), sf.Index(j)
-			if m := de.Addr().MethodByName("Default"); m.IsValid() {
-				m.Call(nil)
+		if se.Kind() == reflect.Struct {
+			copySame(se, de)
+			mirror(se, de, code, depth+1)
+		} else {
+			// An entry named by a string or an integer ([]string
+			// groups, []int32 partitions) is answered too: its name
+			// copied, its code set.
+			setFirstOfType(de, se)
+			setCode(de, code)
+		}
+	}
+	df.Set(out)
+}
+
+// renamed is the refusal builder of an API whose response lists answer
+// request lists of another name: pairs are response field, request field.
+func renamed(pairs ...string) func(kmsg.Request, int16) kmsg.Response {
+	return func(req kmsg.Request, code int16) kmsg.Response {
+		resp := errorResponse(req, code)
+		src, dst := reflect.ValueOf(req).Elem(), reflect.ValueOf(resp).Elem()
+		for i := 0; i+1 < len(pairs); i += 2 {
+			// A list the request's version does not carry is empty: it
+			// must not replace the answer of the list it does.
+			if sf := src.FieldByName(pairs[i+1]); sf.Len() > 0 {
+				mirrorList(sf, dst.FieldByName(pairs[i]), code, 0)
 			}
-			if se.Kind() == reflect.Struct {
-				copySame(se, de)
-				mirror(se, de, code, depth+1)
-			} else {
-				setFirstOfType(de, se) // e.g. []string groups, []int32 partitions
-			}
 		}
-		df.Set(out)
+		return resp
+	}
+}
+
+func setCode(v reflect.Value, code int16) {
+	if f := v.FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 {
+		f.SetInt(int64(code))
 	}
 }
 
@@ -80,10 +108,20 @@ func copySame(src, dst reflect.Value) {
 	}
 }
 
+// setFirstOfType sets dst's first field of v's type, or else its first
+// pointer to v's type (DeleteTopics v0-5 names topics *string in answers).
 func setFirstOfType(dst, v reflect.Value) {
 	for i := range dst.NumField() {
 		if f := dst.Field(i); f.Type() == v.Type() && f.CanSet() {
 			f.Set(v)
+			return
+		}
+	}
+	for i := range dst.NumField() {
+		if f := dst.Field(i); f.Kind() == reflect.Pointer && f.Type().Elem() == v.Type() && f.CanSet() {
+			p := reflect.New(v.Type())
+			p.Elem().Set(v)
+			f.Set(p)
 			return
 		}
 	}
