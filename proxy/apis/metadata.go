@@ -189,14 +189,19 @@ func (d *Dispatcher) metadataAnswer(ep endpoint, req *kmsg.MetadataRequest, fail
 		}
 	} else {
 		for _, rt := range req.Topics {
-			resp.Topics = append(resp.Topics, d.requestedTopic(req.Version, rt, failed, replicas))
+			resp.Topics = append(resp.Topics, d.requestedTopic(req.Version, rt, failed, replicas, g))
 		}
 	}
 	g.fillOperations(req, resp)
 	return resp.AppendTo(nil)
 }
 
-func (d *Dispatcher) requestedTopic(version int16, rt kmsg.MetadataRequestTopic, failed map[string]int16, replicas []int32) kmsg.MetadataResponseTopic {
+// requestedTopic answers one topic asked for by name or by id. A topic
+// asked for by id is authorized by the name it resolves to: without
+// Describe it answers TOPIC_AUTHORIZATION_FAILED with its id and no name
+// (Kafka's KafkaApis: ids are not secret, names are); an unknown id
+// answers UNKNOWN_TOPIC_ID.
+func (d *Dispatcher) requestedTopic(version int16, rt kmsg.MetadataRequestTopic, failed map[string]int16, replicas []int32, g guard) kmsg.MetadataResponseTopic {
 	out := kmsg.NewMetadataResponseTopic()
 	out.Topic, out.TopicID = rt.Topic, rt.TopicID
 	var name string
@@ -207,6 +212,10 @@ func (d *Dispatcher) requestedTopic(version int16, rt kmsg.MetadataRequestTopic,
 		n, ok := d.ids.name(d.routes, rt.TopicID)
 		if !ok {
 			out.ErrorCode = kerr.UnknownTopicID.Code
+			return out
+		}
+		if !g.describable(n) {
+			out.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			return out
 		}
 		name = n

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -227,5 +228,39 @@ func TestMetadataEpochNeverRewinds(t *testing.T) {
 		if got := resp.Topics[0].Partitions[p].LeaderEpoch; got != epoch {
 			t.Errorf("partition %d: leader epoch %d, want %d", p, got, epoch)
 		}
+	}
+}
+
+// TestMetadataByIDAuthorizedByName: Metadata v12 naming topics only by id
+// is authorized by the names the ids resolve to. Without Describe the
+// topic answers TOPIC_AUTHORIZATION_FAILED with its id and neither name
+// nor partitions; a described one is answered in full; an unknown id
+// answers UNKNOWN_TOPIC_ID.
+func TestMetadataByIDAuthorizedByName(t *testing.T) {
+	d, _, _ := newTestDispatcher(t, func(c *Config) {
+		a := authz.New(authz.Config{Mode: authz.DenyByDefault})
+		a.Update([]authz.Binding{{
+			Pattern: authz.Pattern{Type: kmsg.ACLResourceTypeTopic, PatternType: kmsg.ACLResourcePatternTypeLiteral, Name: "u"},
+			Entry:   authz.Entry{Principal: authz.AnonymousUser, Host: "*", Operation: kmsg.ACLOperationDescribe, Permission: kmsg.ACLPermissionTypeAllow},
+		}})
+		c.Authorizer = a
+	})
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	req.Topics = []kmsg.MetadataRequestTopic{{TopicID: topicID("t")}, {TopicID: topicID("u")}, {TopicID: topicID("zzz")}}
+	resp := roundTrip(t, d, req).(*kmsg.MetadataResponse)
+	if len(resp.Topics) != 3 {
+		t.Fatalf("%d topics answered, want 3", len(resp.Topics))
+	}
+	denied, allowed, unknown := resp.Topics[0], resp.Topics[1], resp.Topics[2]
+	if denied.ErrorCode != kerr.TopicAuthorizationFailed.Code || denied.Topic != nil || len(denied.Partitions) != 0 || denied.TopicID != topicID("t") {
+		t.Errorf("topic t by id without Describe: code %d, name %v, %d partitions, id %x; want 29, no name, none, its id",
+			denied.ErrorCode, denied.Topic, len(denied.Partitions), denied.TopicID)
+	}
+	if allowed.ErrorCode != 0 || allowed.Topic == nil || *allowed.Topic != "u" || len(allowed.Partitions) != 4 {
+		t.Errorf("topic u by id with Describe: %+v", allowed)
+	}
+	if unknown.ErrorCode != kerr.UnknownTopicID.Code || unknown.Topic != nil {
+		t.Errorf("unknown id: code %d name %v, want UNKNOWN_TOPIC_ID and no name", unknown.ErrorCode, unknown.Topic)
 	}
 }
