@@ -23,6 +23,7 @@ func saslFlags() []cli.Flag {
 		boolFlag("sasl-plain-without-tls", false, "offer PLAIN on SASL_PLAINTEXT listeners too (it sends the password in the clear)"),
 		durationFlag("sasl-max-session", 0, "longest session before a client must re-authenticate (KIP-368; Kafka's connections.max.reauth.ms; 0: no limit but a token's expiry)"),
 		durationFlag("sasl-failure-delay", 100*time.Millisecond, "delay before answering a failed authentication"),
+		stringFlag("sasl-secret-file", "", "file whose bytes key the stand-in SCRAM salts of unknown users, so that they are stable per name; give every replica behind one address the same (default: random per process, which lets a client that reaches two replicas tell unknown users)"),
 		stringFlag("oauth-jwks-file", "", "OAUTHBEARER: JWKS file with the token signing keys (re-read when it changes)"),
 		stringFlag("oauth-jwks-url", "", "OAUTHBEARER: https URL of the JWKS (refreshed every --oauth-jwks-refresh)"),
 		stringFlag("oauth-jwks-ca-file", "", "OAUTHBEARER: PEM CAs for the JWKS URL (default: the system's)"),
@@ -43,6 +44,16 @@ func saslFromFlags(c *cli.Context, log *slog.Logger, runners *[]runner) (*sasl.C
 	cfg := &sasl.Config{
 		Mechanisms: mechs, PlainWithoutTLS: c.Bool("sasl-plain-without-tls"),
 		MaxSession: c.Duration("sasl-max-session"), FailureDelay: c.Duration("sasl-failure-delay"),
+	}
+	if f := c.String("sasl-secret-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--sasl-secret-file: %w", err)
+		}
+		if len(b) < 16 {
+			return nil, fmt.Errorf("--sasl-secret-file %s: %d bytes, want at least 16", f, len(b))
+		}
+		cfg.Secret = b
 	}
 	if !slices.Contains(mechs, sasl.OAuthBearer) {
 		return cfg, nil

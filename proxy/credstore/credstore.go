@@ -26,11 +26,12 @@ import (
 	"github.com/kproxy/kproxy/proxy/sasl"
 )
 
-// Iteration bounds, as Kafka enforces them.
+// Iteration bounds, as Kafka enforces them. The default (and the salt
+// length) is what the SASL stand-in credentials of unknown users copy.
 const (
 	MinIterations     = 4096
 	MaxIterations     = 16384
-	DefaultIterations = 8192
+	DefaultIterations = sasl.DefaultIterations
 )
 
 // Mechanisms are the SCRAM mechanisms a credential can be for.
@@ -175,7 +176,7 @@ func (h *handler) Synced(rev int64) { h.View.Advance(rev) }
 // NewCredential derives a credential from a password with a fresh random
 // salt.
 func NewCredential(mech, password string, iterations int) (layout.SCRAMCredential, error) {
-	salt := make([]byte, 24)
+	salt := make([]byte, sasl.DefaultSaltLen)
 	rand.Read(salt) // never fails (Go 1.24+)
 	c, err := sasl.FromPassword(mech, password, salt, iterations)
 	if err != nil {

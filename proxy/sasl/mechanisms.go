@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -152,22 +153,32 @@ func (e *plainExchange) step(in []byte) ([]byte, bool, error) {
 	if authz != "" && authz != user {
 		return nil, false, errors.New("plain: authorization id differs from the user")
 	}
-	for _, mech := range []string{ScramSHA512, ScramSHA256} {
-		c, ok := e.a.cfg.Credentials.SCRAM(mech, user)
-		if !ok {
-			continue
+	// An unknown user pays the same key derivation against a stand-in
+	// credential, and every comparison is constant-time, so that the
+	// answer's timing does not tell whether the user exists.
+	mech, known := ScramSHA512, false
+	var c scram.StoredCredentials
+	for _, m := range []string{ScramSHA512, ScramSHA256} {
+		if c, known = e.a.cfg.Credentials.SCRAM(m, user); known {
+			mech = m
+			break
 		}
-		got, err := FromPassword(mech, pass, []byte(c.Salt), c.Iters)
-		if err != nil {
+	}
+	if !known {
+		var err error
+		if c, err = e.a.standIn(mech, user); err != nil {
 			return nil, false, err
 		}
-		if !hmac.Equal(got.StoredKey, c.StoredKey) {
-			return nil, false, errors.New("plain: wrong password")
-		}
-		e.user = user
-		return nil, true, nil
 	}
-	return nil, false, errors.New("plain: unknown user")
+	got, err := FromPassword(mech, pass, []byte(c.Salt), c.Iters)
+	if err != nil {
+		return nil, false, err
+	}
+	if subtle.ConstantTimeCompare(got.StoredKey, c.StoredKey) != 1 || !known {
+		return nil, false, errors.New("plain: wrong password or unknown user")
+	}
+	e.user = user
+	return nil, true, nil
 }
 
 func (e *plainExchange) result() (principal.Principal, time.Time) {

@@ -11,9 +11,10 @@
 package sasl
 
 import (
-	"crypto/hmac"
+	"crypto/hkdf"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/sha512"
 	"errors"
 	"fmt"
 	"slices"
@@ -63,13 +64,31 @@ type Config struct {
 	// answer (Kafka's connection.failed.authentication.delay.ms; default
 	// 100ms).
 	FailureDelay time.Duration
-	Now          func() time.Time // default time.Now
+	// StandInIterations and StandInSaltLen are the SCRAM parameters of the
+	// stand-in credential answered for a user who does not exist: they
+	// must be those real users are created with (credstore's defaults;
+	// default DefaultIterations and DefaultSaltLen), or the first server
+	// message tells which users exist.
+	StandInIterations int
+	StandInSaltLen    int
+	// Secret keys the stand-in salts, derived from the user's name, so
+	// that they are stable per name as real salts are. Replicas behind one
+	// address must share it (default: random, per process).
+	Secret []byte
+	Now    func() time.Time // default time.Now
 }
+
+// The parameters real users' credentials are created with, which the
+// stand-in credentials of unknown users copy.
+const (
+	DefaultIterations = 8192
+	DefaultSaltLen    = 24
+)
 
 // Authenticator holds what every connection's Session shares.
 type Authenticator struct {
 	cfg    Config
-	secret [32]byte // keys the stand-in credentials of unknown users
+	secret [32]byte // keys the stand-in credentials of unknown users (standin.go)
 }
 
 // New checks cfg.
@@ -100,8 +119,21 @@ func New(cfg Config) (*Authenticator, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.StandInIterations <= 0 {
+		cfg.StandInIterations = DefaultIterations
+	}
+	if cfg.StandInSaltLen <= 0 {
+		cfg.StandInSaltLen = DefaultSaltLen
+	}
+	if cfg.StandInSaltLen > 1024 {
+		return nil, fmt.Errorf("sasl: stand-in salt length %d beyond 1024 bytes", cfg.StandInSaltLen)
+	}
 	a := &Authenticator{cfg: cfg}
-	rand.Read(a.secret[:]) // never fails (Go 1.24+)
+	if len(cfg.Secret) > 0 {
+		a.secret = sha256.Sum256(cfg.Secret)
+	} else {
+		rand.Read(a.secret[:]) // never fails (Go 1.24+)
+	}
 	return a, nil
 }
 
@@ -126,12 +158,31 @@ func (a *Authenticator) scramLookup(mech string) scram.CredentialLookup {
 		if c, ok := a.cfg.Credentials.SCRAM(mech, user); ok {
 			return c, nil
 		}
-		mac := hmac.New(sha256.New, a.secret[:])
-		mac.Write([]byte(mech + "\x00" + user))
-		sum := mac.Sum(nil)
-		return scram.StoredCredentials{
-			KeyFactors: scram.KeyFactors{Salt: string(sum[:16]), Iters: 4096},
-			StoredKey:  sum, ServerKey: sum,
-		}, nil
+		return a.standIn(mech, user)
 	}
+}
+
+// standIn is an unknown user's credential: the iterations and salt length
+// of real ones, a salt derived (HKDF-SHA-256, an HMAC construction) from
+// the name and the secret, so stable per name, and keys no password
+// matches.
+func (a *Authenticator) standIn(mech, user string) (scram.StoredCredentials, error) {
+	var err error
+	derive := func(purpose string, n int) []byte {
+		b, e := hkdf.Key(sha256.New, a.secret[:], nil, purpose+"\x00"+mech+"\x00"+user, n)
+		err = errors.Join(err, e) // only beyond 255 hash lengths, which New rules out
+		return b
+	}
+	keyLen := sha256.Size
+	if mech == ScramSHA512 {
+		keyLen = sha512.Size
+	}
+	c := scram.StoredCredentials{
+		KeyFactors: scram.KeyFactors{Salt: string(derive("salt", a.cfg.StandInSaltLen)), Iters: a.cfg.StandInIterations},
+		StoredKey:  derive("stored", keyLen), ServerKey: derive("server", keyLen),
+	}
+	if err != nil {
+		return scram.StoredCredentials{}, fmt.Errorf("sasl: stand-in credential: %w", err)
+	}
+	return c, nil
 }
