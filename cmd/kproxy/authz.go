@@ -1,7 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	"github.com/urfave/cli/v2"
+
+	"github.com/kproxy/kproxy/proxy"
 
 	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/proxy/principal"
@@ -27,4 +32,30 @@ func authzConfig(c *cli.Context, super []principal.Principal) (authz.Config, err
 		cfg.SuperUsers = append(cfg.SuperUsers, p.String())
 	}
 	return cfg, nil
+}
+
+// checkSecureAuthorizer refuses the default authorizer (allow-all) when a
+// listener authenticates clients (SASL, or TLS with client certificates):
+// with allow-all, anyone on another listener, and every authenticated
+// user, may change any user's password (AlterUserScramCredentials), ACLs,
+// quotas and topics, so authentication would protect nothing. Giving
+// --authorizer allow-all explicitly accepts that.
+func checkSecureAuthorizer(c *cli.Context, listeners []proxy.Listener, mode authz.Mode) error {
+	if mode != authz.AllowAll || c.IsSet("authorizer") {
+		return nil
+	}
+	mtls := c.String("tls-client-auth") != "" && c.String("tls-client-auth") != "none"
+	var secure []string
+	for _, l := range listeners {
+		if l.Protocol.SASL() || (l.Protocol.TLS() && mtls) {
+			secure = append(secure, l.Name+" ("+string(l.Protocol)+")")
+		}
+	}
+	if len(secure) == 0 {
+		return nil
+	}
+	return fmt.Errorf("listener %s authenticates clients, but the authorizer is allow-all (the default): anyone on another listener, "+
+		"and every authenticated user, could change any user's password, ACLs and topics; "+
+		"give --authorizer deny-by-default with --super-users (see docs/security.md), or --authorizer allow-all to accept that",
+		strings.Join(secure, ", "))
 }

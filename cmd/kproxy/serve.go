@@ -57,6 +57,13 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	mode, err := authz.ParseMode(c.String("authorizer"))
+	if err != nil {
+		return err
+	}
+	if err := checkSecureAuthorizer(c, listeners, mode); err != nil {
+		return err
+	}
 	if listeners, err = withTLS(c, listeners); err != nil {
 		return err
 	}
@@ -81,6 +88,7 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+
 	limits, err := limitsFrom(c)
 	if err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,7 +60,7 @@ func TestServeSASLSSLFromFlags(t *testing.T) {
 		done <- newApp().RunContext(runCtx, []string{"kproxy", "serve", "--etcd-endpoints", etcd.Endpoint, "--log-level", "warn",
 			"--listeners", "CLIENT://" + addrs[0] + ",SECURE://" + secure, "--listener-security-protocol-map", "CLIENT:PLAINTEXT,SECURE:SASL_SSL",
 			"--admin", addrs[2], "--tls-cert-file", filepath.Join(dir, "server.pem"), "--tls-key-file", filepath.Join(dir, "server.key"),
-			"--super-users", "User:root", "--super-user-credentials-file", filepath.Join(dir, "admin.password")})
+			"--super-users", "User:root", "--super-user-credentials-file", filepath.Join(dir, "admin.password"), "--authorizer", "deny-by-default"})
 	}()
 	defer func() {
 		stop()
@@ -94,5 +96,39 @@ func TestServeSASLSSLFromFlags(t *testing.T) {
 	}
 	if err := login("wrong"); !errors.Is(err, kerr.SaslAuthenticationFailed) {
 		t.Fatalf("wrong password: %v", err)
+	}
+}
+
+// TestServeRefusesAllowAllWithAuthentication: a listener that
+// authenticates clients with the default authorizer (allow-all) does not
+// start, and says why; giving --authorizer allow-all explicitly gets past
+// the check (to fail later here, on the missing TLS files).
+func TestServeRefusesAllowAllWithAuthentication(t *testing.T) {
+	base := []string{"kproxy", "serve", "--etcd-endpoints", "127.0.0.1:1", "--log-level", "error", "--admin", "127.0.0.1:0"}
+	tests := []struct {
+		name    string
+		args    []string
+		refused bool
+	}{
+		{"SASL_SSL next to PLAINTEXT", []string{"--listeners", "CLIENT://127.0.0.1:0,SECURE://127.0.0.1:0", "--listener-security-protocol-map", "CLIENT:PLAINTEXT,SECURE:SASL_SSL"}, true},
+		{"SASL_PLAINTEXT", []string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:0"}, true},
+		{"mTLS", []string{"--listeners", "SSL://127.0.0.1:0", "--tls-client-auth", "required"}, true},
+		{"SASL_SSL, allow-all given", []string{"--listeners", "SASL_SSL://127.0.0.1:0", "--authorizer", "allow-all"}, false},
+		{"TLS without client certificates", []string{"--listeners", "SSL://127.0.0.1:0"}, false},
+		{"SASL_SSL, deny-by-default", []string{"--listeners", "SASL_SSL://127.0.0.1:0", "--authorizer", "deny-by-default", "--super-users", "User:root"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			err := newApp().RunContext(ctx, append(slices.Clone(base), tt.args...))
+			why := err != nil && strings.Contains(err.Error(), "authorizer is allow-all") && strings.Contains(err.Error(), "password")
+			if why != tt.refused {
+				t.Fatalf("serve %v: %v; want refused for allow-all: %v", tt.args, err, tt.refused)
+			}
+			if !tt.refused && err == nil {
+				t.Fatalf("serve %v started without TLS files", tt.args)
+			}
+		})
 	}
 }
