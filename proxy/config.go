@@ -67,9 +67,6 @@ type Config struct {
 	// AuditAllowsEvery allows (0: none); unset, they go to Security.Audit.
 	Audit            func(authz.Event)
 	AuditAllowsEvery uint64
-	// AuthzOpenListeners names listeners whose clients are not authorized
-	// (for kproxy dev --secure's plaintext listener; never in production).
-	AuthzOpenListeners []string
 
 	Limits Limits        // protection from large or hostile clients (guard.go)
 	Admin  AdminSecurity // TLS and credentials of the admin endpoint (adminsec.go)

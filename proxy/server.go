@@ -205,7 +205,7 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin, bufs *kwire.BufPool) 
 		Routes: routes, Sender: pool, Quotas: qs,
 		NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port), ClusterID: cfg.ClusterID,
 		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions, SCRAM: scram,
-		Authorizer: az, AuthzRecorder: rec, ACLs: acls, OpenListeners: cfg.AuthzOpenListeners,
+		Authorizer: az, AuthzRecorder: rec, ACLs: acls,
 		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry, Bufs: bufs,
 		ProduceValidation: cfg.ProduceValidation, BadInput: newBadInput(cfg.Registry),
 		BadInputLogInterval: cfg.Limits.BadInputLogInterval,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/assembly/devcluster"
 	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/principal"
 )
 
 func devCommand() *cli.Command {
@@ -24,7 +25,7 @@ func devCommand() *cli.Command {
 			durationFlag("lease-ttl", 10*time.Second, "brokers' etcd lease TTL"),
 			intFlag("default-partitions", 3, "partitions of an auto-created topic"),
 			boolFlag("auto-create-topics", true, "create unknown topics on first use"),
-			boolFlag("secure", false, "also serve SASL_SSL (SCRAM) with a throwaway CA and an admin user (a super user: ACLs are enforced there, deny by default); writes ca.pem and client.properties into the data dir"),
+			boolFlag("secure", false, "also serve SASL_SSL (SCRAM) with a throwaway CA and an admin user (a super user); ACLs are enforced on every listener, deny by default, and the plaintext listener's clients (User:ANONYMOUS) may only produce and consume; writes ca.pem and client.properties into the data dir"),
 			stringFlag("secure-listen", "127.0.0.1:9093", "SASL_SSL address with --secure"),
 		}, logFlags()...),
 		Action: runDev,
@@ -74,6 +75,9 @@ func runDev(c *cli.Context) error {
 		if err := secure.addAdmin(c.Context, cl.Client()); err != nil {
 			return err
 		}
+		if err := secure.addAnonymous(c.Context, cl.Client()); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(c.App.Writer, "kproxy dev cluster is up\n  bootstrap: %s\n  admin:     http://%s\n  etcd:      %s\n",
 		cl.ProxyAddrs()[0], cl.AdminAddrs()[0], cl.EtcdEndpoint)
@@ -84,7 +88,8 @@ func runDev(c *cli.Context) error {
 	if secure != nil {
 		fmt.Fprintf(c.App.Writer, "  SASL_SSL:  %s (user %s, password in %s)\n", cl.Proxy(0).ListenerAddr(string(proxy.SASLSSL)), devAdmin, filepath.Join(secure.dir, "client.properties"))
 		fmt.Fprintf(c.App.Writer, "kcat -F %s -b %s -L\n", filepath.Join(secure.dir, "client.properties"), cl.Proxy(0).ListenerAddr(string(proxy.SASLSSL)))
-		fmt.Fprintf(c.App.Writer, "  ACLs: enforced on SASL_SSL, deny by default; User:%s is a super user (kafka-acls, kadm or kproxy acls --etcd-endpoints %s)\n", devAdmin, cl.EtcdEndpoint)
+		fmt.Fprintf(c.App.Writer, "  ACLs: enforced on every listener, deny by default; User:%s is a super user (kafka-acls, kadm or kproxy acls --etcd-endpoints %s)\n", devAdmin, cl.EtcdEndpoint)
+		fmt.Fprintf(c.App.Writer, "  PLAINTEXT: %s may produce and consume (any topic, group, transactional id), nothing else: create topics and manage ACLs, quotas and users as %s\n", principal.Anonymous, devAdmin)
 	}
 	err = cl.Wait(c.Context)
 	fmt.Fprintln(c.App.Writer, "stopping")

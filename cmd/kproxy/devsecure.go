@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/aclstore"
 	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/proxy/credstore"
 	"github.com/kproxy/kproxy/proxy/principal"
@@ -83,10 +85,39 @@ func (d *devSecure) configure(_ int, cfg *proxy.Config) {
 	}
 	cfg.Security.SASL = &sasl.Config{Mechanisms: []string{sasl.ScramSHA512, sasl.ScramSHA256, sasl.Plain}}
 	cfg.Security.SuperUsers = []principal.Principal{principal.User(devAdmin)}
-	// The secure listener enforces ACLs, deny by default, so they can be
-	// tried at once; the plaintext one stays open as `make run` has it.
+	// Every listener enforces ACLs, deny by default: an open plaintext
+	// listener would administer the secure one (ACLs, quotas, topics).
+	// Its clients (User:ANONYMOUS) get anonymousBindings.
 	cfg.Authz = authz.Config{Mode: authz.DenyByDefault, SuperUsers: []string{principal.User(devAdmin).String()}}
-	cfg.AuthzOpenListeners = []string{string(proxy.Plaintext)}
+}
+
+// anonymousBindings let the plaintext listener's clients produce and
+// consume, as `make run` has them, and nothing else: no ACLs, quotas,
+// topic creation or deletion, configs or users.
+func anonymousBindings() []authz.Binding {
+	allow := func(rt kmsg.ACLResourceType, op kmsg.ACLOperation) authz.Binding {
+		return authz.Binding{
+			Pattern: authz.Pattern{Type: rt, PatternType: kmsg.ACLResourcePatternTypeLiteral, Name: authz.Wildcard},
+			Entry:   authz.Entry{Principal: principal.Anonymous.String(), Host: authz.Wildcard, Operation: op, Permission: kmsg.ACLPermissionTypeAllow},
+		}
+	}
+	return []authz.Binding{
+		allow(kmsg.ACLResourceTypeTopic, kmsg.ACLOperationWrite),
+		allow(kmsg.ACLResourceTypeTopic, kmsg.ACLOperationRead),
+		allow(kmsg.ACLResourceTypeGroup, kmsg.ACLOperationRead),
+		allow(kmsg.ACLResourceTypeTransactionalId, kmsg.ACLOperationWrite),
+	}
+}
+
+// addAnonymous stores anonymousBindings in etcd (visible and removable
+// with kproxy acls; written again at each start).
+func (d *devSecure) addAnonymous(ctx context.Context, cli *clientv3.Client) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := aclstore.Create(ctx, cli, layout.New(""), anonymousBindings()); err != nil {
+		return fmt.Errorf("--secure: bindings for %s: %w", principal.Anonymous, err)
+	}
+	return nil
 }
 
 // addAdmin stores the administrator's credentials in etcd.

@@ -2,7 +2,6 @@ package apis
 
 import (
 	"context"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -26,18 +25,10 @@ type guard struct {
 
 func (d *Dispatcher) guard(ctx context.Context, key int16) guard {
 	g := guard{d: d, key: key, ctx: ctx}
-	if a := d.cfg.Authorizer; a != nil && a.Enabled() && !d.openListener(ctx) {
+	if a := d.cfg.Authorizer; a != nil && a.Enabled() {
 		g.s = d.session(ctx, a)
 	}
 	return g
-}
-
-func (d *Dispatcher) openListener(ctx context.Context) bool {
-	if len(d.cfg.OpenListeners) == 0 {
-		return false
-	}
-	c := ConnInfoFrom(ctx)
-	return c != nil && slices.Contains(d.cfg.OpenListeners, c.Listener)
 }
 
 // on reports whether checks are made at all.

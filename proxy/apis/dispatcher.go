@@ -66,9 +66,6 @@ type Config struct {
 	Authorizer    *authz.Authorizer
 	AuthzRecorder *authz.Recorder
 	ACLs          ACLAdmin
-	// OpenListeners names listeners whose clients are not authorized at
-	// all (kproxy dev --secure keeps its plaintext listener open).
-	OpenListeners []string
 
 	// ProduceValidation is how much of each Produce partition's record
 	// data is checked before it is forwarded (recordcheck; the zero value

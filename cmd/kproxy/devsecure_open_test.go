@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kproxy/kproxy/internal/testrig"
+)
+
+// TestDevSecurePlaintextOnlyProducesAndConsumes runs `kproxy dev --secure`:
+// the plaintext listener's anonymous clients may produce and consume, and
+// are refused, with Kafka's codes, everything that would administer the
+// secure listener (ACLs, quotas, topics, users).
+func TestDevSecurePlaintextOnlyProducesAndConsumes(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	var out testrig.SyncBuffer
+	app := newApp()
+	app.Writer = &out
+	done := make(chan error, 1)
+	go func() {
+		done <- app.RunContext(runCtx, []string{"kproxy", "dev", "--secure", "--brokers", "1", "--data-dir", dir,
+			"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--secure-listen", "127.0.0.1:0", "--log-level", "warn"})
+	}()
+	defer func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	}()
+	line := regexp.MustCompile(`(?s)bootstrap:\s+(\S+).*kcat -F \S+ -b (\S+) -L`)
+	var m []string
+	for deadline := time.Now().Add(60 * time.Second); m == nil; m = line.FindStringSubmatch(out.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no addresses in the output:\n%s", out.String())
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("dev exited: %v\n%s", err, out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	plain, secure := m[1], m[2]
+	admin := devAdminClient(t, dir, secure)
+	if _, err := admin.CreateTopic(ctx, 1, 1, nil, "payroll"); err != nil {
+		t.Fatalf("admin creates payroll: %v", err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(plain), kgo.RequestRetries(0), kgo.ConsumeTopics("payroll"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	anon := kadm.NewClient(cl)
+
+	// Producing and consuming: allowed (once the bindings dev wrote reach
+	// the proxy's watch).
+	var perr error
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		perr = cl.ProduceSync(rctx, &kgo.Record{Topic: "payroll", Value: []byte("anon")}).FirstErr()
+		rcancel()
+		if perr == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if perr != nil {
+		t.Fatalf("anonymous produce on the plaintext listener: %v", perr)
+	}
+	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)
+	fs := cl.PollRecords(fctx, 1)
+	fcancel()
+	if fs.NumRecords() != 1 {
+		t.Fatalf("anonymous consume: %d records, errors %v", fs.NumRecords(), fs.Errors())
+	}
+
+	// Everything else: refused.
+	refused := func(what string, err error, want *kerr.Error) {
+		t.Helper()
+		if !errors.Is(err, want) {
+			t.Errorf("anonymous %s: %v, want %s", what, err, want.Message)
+		}
+	}
+	cres, err := anon.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts().Topics("payroll").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral))
+	refused("CreateACLs", firstCreateErr(cres, err), kerr.ClusterAuthorizationFailed)
+	dres, err := anon.DeleteACLs(ctx, kadm.NewACLs().Allow("User:ANONYMOUS").AllowHosts().Topics("*").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral))
+	refused("DeleteACLs", firstDeleteErr(dres, err), kerr.ClusterAuthorizationFailed)
+	qres, err := anon.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
+		Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: kmsg.StringPtr("alice")}},
+		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1e9}},
+	}})
+	refused("AlterClientQuotas", firstQuotaErr(qres, err), kerr.ClusterAuthorizationFailed)
+	ct, err := anon.CreateTopic(ctx, 1, 1, nil, "anon-created")
+	refused("CreateTopics", firstErr(err, ct.Err), kerr.TopicAuthorizationFailed)
+	dt, err := anon.DeleteTopics(ctx, "payroll")
+	var dterr error
+	if err == nil {
+		if r, ok := dt["payroll"]; ok {
+			dterr = r.Err
+		}
+	}
+	refused("DeleteTopics", firstErr(err, dterr), kerr.TopicAuthorizationFailed)
+	ar, err := anon.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: devAdmin, Mechanism: kadm.ScramSha512, Iterations: 8192, Password: "taken-over"}})
+	var arerr error
+	if err == nil {
+		arerr = errors.New("no result")
+		if r, ok := ar[devAdmin]; ok {
+			arerr = r.Err
+		}
+	}
+	refused("AlterUserScramCredentials", firstErr(err, arerr), kerr.ClusterAuthorizationFailed)
+	if _, err := anon.DescribeUserSCRAMs(ctx); !errors.Is(err, kerr.ClusterAuthorizationFailed) {
+		t.Errorf("anonymous DescribeUserScramCredentials: %v, want CLUSTER_AUTHORIZATION_FAILED", err)
+	}
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+func firstCreateErr(res kadm.CreateACLsResults, err error) error {
+	if err != nil {
+		return err
+	}
+	if len(res) == 0 {
+		return errors.New("no result")
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
+}
+
+func firstDeleteErr(res kadm.DeleteACLsResults, err error) error {
+	if err != nil {
+		return err
+	}
+	if len(res) == 0 {
+		return errors.New("no result")
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
+}
+
+func firstQuotaErr(res []kadm.AlteredClientQuota, err error) error {
+	if err != nil {
+		return err
+	}
+	if len(res) == 0 {
+		return errors.New("no result")
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return r.Err
+		}
+	}
+	return nil
+}
+
+// devAdminClient logs in as dev's administrator over SASL_SSL.
+func devAdminClient(t *testing.T, dir, addr string) *kadm.Client {
+	t.Helper()
+	props, err := os.ReadFile(filepath.Join(dir, "client.properties"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := regexp.MustCompile(`(?m)^sasl\.password=(.*)$`).FindSubmatch(props)
+	if pw == nil {
+		t.Fatalf("no password in client.properties:\n%s", props)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
+		kgo.SASL(kscram.Auth{User: devAdmin, Pass: string(pw[1])}.AsSha512Mechanism()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
