@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -40,6 +41,7 @@ type objects struct {
 	pdbs        []*policyv1.PodDisruptionBudget
 	hpas        []*autoscalingv2.HorizontalPodAutoscaler
 	monitors    []*ServiceMonitor
+	policies    []*networkingv1.NetworkPolicy
 }
 
 var docSeparator = regexp.MustCompile(`(?m)^---\s*$`)
@@ -102,6 +104,8 @@ func (o *objects) add(doc []byte) error {
 		return decodeInto(strict, &o.hpas)
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		return decodeInto(strict, &o.monitors)
+	case "networking.k8s.io/v1 NetworkPolicy":
+		return decodeInto(strict, &o.policies)
 	default:
 		return fmt.Errorf("unexpected object %q:\n%s", key, bytes.TrimSpace(doc))
 	}

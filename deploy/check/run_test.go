@@ -21,7 +21,7 @@ func TestRenderedConfigServes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs kproxy")
 	}
-	_, o := render(t, "")
+	_, o := render(t, filepath.Join(chartDir, "ci", "minimal-values.yaml"))
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgFile, []byte(o.configMaps[0].Data["config.yaml"]), 0o600); err != nil {
@@ -45,8 +45,16 @@ func TestRenderedConfigServes(t *testing.T) {
 		}
 		args = append(args, a)
 	}
-	// A flag outranks the file: only the etcd address is local.
+	// A flag outranks the file: only the addresses are local.
 	args = append(args, "--etcd-endpoints=http://"+etcdAddr)
+	if ls, ok := configOf(t, o)["listeners"].(string); ok {
+		proto, _, _ := strings.Cut(ls, "://")
+		if strings.Contains(ls, ",") {
+			t.Fatalf("listeners %q: the test binds one", ls)
+		}
+		local := proto + "://" + freeAddr(t)
+		args = append(args, "--listeners="+local, "--advertised-listeners="+local)
+	}
 	exited := start(t, kproxyBin, args...)
 
 	deadline := time.Now().Add(30 * time.Second)

@@ -24,13 +24,25 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
-{{/* The address every replica advertises. */}}
+{{/* The address every replica advertises: the secure listener's, or the plaintext Service's when there is no secure listener. */}}
 {{- define "kproxy.advertise" -}}
-{{- if .Values.advertise -}}
+{{- if not (include "kproxy.secureProtocol" .) -}}
+{{- include "kproxy.plaintextAddress" . -}}
+{{- else if .Values.advertise -}}
 {{- .Values.advertise -}}
 {{- else -}}
-{{- printf "%s.%s.svc:%d" (include "kproxy.fullname" .) .Release.Namespace (int .Values.ports.kafka) -}}
+{{- printf "%s.%s.svc:%d" (include "kproxy.fullname" .) .Release.Namespace (int .Values.tls.port) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The plaintext listener's advertised address: its ClusterIP Service, only reachable in the cluster. */}}
+{{- define "kproxy.plaintextAddress" -}}
+{{- printf "%s-plaintext.%s.svc:%d" (include "kproxy.fullname" .) .Release.Namespace (int .Values.ports.kafka) -}}
+{{- end -}}
+
+{{/* "true" when a listener authenticates clients (SASL, or TLS client certificates). */}}
+{{- define "kproxy.authenticates" -}}
+{{- if or .Values.sasl.enabled (and .Values.tls.enabled (ne .Values.tls.clientAuth "none")) -}}true{{- end -}}
 {{- end -}}
 
 {{/* The secure listener's security protocol, "" when neither TLS nor SASL is on. */}}
@@ -54,10 +66,32 @@ in config.example.yaml.
 {{- end -}}
 {{- end -}}
 {{- $proto := include "kproxy.secureProtocol" . -}}
+{{- $plain := .Values.listeners.plaintext.enabled -}}
+{{- if and (not $proto) (not $plain) -}}
+{{- fail "no listener: enable the secure listener (sasl.enabled and/or tls.enabled), or listeners.plaintext.enabled=true for an unauthenticated one (served on a ClusterIP Service only)" -}}
+{{- end -}}
 {{- if $proto -}}
-{{- $host := regexReplaceAll ":[0-9]+$" (include "kproxy.advertise" .) "" -}}
-{{- $_ := set $cfg "listeners" (printf "PLAINTEXT://0.0.0.0:%d,%s://0.0.0.0:%d" (int .Values.ports.kafka) $proto (int .Values.tls.port)) -}}
-{{- $_ := set $cfg "advertised-listeners" (printf "PLAINTEXT://%s,%s://%s:%d" (include "kproxy.advertise" .) $proto $host (int .Values.tls.port)) -}}
+{{- $ls := list (printf "%s://0.0.0.0:%d" $proto (int .Values.tls.port)) -}}
+{{- $adv := list (printf "%s://%s" $proto (include "kproxy.advertise" .)) -}}
+{{- if $plain -}}
+{{- $ls = append $ls (printf "PLAINTEXT://0.0.0.0:%d" (int .Values.ports.kafka)) -}}
+{{- $adv = append $adv (printf "PLAINTEXT://%s" (include "kproxy.plaintextAddress" .)) -}}
+{{- end -}}
+{{- $_ := set $cfg "listeners" (join "," $ls) -}}
+{{- $_ := set $cfg "advertised-listeners" (join "," $adv) -}}
+{{- end -}}
+{{- /* Authenticated listeners: deny-by-default and super users, never allow-all (anyone could change passwords, ACLs, topics). */ -}}
+{{- range $k := list "super-users" "authorizer" "authorizer-dry-run" -}}
+{{- if hasKey $cfg $k -}}
+{{- fail (printf "config.%s is set by the chart: use superUsers (the authorizer is deny-by-default whenever SASL or TLS client certificates are on)" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- if include "kproxy.authenticates" . -}}
+{{- if not .Values.superUsers -}}
+{{- fail "superUsers is required with sasl.enabled or tls.clientAuth request/required: the authorizer is deny-by-default, and a super user (e.g. --set superUsers={User:admin}) grants the rest" -}}
+{{- end -}}
+{{- $_ := set $cfg "authorizer" "deny-by-default" -}}
+{{- $_ := set $cfg "super-users" (join "," .Values.superUsers) -}}
 {{- end -}}
 {{- if .Values.tls.enabled -}}
 {{- if not .Values.tls.secretName -}}
