@@ -256,3 +256,35 @@ func TestDeniedAlterSCRAMAnswersPerUser(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolUnsupportedAnswersPerEntry: an API a live broker does not serve
+// (DeleteGroups here, and ElectLeaders, which the proxy never serves)
+// answers UNSUPPORTED_VERSION on every entry, never 0.
+func TestPoolUnsupportedAnswersPerEntry(t *testing.T) {
+	d, f, _ := newTestDispatcher(t)
+	f.versions[2] = map[int16]vrange{int16(kmsg.DeleteGroups): noVersions}
+	apiVersions(t, d, 3) // the proxy learns the pool's versions
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Version, del.Groups = 2, []string{"g1", "g2"}
+	resp := roundTrip(t, d, del).(*kmsg.DeleteGroupsResponse)
+	if len(resp.Groups) != 2 {
+		t.Fatalf("%d groups answered, want 2", len(resp.Groups))
+	}
+	for _, g := range resp.Groups {
+		if g.ErrorCode != kerr.UnsupportedVersion.Code {
+			t.Errorf("DeleteGroups %s unsupported by the pool: code %d, want UNSUPPORTED_VERSION", g.Group, g.ErrorCode)
+		}
+	}
+	el := kmsg.NewPtrElectLeadersRequest()
+	el.Version = 2
+	el.Topics = []kmsg.ElectLeadersRequestTopic{{Topic: "t", Partitions: []int32{0, 1}}}
+	er := roundTrip(t, d, el).(*kmsg.ElectLeadersResponse)
+	if len(er.Topics) != 1 || len(er.Topics[0].Partitions) != 2 {
+		t.Fatalf("ElectLeaders answered %+v, want both partitions", er.Topics)
+	}
+	for _, p := range er.Topics[0].Partitions {
+		if p.ErrorCode != kerr.UnsupportedVersion.Code {
+			t.Errorf("ElectLeaders partition %d: code %d, want UNSUPPORTED_VERSION", p.Partition, p.ErrorCode)
+		}
+	}
+}
