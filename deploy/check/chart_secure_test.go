@@ -29,6 +29,8 @@ func TestChartInsecureCombinations(t *testing.T) {
 		{"SASL without superUsers", "superUsers is required", map[string]any{}},
 		{"mTLS without superUsers", "superUsers is required", map[string]any{"sasl": map[string]any{"enabled": false}, "tls": mtls}},
 		{"no listener at all", "no listener", map[string]any{"sasl": map[string]any{"enabled": false}}},
+		{"TLS that authenticates nobody", "authenticates nobody", sasl(map[string]any{"sasl": map[string]any{"enabled": false},
+			"tls": map[string]any{"enabled": true, "secretName": "kproxy-tls", "clientAuth": "none"}})},
 		{"SASL with authorizer allow-all", "config.authorizer is set by the chart", sasl(map[string]any{"config": map[string]any{"authorizer": "allow-all"}})},
 		{"SASL with authorizer acl", "config.authorizer is set by the chart", sasl(map[string]any{"config": map[string]any{"authorizer": "acl"}})},
 		{"SASL with a dry-run authorizer", "config.authorizer-dry-run is set by the chart", sasl(map[string]any{"config": map[string]any{"authorizer-dry-run": true}})},

@@ -70,6 +70,9 @@ in config.example.yaml.
 {{- if and (not $proto) (not $plain) -}}
 {{- fail "no listener: enable the secure listener (sasl.enabled and/or tls.enabled), or listeners.plaintext.enabled=true for an unauthenticated one (served on a ClusterIP Service only)" -}}
 {{- end -}}
+{{- if and $proto (not (include "kproxy.authenticates" .)) -}}
+{{- fail "tls.enabled without sasl.enabled or tls.clientAuth authenticates nobody, and the load balancer would publish it open to everyone: enable sasl, or set tls.clientAuth=required" -}}
+{{- end -}}
 {{- if $proto -}}
 {{- $ls := list (printf "%s://0.0.0.0:%d" $proto (int .Values.tls.port)) -}}
 {{- $adv := list (printf "%s://%s" $proto (include "kproxy.advertise" .)) -}}
