@@ -168,6 +168,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		Routes: d.routes, Sender: d.sender, Log: d.log, Now: d.now, Backoff: d.backoff, Metrics: m, Bufs: d.bufs,
 	}
 	d.vers = newVersions(d)
+	d.eng.Version = d.brokerVersion
 	return d, nil
 }
 

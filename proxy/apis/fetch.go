@@ -136,7 +136,7 @@ func (o *fetchOp) Encode(dst []byte, idx []int32, nsubs int) []byte {
 	e := &o.enc
 	r := &o.req
 	*e = kmsg.FetchRequest{
-		Version: r.Version, ClusterID: r.ClusterID, ReplicaID: r.ReplicaID, ReplicaState: r.ReplicaState,
+		Version: o.s.SubVersion(), ClusterID: r.ClusterID, ReplicaID: r.ReplicaID, ReplicaState: r.ReplicaState,
 		MaxWaitMillis: r.MaxWaitMillis, MinBytes: r.MinBytes, MaxBytes: r.MaxBytes,
 		IsolationLevel: r.IsolationLevel, SessionID: 0, SessionEpoch: -1, Rack: r.Rack,
 		UnknownTags: r.UnknownTags, Topics: e.Topics[:0],
@@ -166,7 +166,7 @@ func (o *fetchOp) maxWait() int32 {
 func fetchParts(t *kmsg.FetchRequestTopic) *[]kmsg.FetchRequestTopicPartition { return &t.Partitions }
 
 func (o *fetchOp) Absorb(body []byte, si int) (bool, error) {
-	o.dec = kmsg.FetchResponse{Version: o.s.Version(), Topics: o.dec.Topics} // see produceOp.absorb
+	o.dec = kmsg.FetchResponse{Version: o.s.VersionOf(si), Topics: o.dec.Topics} // see produceOp.absorb
 	r := &o.dec
 	if err := r.UnsafeReadFrom(body); err != nil {
 		return false, err
@@ -214,6 +214,9 @@ func (o *fetchOp) Absorb(body []byte, si int) (bool, error) {
 	}
 	return clean, nil
 }
+
+// Carries is split.Bridger (bridge.go).
+func (o *fetchOp) Carries(to int16) bool { return carries(&o.req, to) }
 
 func (o *fetchOp) Fail(i int32, code int16) {
 	o.answers[i] = errorPartition(o.s.KeyOf(i).Part, code)

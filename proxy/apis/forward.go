@@ -47,18 +47,31 @@ func (d *Dispatcher) forward(ctx context.Context, conn uint64, h Header, req kms
 func (o *forwardOp) finish(ctx context.Context) (Reply, error) { return answerReply(o.s.Finish(ctx)) }
 
 // encode re-sends the client's body (retries; the first attempt sends it
-// as it is).
-func (o *forwardOp) Encode(dst []byte, _ []int32, _ int) []byte { return append(dst, o.s.Own()...) }
+// as it is), or the decoded request at a bridged broker's version.
+func (o *forwardOp) Encode(dst []byte, _ []int32, _ int) []byte {
+	if v := o.s.SubVersion(); v != o.s.Version() {
+		return appendAt(o.req, v, dst)
+	}
+	return append(dst, o.s.Own()...)
+}
+
+// Carries is split.Bridger (bridge.go).
+func (o *forwardOp) Carries(to int16) bool { return carries(o.req, to) }
 
 // absorb keeps the answer and reports its first definite refusal, if any.
 // A garbled answer is an error: the broker may have processed the request.
-func (o *forwardOp) Absorb(body []byte, _ int) (bool, error) {
+func (o *forwardOp) Absorb(body []byte, si int) (bool, error) {
 	resp := o.req.ResponseKind()
-	resp.SetVersion(o.s.Version())
+	resp.SetVersion(o.s.VersionOf(si))
 	if err := resp.ReadFrom(body); err != nil {
 		return false, err
 	}
 	o.answer, o.broker = body, true
+	if v := o.s.Version(); resp.GetVersion() != v {
+		bridgeAnswer(resp, o.req)
+		resp.SetVersion(v)
+		o.answer = resp.AppendTo(nil)
+	}
 	o.s.Answered(0, definiteCode(o.s.Key(), resp))
 	return true, nil
 }

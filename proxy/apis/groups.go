@@ -157,13 +157,17 @@ func (g *groupList[Q, R]) Encode(dst []byte, idx []int32, _ int) []byte {
 	}
 	g.scratch = sub
 	*g.groups = sub
-	dst = g.req.AppendTo(dst)
+	dst = appendAt(g.req, g.s.SubVersion(), dst)
 	*g.groups = g.all
 	return dst
 }
 
+// Carries is split.Bridger (bridge.go).
+func (g *groupList[Q, R]) Carries(to int16) bool { return carries(g.req, to) }
+
 func (g *groupList[Q, R]) Absorb(body []byte, si int) (bool, error) {
 	resp := g.req.ResponseKind()
+	resp.SetVersion(g.s.VersionOf(si))
 	if err := resp.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body); err != nil {
 		return false, err
 	}

@@ -136,13 +136,17 @@ func (o *partList[QT, QP, RT, RP]) finish(ctx context.Context) (Reply, error) {
 func (o *partList[QT, QP, RT, RP]) Encode(dst []byte, idx []int32, _ int) []byte {
 	o.scratch = split.Subset(&o.s, idx, o.all, o.spec.parts, o.scratch, &o.scratchP)
 	*o.topics = o.scratch
-	dst = o.req.AppendTo(dst)
+	dst = appendAt(o.req, o.s.SubVersion(), dst)
 	*o.topics = o.all
 	return dst
 }
 
+// Carries is split.Bridger (bridge.go).
+func (o *partList[QT, QP, RT, RP]) Carries(to int16) bool { return carries(o.req, to) }
+
 func (o *partList[QT, QP, RT, RP]) Absorb(body []byte, si int) (bool, error) {
 	resp := o.req.ResponseKind()
+	resp.SetVersion(o.s.VersionOf(si))
 	if err := resp.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body); err != nil {
 		return false, err
 	}

@@ -143,7 +143,7 @@ func (o *produceOp) Encode(dst []byte, idx []int32, _ int) []byte {
 func (o *produceOp) subset(idx []int32) {
 	r := &o.req
 	o.enc = kmsg.ProduceRequest{
-		Version: r.Version, TransactionID: r.TransactionID, Acks: r.Acks, TimeoutMillis: r.TimeoutMillis,
+		Version: o.s.SubVersion(), TransactionID: r.TransactionID, Acks: r.Acks, TimeoutMillis: r.TimeoutMillis,
 		UnknownTags: r.UnknownTags, Topics: split.Subset(&o.s, idx, r.Topics, produceParts, o.enc.Topics, &o.encParts),
 	}
 }
@@ -251,7 +251,7 @@ func produceParts(t *kmsg.ProduceRequestTopic) *[]kmsg.ProduceRequestTopicPartit
 func (o *produceOp) Absorb(body []byte, si int) (bool, error) {
 	// Reused: kmsg zeroes list elements it decodes into, so only the
 	// top level (tagged fields) needs resetting.
-	o.dec = kmsg.ProduceResponse{Version: o.s.Version(), Topics: o.dec.Topics}
+	o.dec = kmsg.ProduceResponse{Version: o.s.VersionOf(si), Topics: o.dec.Topics}
 	r := &o.dec
 	if err := r.UnsafeReadFrom(body); err != nil {
 		return false, err
@@ -277,6 +277,9 @@ func (o *produceOp) Absorb(body []byte, si int) (bool, error) {
 	}
 	return clean, nil
 }
+
+// Carries is split.Bridger (bridge.go).
+func (o *produceOp) Carries(to int16) bool { return carries(&o.req, to) }
 
 func (o *produceOp) Fail(i int32, code int16) {
 	p := kmsg.NewProduceResponseTopicPartition()

@@ -22,9 +22,14 @@ func (r vrange) ok() bool { return r.min <= r.max }
 
 func (r vrange) and(o vrange) vrange { return vrange{min: max(r.min, o.min), max: min(r.max, o.max)} }
 
-// vtable holds a version range per API key.
+// vtable holds a version range per API key: r is what the proxy offers
+// clients, direct what every broker in brokers speaks (the two differ only
+// where bridge.go bridges versions).
 type vtable struct {
-	r [numKeys]vrange
+	r      [numKeys]vrange
+	direct rtable
+	// byID is each counted broker's own table (read-only once stored).
+	byID map[int32]*[numKeys]vrange
 	// brokers lists the brokers whose versions are in r; complete is false
 	// while some live broker's versions are unknown (probe failed).
 	brokers  []int32
@@ -32,11 +37,16 @@ type vtable struct {
 	changed  <-chan struct{} // routing change after which r may be stale
 }
 
-func (t *vtable) get(key int16) vrange {
+func (t *vtable) get(key int16) vrange { return (*rtable)(&t.r).get(key) }
+
+// rtable is a version range per API key.
+type rtable [numKeys]vrange
+
+func (t *rtable) get(key int16) vrange {
 	if key < 0 || int(key) >= numKeys {
 		return noVersions
 	}
-	return t.r[key]
+	return t[key]
 }
 
 // versions tracks what every live broker serves. Brokers are probed with
@@ -57,6 +67,7 @@ const probeRetry = 5 * time.Second
 
 func newVersions(d *Dispatcher) *versions {
 	v := &versions{d: d, static: staticTable(), byBroker: map[int32]*[numKeys]vrange{}, failedAt: map[int32]time.Time{}}
+	v.static.direct = v.static.r
 	v.cur.Store(v.static)
 	return v
 }
@@ -80,7 +91,8 @@ func (v *versions) refresh(ctx context.Context) *vtable {
 	v.forgetDead(live)
 	v.probeNew(ctx, live)
 
-	t := &vtable{r: v.static.r, complete: true, changed: changed}
+	t := &vtable{r: v.static.r, direct: v.static.r, complete: true, changed: changed, byID: map[int32]*[numKeys]vrange{}}
+	var known []*[numKeys]vrange
 	for _, b := range live {
 		br := v.byBroker[b.ID]
 		if br == nil {
@@ -88,10 +100,18 @@ func (v *versions) refresh(ctx context.Context) *vtable {
 			continue
 		}
 		t.brokers = append(t.brokers, b.ID)
+		t.byID[b.ID] = br
+		known = append(known, br)
 		for k := range numKeys {
 			if apiTable[k].kind != kindLocal {
-				t.r[k] = t.r[k].and(br[k])
+				t.direct[k] = t.direct[k].and(br[k])
 			}
+		}
+	}
+	for k := range numKeys {
+		t.r[k] = t.direct[k]
+		if apiTable[k].kind != kindLocal && bridgeRules[k] != nil && len(known) > 0 {
+			t.r[k] = offered(int16(k), v.static.r[k], known)
 		}
 	}
 	v.cur.Store(t)

@@ -62,12 +62,19 @@ func TestApiVersionsIntersection(t *testing.T) {
 		}
 	}
 
-	// A new broker is probed once and narrows the table.
-	f.versions[4] = map[int16]vrange{int16(kmsg.Produce): {3, 8}}
+	// A new broker is probed once and narrows the table: to its own range
+	// for an API without a bridge (InitProducerID), to what can be bridged
+	// to its range otherwise (Produce v9-v11 are sent to it at v8; v12 and
+	// v13 cannot be, v0-v2 carry older records).
+	f.versions[4] = map[int16]vrange{int16(kmsg.Produce): {3, 8}, int16(kmsg.InitProducerID): {0, 2}}
 	rt.SetBroker(routing.Broker{ID: 4, Addr: "b4:9092"})
 	for range 2 {
-		if got := apiVersions(t, d, 4)[int16(kmsg.Produce)]; got != (vrange{3, 8}) {
-			t.Fatalf("Produce advertised %+v after broker 4 joined, want 3..8", got)
+		got := apiVersions(t, d, 4)
+		if p := got[int16(kmsg.Produce)]; p != (vrange{3, 11}) {
+			t.Fatalf("Produce advertised %+v after broker 4 joined, want 3..11", p)
+		}
+		if p := got[int16(kmsg.InitProducerID)]; p != (vrange{0, 2}) {
+			t.Fatalf("InitProducerID advertised %+v after broker 4 joined, want 0..2", p)
 		}
 	}
 	if n := f.count(4, kmsg.ApiVersions); n != 1 {

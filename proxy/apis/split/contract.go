@@ -143,6 +143,10 @@ type Env struct {
 	Backoff func(attempt int, deadline time.Time) (time.Duration, bool) // retry.Policy.Next, serialized
 	Metrics Metrics
 	Bufs    *kwire.BufPool // merged answers; a PartsMerger's skeletons come from it too
+	// Version, if set, is the version at which broker is sent a
+	// sub-request of a client request at version; false when that broker
+	// cannot serve it (see Bridger). Nil: the client's version.
+	Version func(broker int32, key, version int16) (int16, bool)
 
 	parked parkedPolls    // long polls an early answer left (wait.go)
 	polls  sync.WaitGroup // the long polls' goroutines

@@ -40,14 +40,15 @@ const (
 )
 
 type sub struct {
-	broker int32
-	idx    []int32
-	p      upstream.Pending
-	err    error // Send failed
-	state  uint8
-	held   bool      // its answer was absorbed: item answers may reference it
-	lp     *longPoll // the wait of a subWaiting sub
-	first  bool      // of the first round: its long poll may be parked
+	broker  int32
+	version int16 // the version it was sent at (see Bridger)
+	idx     []int32
+	p       upstream.Pending
+	err     error // Send failed
+	state   uint8
+	held    bool      // its answer was absorbed: item answers may reference it
+	lp      *longPoll // the wait of a subWaiting sub
+	first   bool      // of the first round: its long poll may be parked
 }
 
 type result struct {
@@ -66,6 +67,7 @@ type Engine struct {
 	vec      VecAdapter  // ops, if it is one
 	key      int16
 	version  int16
+	subVer   int16 // version of the sub-request being encoded (SubVersion)
 	conn     uint64
 	clientID *string // the client's, forwarded in sub-requests
 	routeBy  RouteBy // how items are routed
@@ -111,6 +113,7 @@ func (s *Engine) Reset() {
 // next, then Dispatch sends the first attempts.
 func (s *Engine) Init(env *Env, a Adapter, r Request) {
 	s.env, s.ops, s.key, s.version, s.conn, s.clientID = env, a, r.Key, r.Version, r.Conn, r.ClientID
+	s.subVer = r.Version
 	s.own, s.deadline, s.hold, s.routeBy, s.whole = r.Own, r.Deadline, r.Hold, r.RouteBy, r.Whole
 	s.poller, _ = a.(LongPoller)
 	s.merger, _ = a.(PartsMerger)
@@ -206,6 +209,15 @@ func containsID(ids []int32, id int32) bool {
 }
 
 func (s *Engine) send(ctx context.Context, broker int32, idx []int32, whole []byte, nsubs int) {
+	ver, ok := s.brokerVersion(broker)
+	if !ok {
+		s.unbridgeable(broker, ver, idx)
+		return
+	}
+	if ver != s.version {
+		whole = nil // the client's bytes are at the client's version
+	}
+	s.subVer = ver
 	parkable := s.poller != nil && !s.retrying
 	if parkable && s.adopt(broker, idx) {
 		return
@@ -216,13 +228,13 @@ func (s *Engine) send(ctx context.Context, broker int32, idx []int32, whole []by
 		body = &s.enc
 	}
 	p, err := s.env.Sender.Send(ctx, broker, s.conn, upstream.Request{
-		Key: s.key, Version: s.version, ClientID: s.clientID, Body: body, Hold: s.holdNow(),
+		Key: s.key, Version: ver, ClientID: s.clientID, Body: body, Hold: s.holdNow(),
 	})
 	s.enc = subBody{}
 	if err != nil {
 		err = fmt.Errorf("send %s to broker %d: %w", kmsg.NameForKey(s.key), broker, err)
 	}
-	s.subs = append(s.subs, sub{broker: broker, idx: idx, p: p, err: err, first: parkable})
+	s.subs = append(s.subs, sub{broker: broker, version: ver, idx: idx, p: p, err: err, first: parkable})
 	s.outstanding++
 }
 
@@ -289,7 +301,7 @@ func (s *Engine) adopt(broker int32, idx []int32) bool {
 	}
 	s.ensureResults()
 	si := len(s.subs)
-	s.subs = append(s.subs, sub{broker: broker, idx: idx, state: subWaiting, lp: lp, first: true})
+	s.subs = append(s.subs, sub{broker: broker, version: s.subVer, idx: idx, state: subWaiting, lp: lp, first: true})
 	s.outstanding++
 	s.waiting++
 	lp.attach(s.results, si)
@@ -384,7 +396,7 @@ func (s *Engine) afterAbsorb(si int, body []byte, clean bool) {
 	}
 	// An adopted long poll (no p) asked with an earlier request's
 	// partition order: its answer is merged in the client's order.
-	if !clean || si != 0 || len(s.subs) != 1 || len(sb.idx) != len(s.items) || sb.p == nil {
+	if !clean || si != 0 || len(s.subs) != 1 || len(sb.idx) != len(s.items) || sb.p == nil || sb.version != s.version {
 		return
 	}
 	for i := range s.items {

@@ -1,0 +1,203 @@
+package apis
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Version bridging: the proxy offers a client the versions it can serve,
+// not only those every broker speaks. A sub-request goes to its broker at
+// the highest version the broker speaks that is at most the client's (or
+// the broker's lowest, when the client's is below it), if the API's rule
+// below allows that pair; the broker's answer is decoded at its version,
+// where kmsg gives every field the version lacks Kafka's default, and
+// merged into the client's answer at the client's version. Record sets
+// stay as they are: a pair is only allowed where both versions carry the
+// same record format (magic-2 batches: Produce v3+, Fetch v4+), so
+// bridging never converts records. Requests whose meaning a version cannot
+// carry (a static member's group.instance.id to a version without it, say)
+// are answered UNSUPPORTED_VERSION (Carries); pairs whose semantics differ
+// are not offered at all. The rules below are the one place this is
+// decided; docs/compatibility.md explains them.
+
+// bridgeRule is what may be bridged of one API.
+type bridgeRule struct {
+	// ok says whether a client request at from may be sent at to.
+	ok func(from, to int16) bool
+	// carries says whether req (decoded at the client's version) means the
+	// same at to, preparing it for to where fields are spelled differently
+	// (nil: it always does).
+	carries func(req kmsg.Request, to int16) bool
+	// answer fixes a broker's answer decoded at its version for req's (nil:
+	// kmsg's defaults suffice).
+	answer func(resp kmsg.Response, req kmsg.Request)
+}
+
+// between says whether both versions are in [lo, hi].
+func between(lo, hi int16) func(from, to int16) bool {
+	return func(from, to int16) bool { return from >= lo && from <= hi && to >= lo && to <= hi }
+}
+
+// anyOf allows a pair any of rules allows.
+func anyOf(rules ...func(from, to int16) bool) func(from, to int16) bool {
+	return func(from, to int16) bool {
+		for _, r := range rules {
+			if r(from, to) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// upTo allows a client at [lo, hi] to be sent at any version from its own
+// up to top: the higher version only adds fields the client does not know.
+func upTo(lo, hi, top int16) func(from, to int16) bool {
+	return func(from, to int16) bool { return from >= lo && from <= hi && to >= from && to <= top }
+}
+
+// bridgeRules is the table: one rule per API that can be bridged. An API
+// without a rule is offered only at versions every broker speaks.
+var bridgeRules = func() (t [numKeys]*bridgeRule) {
+	// Produce: v3-v11 all carry magic-2 batches and mean the same (v10 and
+	// v11 add leader hints, which a lower broker leaves at their -1
+	// defaults). v0-v2 carry older message sets (bridging would convert
+	// records); v12 changes transactions (KIP-890: partitions join the
+	// transaction implicitly); v13 names topics by id. None is bridged.
+	t[kmsg.Produce] = &bridgeRule{ok: between(3, 11)}
+	// Fetch: v4+ answers carry magic-2 batches (v0-v3 would need
+	// conversion). Within topic names (v4-v12) a client below v12 may be
+	// served by any such broker; v12's LastFetchedEpoch (truncation
+	// detection) is only sent to brokers that check it. v13+ name topics by
+	// id and bridge among themselves (v14-v18 add nothing a consumer
+	// sends that v13 lacks: replica state and directory are followers').
+	t[kmsg.Fetch] = &bridgeRule{ok: anyOf(between(4, 11), upTo(4, 11, 12), between(13, 18)), carries: fetchCarries}
+	// ListOffsets: v1+ share one shape (v0 answers lists of old-style
+	// offsets). The special timestamps need the version that introduced
+	// them (carries).
+	t[kmsg.ListOffsets] = &bridgeRule{ok: between(1, 11), carries: listOffsetsCarries}
+	// OffsetCommit: v2-v9 share one shape for classic groups (v2-v4 carry
+	// a retention time, kmsg's -1 default is the broker's own; v6's leader
+	// epoch is not stored by a lower broker, as with Kafka's own old
+	// brokers). v0/v1 are ZooKeeper-era commits with other semantics, v10
+	// names topics by id. group.instance.id needs v7+ (carries).
+	t[kmsg.OffsetCommit] = &bridgeRule{ok: between(2, 9), carries: offsetCommitCarries}
+	// OffsetFetch: v2-v7 ask for one group (v0 reads ZooKeeper, v1 has no
+	// group-level error code). v8+ batch groups, which one sub-request to
+	// a lower broker cannot carry when several share a coordinator: not
+	// bridged. require_stable (v7) needs v7 (carries).
+	t[kmsg.OffsetFetch] = &bridgeRule{ok: between(2, 7), carries: offsetFetchCarries}
+	// JoinGroup: v4 makes a new member rejoin with the member id the
+	// broker gives it (MEMBER_ID_REQUIRED), which a v0-v3 client does not
+	// do: a v4+ broker is not offered to v0-v3 clients. v4-v9 share it;
+	// group.instance.id needs v5+ (carries). v7's protocol type and v9's
+	// skip_assignment default to "not told" and false, as a v4 broker
+	// means.
+	t[kmsg.JoinGroup] = &bridgeRule{ok: anyOf(between(0, 3), between(4, 9)), carries: joinGroupCarries}
+	// SyncGroup, Heartbeat: every version means the same; group.instance.id
+	// needs v3+ (carries). SyncGroup v5's protocol type and name are
+	// checks a lower broker skips.
+	t[kmsg.SyncGroup] = &bridgeRule{ok: between(0, 5), carries: instanceCarries(3)}
+	t[kmsg.Heartbeat] = &bridgeRule{ok: between(0, 4), carries: instanceCarries(3)}
+	// LeaveGroup: v3 replaced the one member id with a list of members;
+	// both directions are mapped (carries, answer).
+	t[kmsg.LeaveGroup] = &bridgeRule{ok: between(0, 5), carries: leaveGroupCarries, answer: leaveGroupAnswer}
+	// DescribeGroups: every version asks the same; later ones add answer
+	// fields (group.instance.id, authorized operations, error message)
+	// that a lower broker leaves at their defaults.
+	t[kmsg.DescribeGroups] = &bridgeRule{ok: between(0, 6), carries: describeGroupsCarries}
+	return t
+}()
+
+// pick is the version a broker speaking r is sent a request for key at
+// version v, and whether it may be.
+func pick(key, v int16, r vrange) (int16, bool) {
+	if !r.ok() {
+		return v, false
+	}
+	if v >= r.min && v <= r.max {
+		return v, true
+	}
+	rule := ruleOf(key)
+	if rule == nil {
+		return v, false
+	}
+	to := r.max
+	if v < r.min {
+		to = r.min
+	}
+	return to, rule.ok(v, to)
+}
+
+func ruleOf(key int16) *bridgeRule {
+	if key < 0 || int(key) >= numKeys {
+		return nil
+	}
+	return bridgeRules[key]
+}
+
+// offered is the range of versions of key, within static, that every
+// broker in brokers can serve: the highest such version and those below it
+// down to the first that cannot be served (advertised ranges are
+// contiguous).
+func offered(key int16, static vrange, brokers []*[numKeys]vrange) vrange {
+	servable := func(v int16) bool {
+		for _, br := range brokers {
+			if _, ok := pick(key, v, br[key]); !ok {
+				return false
+			}
+		}
+		return true
+	}
+	hi := static.max
+	for hi >= static.min && !servable(hi) {
+		hi--
+	}
+	if hi < static.min {
+		return noVersions
+	}
+	lo := hi
+	for lo > static.min && servable(lo-1) {
+		lo--
+	}
+	return vrange{min: lo, max: hi}
+}
+
+// brokerVersion is split.Env.Version: the version broker is sent key at
+// for a client at version. The common case, a version every broker speaks,
+// is one comparison; a broker not yet probed gets the client's version.
+func (d *Dispatcher) brokerVersion(broker int32, key, version int16) (int16, bool) {
+	t := d.vers.current()
+	if r := t.direct.get(key); version >= r.min && version <= r.max {
+		return version, true
+	}
+	br := t.byID[broker]
+	if br == nil || key < 0 || int(key) >= numKeys {
+		return version, true
+	}
+	return pick(key, version, br[key])
+}
+
+// carries applies key's rule to a request about to be sent at to.
+func carries(req kmsg.Request, to int16) bool {
+	rule := ruleOf(req.Key())
+	if rule == nil {
+		return false
+	}
+	return rule.carries == nil || rule.carries(req, to)
+}
+
+// bridgeAnswer fixes resp, decoded at a broker's version, for req's.
+func bridgeAnswer(resp kmsg.Response, req kmsg.Request) {
+	if rule := ruleOf(req.Key()); rule != nil && rule.answer != nil {
+		rule.answer(resp, req)
+	}
+}
+
+// appendAt encodes req at version v, leaving its version as it was.
+func appendAt(req kmsg.Request, v int16, dst []byte) []byte {
+	was := req.GetVersion()
+	req.SetVersion(v)
+	dst = req.AppendTo(dst)
+	req.SetVersion(was)
+	return dst
+}
