@@ -1,0 +1,532 @@
+package apis
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
+)
+
+// kafscaleRanges is the version table KafScale's brokers answer for the
+// APIs the proxy bridges (and the two it answers itself).
+var kafscaleRanges = map[kmsg.Key]vrange{
+	kmsg.Produce: {0, 9}, kmsg.Fetch: {11, 13}, kmsg.ListOffsets: {0, 4}, kmsg.Metadata: {0, 13},
+	kmsg.OffsetCommit: {3, 3}, kmsg.OffsetFetch: {5, 5}, kmsg.FindCoordinator: {0, 6},
+	kmsg.JoinGroup: {4, 4}, kmsg.SyncGroup: {4, 4}, kmsg.Heartbeat: {4, 4}, kmsg.LeaveGroup: {4, 4},
+	kmsg.DescribeGroups: {5, 5},
+}
+
+// kafscaleOffered is what the proxy must offer clients of such a pool
+// (bridge.go says why each bound is where it is).
+var kafscaleOffered = map[kmsg.Key]vrange{
+	kmsg.Produce: {0, 11}, kmsg.Fetch: {4, 18}, kmsg.ListOffsets: {0, 11}, kmsg.Metadata: {0, 13},
+	kmsg.OffsetCommit: {2, 9}, kmsg.OffsetFetch: {2, 7}, kmsg.FindCoordinator: {0, 6},
+	kmsg.JoinGroup: {4, 9}, kmsg.SyncGroup: {0, 5}, kmsg.Heartbeat: {0, 4}, kmsg.LeaveGroup: {0, 5},
+	kmsg.DescribeGroups: {0, 6},
+}
+
+// kafscaleDispatcher is a dispatcher whose three brokers speak KafScale's
+// ranges, with its table refreshed.
+func kafscaleDispatcher(t *testing.T) (*Dispatcher, *fakeSender, map[int16]vrange) {
+	d, f, _ := newTestDispatcher(t)
+	limits := map[int16]vrange{}
+	for k, r := range kafscaleRanges {
+		limits[int16(k)] = r
+	}
+	for b := int32(1); b <= 3; b++ {
+		f.versions[b] = limits
+	}
+	return d, f, apiVersions(t, d, 3)
+}
+
+// TestBridgeOffersKafScale: the advertised table for a KafScale pool.
+func TestBridgeOffersKafScale(t *testing.T) {
+	_, _, got := kafscaleDispatcher(t)
+	for k, want := range kafscaleOffered {
+		if got[int16(k)] != want {
+			t.Errorf("%s offered %+v, want %+v", k.Name(), got[int16(k)], want)
+		}
+	}
+	// librdkafka 2.0.2 enables MsgVer2 only if Fetch v4 is offered.
+	if f := got[int16(kmsg.Fetch)]; f.min > 4 || f.max < 4 {
+		t.Errorf("Fetch v4 not offered: %+v", f)
+	}
+}
+
+// brokerVer is the version a broker speaking r must be sent for a client
+// at v: the highest it speaks at most v, or its lowest.
+func brokerVer(v int16, r vrange) int16 { return min(max(v, r.min), r.max) }
+
+// bridgeCase is one API of the pair tests: build is the client's request
+// at v, answer the broker's answer to what it got, check compares, field
+// by field, the broker's request with the client's and the client's answer
+// with the broker's.
+type bridgeCase struct {
+	key    kmsg.Key
+	build  func(v int16) kmsg.Request
+	answer func(req kmsg.Request) kmsg.Response
+	check  func(t *testing.T, client, broker kmsg.Request, answer, got kmsg.Response)
+}
+
+// TestBridgePairs: for each bridged API and each version the proxy offers
+// a KafScale pool, the broker gets the request at its version with the
+// client's fields, and the client gets the broker's answer at its own
+// version, with Kafka's defaults for what the broker's version lacks.
+func TestBridgePairs(t *testing.T) {
+	for _, c := range bridgeCases {
+		t.Run(c.key.Name(), func(t *testing.T) {
+			off := kafscaleOffered[c.key]
+			for v := off.min; v <= off.max; v++ {
+				t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+					d, f, _ := kafscaleDispatcher(t)
+					var answer kmsg.Response
+					for b := int32(1); b <= 3; b++ {
+						f.on(b, c.key, func(_ int, req kmsg.Request) fakeReply {
+							answer = c.answer(req)
+							return fakeReply{resp: answer}
+						})
+					}
+					req := c.build(v)
+					got := roundTrip(t, d, req)
+					sent := f.requests(c.key)
+					if len(sent) == 0 {
+						t.Fatalf("nothing sent")
+					}
+					want := brokerVer(v, kafscaleRanges[c.key])
+					for _, s := range sent {
+						if s.ver != want {
+							t.Fatalf("client v%d sent at v%d, want v%d", v, s.ver, want)
+						}
+					}
+					c.check(t, req, sent[len(sent)-1].req, answer, got)
+				})
+			}
+		})
+	}
+}
+
+func errIf(t *testing.T, bad bool, format string, args ...any) {
+	t.Helper()
+	if bad {
+		t.Errorf(format, args...)
+	}
+}
+
+var testBatch = kwiretest.Batch{ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, LeaderEpoch: -1, Values: kwiretest.Values("a", "b")}.Encode()
+
+var bridgeCases = []bridgeCase{
+	{
+		key: kmsg.Produce,
+		build: func(v int16) kmsg.Request {
+			r := kmsg.NewPtrProduceRequest()
+			r.Version, r.Acks, r.TimeoutMillis = v, -1, 1500
+			t := kmsg.NewProduceRequestTopic()
+			t.Topic = "t"
+			p := kmsg.NewProduceRequestTopicPartition()
+			p.Partition, p.Records = 0, testBatch
+			t.Partitions = append(t.Partitions, p)
+			r.Topics = append(r.Topics, t)
+			return r
+		},
+		answer: func(req kmsg.Request) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.ProduceResponse)
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = "t"
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = 0, 41, 1234, 7
+			rt.Partitions = append(rt.Partitions, rp)
+			resp.Topics = append(resp.Topics, rt)
+			resp.ThrottleMillis = 3
+			return resp
+		},
+		check: func(t *testing.T, c, b kmsg.Request, a, g kmsg.Response) {
+			cq, bq, br, got := c.(*kmsg.ProduceRequest), b.(*kmsg.ProduceRequest), a.(*kmsg.ProduceResponse), g.(*kmsg.ProduceResponse)
+			bp := bq.Topics[0].Partitions[0]
+			errIf(t, bq.Acks != cq.Acks || bq.TimeoutMillis != cq.TimeoutMillis || bq.TransactionID != nil, "request fields %+v", bq)
+			errIf(t, bq.Topics[0].Topic != "t" || bp.Partition != 0 || !bytes.Equal(bp.Records, testBatch), "records not forwarded as they were")
+			gp := got.Topics[0].Partitions[0]
+			errIf(t, gp.BaseOffset != 41 || gp.ErrorCode != 0, "answer %+v", gp)
+			errIf(t, cq.Version >= 2 && gp.LogAppendTime != 1234, "LogAppendTime %d", gp.LogAppendTime)
+			wantLSO := int64(-1) // Kafka's default where the broker's version lacks it
+			if cq.Version >= 5 && br.Version >= 5 {
+				wantLSO = 7
+			}
+			errIf(t, cq.Version >= 5 && gp.LogStartOffset != wantLSO, "LogStartOffset %d, want %d", gp.LogStartOffset, wantLSO)
+			errIf(t, cq.Version >= 10 && (gp.CurrentLeader.LeaderID != -1 || gp.CurrentLeader.LeaderEpoch != -1), "leader hint %+v, want the defaults", gp.CurrentLeader)
+			errIf(t, cq.Version >= 1 && got.ThrottleMillis != 3, "throttle %d", got.ThrottleMillis)
+		},
+	},
+	{
+		key: kmsg.Fetch,
+		build: func(v int16) kmsg.Request {
+			r := kmsg.NewPtrFetchRequest()
+			r.Version, r.MaxWaitMillis, r.MinBytes, r.MaxBytes, r.IsolationLevel = v, 250, 1, 1<<20, 1
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = "t", topicID("t")
+			for _, part := range []int32{0, 1} { // two brokers: split and bridged
+				p := kmsg.NewFetchRequestTopicPartition()
+				p.Partition, p.FetchOffset, p.PartitionMaxBytes, p.CurrentLeaderEpoch = part, 100+int64(part), 4096, 5
+				t.Partitions = append(t.Partitions, p)
+			}
+			r.Topics = append(r.Topics, t)
+			return r
+		},
+		answer: func(req kmsg.Request) kmsg.Response {
+			q := req.(*kmsg.FetchRequest)
+			resp := q.ResponseKind().(*kmsg.FetchResponse)
+			for _, qt := range q.Topics {
+				rt := kmsg.NewFetchResponseTopic()
+				rt.Topic, rt.TopicID = qt.Topic, qt.TopicID
+				for _, qp := range qt.Partitions {
+					rp := kmsg.NewFetchResponseTopicPartition()
+					rp.Partition, rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = qp.Partition, 900, 800, 11
+					rp.RecordBatches = testBatch
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				resp.Topics = append(resp.Topics, rt)
+			}
+			return resp
+		},
+		check: func(t *testing.T, c, b kmsg.Request, _, g kmsg.Response) {
+			cq, bq, got := c.(*kmsg.FetchRequest), b.(*kmsg.FetchRequest), g.(*kmsg.FetchResponse)
+			errIf(t, bq.MaxWaitMillis <= 0 || bq.MaxWaitMillis > 250 || bq.MinBytes != 1 || bq.IsolationLevel != 1 || bq.SessionID != 0 || bq.SessionEpoch != -1 || bq.ReplicaID != -1,
+				"request fields %+v", bq)
+			bp := bq.Topics[0].Partitions[0]
+			wantEpoch := int32(-1) // not sent below v9
+			if cq.Version >= 9 {
+				wantEpoch = 5
+			}
+			errIf(t, bp.FetchOffset < 100 || bp.PartitionMaxBytes != 4096 || bp.CurrentLeaderEpoch != wantEpoch, "partition %+v", bp)
+			errIf(t, bq.Version < 13 && bq.Topics[0].Topic != "t" || bq.Version >= 13 && bq.Topics[0].TopicID != topicID("t"), "topic %q %x", bq.Topics[0].Topic, bq.Topics[0].TopicID)
+			n := 0
+			for _, tp := range got.Topics {
+				for _, p := range tp.Partitions {
+					n++
+					errIf(t, p.HighWatermark != 900 || p.LastStableOffset != 800 || !bytes.Equal(p.RecordBatches, testBatch), "answer %+v", p)
+					errIf(t, cq.Version >= 5 && p.LogStartOffset != 11, "LogStartOffset %d", p.LogStartOffset)
+					errIf(t, cq.Version >= 11 && p.PreferredReadReplica != -1, "PreferredReadReplica %d", p.PreferredReadReplica)
+				}
+			}
+			errIf(t, n != 2, "%d partitions answered, want 2", n)
+		},
+	},
+	{
+		key: kmsg.ListOffsets,
+		build: func(v int16) kmsg.Request {
+			r := kmsg.NewPtrListOffsetsRequest()
+			r.Version = v
+			if v >= 2 {
+				r.IsolationLevel = 1
+			}
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = "t"
+			p := kmsg.NewListOffsetsRequestTopicPartition()
+			p.Partition, p.Timestamp, p.CurrentLeaderEpoch = 2, -1, 5
+			t.Partitions = append(t.Partitions, p)
+			r.Topics = append(r.Topics, t)
+			return r
+		},
+		answer: func(req kmsg.Request) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = "t"
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.Offset, rp.Timestamp, rp.LeaderEpoch, rp.OldStyleOffsets = 2, 333, 99, 5, []int64{333}
+			rt.Partitions = append(rt.Partitions, rp)
+			resp.Topics = append(resp.Topics, rt)
+			return resp
+		},
+		check: func(t *testing.T, c, b kmsg.Request, _, g kmsg.Response) {
+			cq, bq, got := c.(*kmsg.ListOffsetsRequest), b.(*kmsg.ListOffsetsRequest), g.(*kmsg.ListOffsetsResponse)
+			bp := bq.Topics[0].Partitions[0]
+			errIf(t, bq.IsolationLevel != cq.IsolationLevel || bp.Timestamp != -1 || bq.ReplicaID != -1, "request %+v", bq)
+			errIf(t, cq.Version >= 4 && bp.CurrentLeaderEpoch != 5, "leader epoch %d", bp.CurrentLeaderEpoch)
+			gp := got.Topics[0].Partitions[0]
+			if cq.Version == 0 {
+				errIf(t, len(gp.OldStyleOffsets) != 1 || gp.OldStyleOffsets[0] != 333, "v0 answer %+v", gp)
+				return
+			}
+			errIf(t, gp.Offset != 333 || gp.Timestamp != 99, "answer %+v", gp)
+			errIf(t, cq.Version >= 4 && gp.LeaderEpoch != 5, "leader epoch %d", gp.LeaderEpoch)
+		},
+	},
+	{
+		key: kmsg.OffsetCommit,
+		build: func(v int16) kmsg.Request {
+			r := kmsg.NewPtrOffsetCommitRequest()
+			r.Version, r.Group, r.Generation, r.MemberID = v, "g1", 3, "m1"
+			t := kmsg.NewOffsetCommitRequestTopic()
+			t.Topic = "t"
+			p := kmsg.NewOffsetCommitRequestTopicPartition()
+			meta := "meta"
+			p.Partition, p.Offset, p.Metadata, p.LeaderEpoch = 4, 77, &meta, 5
+			t.Partitions = append(t.Partitions, p)
+			r.Topics = append(r.Topics, t)
+			return r
+		},
+		answer: func(req kmsg.Request) kmsg.Response {
+			resp := errorResponse(req, 0).(*kmsg.OffsetCommitResponse)
+			resp.Topics[0].Partitions[0].ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			resp.ThrottleMillis = 4
+			return resp
+		},
+		check: func(t *testing.T, c, b kmsg.Request, _, g kmsg.Response) {
+			cq, bq, got := c.(*kmsg.OffsetCommitRequest), b.(*kmsg.OffsetCommitRequest), g.(*kmsg.OffsetCommitResponse)
+			bp := bq.Topics[0].Partitions[0]
+			errIf(t, bq.Group != "g1" || bq.Generation != 3 || bq.MemberID != "m1" || bq.RetentionTimeMillis != -1, "request %+v", bq)
+			errIf(t, bp.Partition != 4 || bp.Offset != 77 || bp.Metadata == nil || *bp.Metadata != "meta", "partition %+v", bp)
+			gp := got.Topics[0].Partitions[0]
+			errIf(t, gp.Partition != 4 || gp.ErrorCode != kerr.OffsetMetadataTooLarge.Code, "answer %+v", gp)
+			errIf(t, cq.Version >= 3 && got.ThrottleMillis != 4, "throttle %d", got.ThrottleMillis)
+		},
+	},
+	{
+		key: kmsg.OffsetFetch,
+		build: func(v int16) kmsg.Request {
+			r := kmsg.NewPtrOffsetFetchRequest()
+			r.Version, r.Group = v, "g1"
+			t := kmsg.NewOffsetFetchRequestTopic()
+			t.Topic, t.Partitions = "t", []int32{4}
+			r.Topics = append(r.Topics, t)
+			return r
+		},
+		answer: func(req kmsg.Request) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = "t"
+			rp := kmsg.NewOffsetFetchResponseTopicPartition()
+			meta := "meta"
+			rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = 4, 77, 5, &meta
+			rt.Partitions = append(rt.Partitions, rp)
+			resp.Topics = append(resp.Topics, rt)
+			return resp
+		},
+		check: func(t *testing.T, c, b kmsg.Request, _, g kmsg.Response) {
+			cq, bq, got := c.(*kmsg.OffsetFetchRequest), b.(*kmsg.OffsetFetchRequest), g.(*kmsg.OffsetFetchResponse)
+			errIf(t, bq.Group != "g1" || len(bq.Topics) != 1 || bq.Topics[0].Topic != "t" || len(bq.Topics[0].Partitions) != 1 || bq.Topics[0].Partitions[0] != 4, "request %+v", bq)
+			gp := got.Topics[0].Partitions[0]
+			errIf(t, gp.Partition != 4 || gp.Offset != 77 || gp.Metadata == nil || *gp.Metadata != "meta", "answer %+v", gp)
+			wantEpoch := int32(-1)
+			if cq.Version >= 5 {
+				wantEpoch = 5
+			}
+			errIf(t, gp.LeaderEpoch != wantEpoch && cq.Version >= 5, "leader epoch %d, want %d", gp.LeaderEpoch, wantEpoch)
+		},
+	},
+	{
+		key: kmsg.JoinGroup,
+		build: func(v int16) kmsg.Request {
+			r := kmsg.NewPtrJoinGroupRequest()
+			r.Version, r.Group, r.SessionTimeoutMillis, r.RebalanceTimeoutMillis, r.MemberID, r.ProtocolType = v, "g1", 10000, 20000, "m1", "consumer"
+			if v >= 8 {
+				reason := "why"
+				r.Reason = &reason
+			}
+			p := kmsg.NewJoinGroupRequestProtocol()
+			p.Name, p.Metadata = "range", []byte{1, 2}
+			r.Protocols = append(r.Protocols, p)
+			return r
+		},
+		answer: func(req kmsg.Request) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+			proto := "range"
+			resp.Generation, resp.Protocol, resp.LeaderID, resp.MemberID = 3, &proto, "m1", "m1"
+			m := kmsg.NewJoinGroupResponseMember()
+			m.MemberID, m.ProtocolMetadata = "m1", []byte{1, 2}
+			resp.Members = append(resp.Members, m)
+			return resp
+		},
+		check: func(t *testing.T, c, b kmsg.Request, _, g kmsg.Response) {
+			bq, got := b.(*kmsg.JoinGroupRequest), g.(*kmsg.JoinGroupResponse)
+			errIf(t, bq.Group != "g1" || bq.SessionTimeoutMillis != 10000 || bq.RebalanceTimeoutMillis != 20000 || bq.MemberID != "m1" || bq.ProtocolType != "consumer" || bq.InstanceID != nil,
+				"request %+v", bq)
+			errIf(t, len(bq.Protocols) != 1 || bq.Protocols[0].Name != "range" || !bytes.Equal(bq.Protocols[0].Metadata, []byte{1, 2}), "protocols %+v", bq.Protocols)
+			errIf(t, got.Generation != 3 || got.Protocol == nil || *got.Protocol != "range" || got.LeaderID != "m1" || got.MemberID != "m1", "answer %+v", got)
+			errIf(t, len(got.Members) != 1 || !bytes.Equal(got.Members[0].ProtocolMetadata, []byte{1, 2}), "members %+v", got.Members)
+			errIf(t, got.ProtocolType != nil || got.SkipAssignment, "protocol type %v skip %v, want Kafka's defaults", got.ProtocolType, got.SkipAssignment)
+		},
+	},
+	{
+		key: kmsg.SyncGroup,
+		build: func(v int16) kmsg.Request {
+			r := kmsg.NewPtrSyncGroupRequest()
+			r.Version, r.Group, r.Generation, r.MemberID = v, "g1", 3, "m1"
+			a := kmsg.NewSyncGroupRequestGroupAssignment()
+			a.MemberID, a.MemberAssignment = "m1", []byte{9}
+			r.GroupAssignment = append(r.GroupAssignment, a)
+			return r
+		},
+		answer: func(req kmsg.Request) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+			resp.MemberAssignment, resp.ThrottleMillis = []byte{9, 8}, 2
+			return resp
+		},
+		check: func(t *testing.T, c, b kmsg.Request, _, g kmsg.Response) {
+			cq, bq, got := c.(*kmsg.SyncGroupRequest), b.(*kmsg.SyncGroupRequest), g.(*kmsg.SyncGroupResponse)
+			errIf(t, bq.Group != "g1" || bq.Generation != 3 || bq.MemberID != "m1" || len(bq.GroupAssignment) != 1 || !bytes.Equal(bq.GroupAssignment[0].MemberAssignment, []byte{9}),
+				"request %+v", bq)
+			errIf(t, !bytes.Equal(got.MemberAssignment, []byte{9, 8}) || got.ErrorCode != 0, "answer %+v", got)
+			errIf(t, cq.Version >= 1 && got.ThrottleMillis != 2, "throttle %d", got.ThrottleMillis)
+			errIf(t, got.ProtocolType != nil || got.Protocol != nil, "protocol %v %v, want Kafka's defaults", got.ProtocolType, got.Protocol)
+		},
+	},
+	{
+		key: kmsg.Heartbeat,
+		build: func(v int16) kmsg.Request {
+			r := kmsg.NewPtrHeartbeatRequest()
+			r.Version, r.Group, r.Generation, r.MemberID = v, "g1", 3, "m1"
+			return r
+		},
+		answer: func(req kmsg.Request) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+			resp.ErrorCode = kerr.RebalanceInProgress.Code
+			return resp
+		},
+		check: func(t *testing.T, _, b kmsg.Request, _, g kmsg.Response) {
+			bq, got := b.(*kmsg.HeartbeatRequest), g.(*kmsg.HeartbeatResponse)
+			errIf(t, bq.Group != "g1" || bq.Generation != 3 || bq.MemberID != "m1" || bq.InstanceID != nil, "request %+v", bq)
+			errIf(t, got.ErrorCode != kerr.RebalanceInProgress.Code, "answer %+v", got)
+		},
+	},
+	{
+		key: kmsg.LeaveGroup,
+		build: func(v int16) kmsg.Request {
+			r := kmsg.NewPtrLeaveGroupRequest()
+			r.Version, r.Group = v, "g1"
+			if v < 3 {
+				r.MemberID = "m1"
+			} else {
+				m := kmsg.NewLeaveGroupRequestMember()
+				m.MemberID = "m1"
+				r.Members = append(r.Members, m)
+			}
+			return r
+		},
+		answer: func(req kmsg.Request) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+			for _, m := range req.(*kmsg.LeaveGroupRequest).Members {
+				rm := kmsg.NewLeaveGroupResponseMember()
+				rm.MemberID, rm.ErrorCode = m.MemberID, kerr.UnknownMemberID.Code
+				resp.Members = append(resp.Members, rm)
+			}
+			return resp
+		},
+		check: func(t *testing.T, c, b kmsg.Request, _, g kmsg.Response) {
+			cq, bq, got := c.(*kmsg.LeaveGroupRequest), b.(*kmsg.LeaveGroupRequest), g.(*kmsg.LeaveGroupResponse)
+			errIf(t, bq.Group != "g1" || len(bq.Members) != 1 || bq.Members[0].MemberID != "m1", "request %+v", bq)
+			if cq.Version < 3 {
+				errIf(t, got.ErrorCode != kerr.UnknownMemberID.Code, "v%d answer code %d, want the member's", cq.Version, got.ErrorCode)
+				return
+			}
+			errIf(t, got.ErrorCode != 0 || len(got.Members) != 1 || got.Members[0].MemberID != "m1" || got.Members[0].ErrorCode != kerr.UnknownMemberID.Code, "answer %+v", got)
+		},
+	},
+	{
+		key: kmsg.DescribeGroups,
+		build: func(v int16) kmsg.Request {
+			r := kmsg.NewPtrDescribeGroupsRequest()
+			r.Version, r.Groups = v, []string{"g1", "g2"} // two coordinators
+			return r
+		},
+		answer: func(req kmsg.Request) kmsg.Response {
+			resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+			for _, name := range req.(*kmsg.DescribeGroupsRequest).Groups {
+				g := kmsg.NewDescribeGroupsResponseGroup()
+				g.Group, g.State, g.ProtocolType, g.Protocol = name, "Stable", "consumer", "range"
+				m := kmsg.NewDescribeGroupsResponseGroupMember()
+				m.MemberID, m.ClientID, m.MemberAssignment = "m1", "c1", []byte{7}
+				g.Members = append(g.Members, m)
+				resp.Groups = append(resp.Groups, g)
+			}
+			return resp
+		},
+		check: func(t *testing.T, _, b kmsg.Request, _, g kmsg.Response) {
+			bq, got := b.(*kmsg.DescribeGroupsRequest), g.(*kmsg.DescribeGroupsResponse)
+			errIf(t, len(bq.Groups) != 1, "sub-request groups %v", bq.Groups)
+			errIf(t, len(got.Groups) != 2 || got.Groups[0].Group != "g1" || got.Groups[1].Group != "g2", "answer groups %+v", got.Groups)
+			for _, gr := range got.Groups {
+				errIf(t, gr.State != "Stable" || gr.Protocol != "range" || len(gr.Members) != 1 || gr.Members[0].ClientID != "c1" || !bytes.Equal(gr.Members[0].MemberAssignment, []byte{7}), "group %+v", gr)
+				errIf(t, gr.ErrorMessage != nil, "error message %v, want Kafka's default", gr.ErrorMessage)
+			}
+		},
+	},
+}
+
+// TestBridgeRefusesWhatCannotBeCarried: a request whose meaning the
+// broker's version cannot carry is answered UNSUPPORTED_VERSION and not
+// sent, never sent without what the client asked for.
+func TestBridgeRefusesWhatCannotBeCarried(t *testing.T) {
+	instance := "static-1"
+	cases := []struct {
+		name  string
+		req   func() kmsg.Request
+		codes func(kmsg.Response) []int16
+	}{
+		{"JoinGroup v5 static member to v4", func() kmsg.Request {
+			r := kmsg.NewPtrJoinGroupRequest()
+			r.Version, r.Group, r.InstanceID, r.ProtocolType = 5, "g1", &instance, "consumer"
+			return r
+		}, func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.JoinGroupResponse).ErrorCode} }},
+		{"OffsetCommit v7 static member to v3", func() kmsg.Request {
+			r := bridgeCases[3].build(7).(*kmsg.OffsetCommitRequest)
+			r.InstanceID = &instance
+			return r
+		}, func(r kmsg.Response) []int16 {
+			return []int16{r.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode}
+		}},
+		{"OffsetFetch v7 require_stable to v5", func() kmsg.Request {
+			r := bridgeCases[4].build(7).(*kmsg.OffsetFetchRequest)
+			r.RequireStable = true
+			return r
+		}, func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.OffsetFetchResponse).ErrorCode} }},
+		{"ListOffsets v7 max timestamp to v4", func() kmsg.Request {
+			r := bridgeCases[2].build(7).(*kmsg.ListOffsetsRequest)
+			r.Topics[0].Partitions[0].Timestamp = -3
+			return r
+		}, func(r kmsg.Response) []int16 {
+			return []int16{r.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].ErrorCode}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d, f, _ := kafscaleDispatcher(t)
+			req := c.req()
+			got := roundTrip(t, d, req)
+			for _, code := range c.codes(got) {
+				if code != kerr.UnsupportedVersion.Code {
+					t.Errorf("code %d, want UNSUPPORTED_VERSION", code)
+				}
+			}
+			if n := len(f.requests(kmsg.Key(req.Key()))); n != 0 {
+				t.Errorf("%d requests sent to brokers, want none", n)
+			}
+		})
+	}
+}
+
+// TestBridgeDirectIsRaw: a version the broker speaks is forwarded as the
+// client sent it, and a bridged one is not (it is re-encoded at the
+// broker's version).
+func TestBridgeDirectIsRaw(t *testing.T) {
+	for _, c := range []struct {
+		v   int16
+		raw bool
+	}{{9, true}, {11, false}} {
+		d, f, _ := kafscaleDispatcher(t)
+		req := bridgeCases[0].build(c.v)
+		body := req.AppendTo(nil)
+		roundTrip(t, d, req)
+		sent := f.requests(kmsg.Produce)
+		if len(sent) != 1 {
+			t.Fatalf("v%d: %d requests sent", c.v, len(sent))
+		}
+		// (Produce v9 and v11 request bodies are the same bytes.)
+		if raw := bytes.Equal(sent[0].body, body) && sent[0].ver == c.v; raw != c.raw {
+			t.Errorf("v%d: forwarded as the client sent it: %v, want %v", c.v, raw, c.raw)
+		}
+	}
+}
