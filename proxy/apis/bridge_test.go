@@ -164,7 +164,7 @@ var bridgeCases = []bridgeCase{
 		key: kmsg.Fetch,
 		build: func(v int16) kmsg.Request {
 			r := kmsg.NewPtrFetchRequest()
-			r.Version, r.MaxWaitMillis, r.MinBytes, r.MaxBytes, r.IsolationLevel = v, 250, 1, 1<<20, 1
+			r.Version, r.MaxWaitMillis, r.MinBytes, r.MaxBytes, r.IsolationLevel = v, 250, 1<<20, 1<<20, 1 // MinBytes: wait for both brokers
 			t := kmsg.NewFetchRequestTopic()
 			t.Topic, t.TopicID = "t", topicID("t")
 			for _, part := range []int32{0, 1} { // two brokers: split and bridged
@@ -193,7 +193,7 @@ var bridgeCases = []bridgeCase{
 		},
 		check: func(t *testing.T, c, b kmsg.Request, _, g kmsg.Response) {
 			cq, bq, got := c.(*kmsg.FetchRequest), b.(*kmsg.FetchRequest), g.(*kmsg.FetchResponse)
-			errIf(t, bq.MaxWaitMillis <= 0 || bq.MaxWaitMillis > 250 || bq.MinBytes != 1 || bq.IsolationLevel != 1 || bq.SessionID != 0 || bq.SessionEpoch != -1 || bq.ReplicaID != -1,
+			errIf(t, bq.MaxWaitMillis <= 0 || bq.MaxWaitMillis > 250 || bq.MinBytes != 1<<20 || bq.IsolationLevel != 1 || bq.SessionID != 0 || bq.SessionEpoch != -1 || bq.ReplicaID != -1,
 				"request fields %+v", bq)
 			bp := bq.Topics[0].Partitions[0]
 			wantEpoch := int32(-1) // not sent below v9
