@@ -63,14 +63,48 @@ var implemented = map[kmsg.Key]api{
 }
 
 func (b *Broker) supports(key, version int16) bool {
-	a, ok := implemented[kmsg.Key(key)]
-	return ok && version >= a.versions.min && version <= a.versions.max
+	r, ok := b.table()[kmsg.Key(key)]
+	return ok && version >= r.min && version <= r.max
 }
 
-func apiKeys() []kmsg.ApiVersionsResponseApiKey {
-	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(implemented))
+// table is what the broker serves: implemented, narrowed by
+// Config.Versions (a Broker built without withDefaults serves all of it).
+func (b *Broker) table() map[kmsg.Key]versionRange {
+	if b.cfg.served == nil {
+		return everyImplemented
+	}
+	return b.cfg.served
+}
+
+// everyImplemented is implemented's ranges, unnarrowed (read-only).
+var everyImplemented = narrowed(nil)
+
+// narrowed is implemented's ranges limited by limits (Config.Versions).
+func narrowed(limits []kmsg.ApiVersionsResponseApiKey) map[kmsg.Key]versionRange {
+	out := make(map[kmsg.Key]versionRange, len(implemented))
 	for key, a := range implemented {
-		out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: int16(key), MinVersion: a.versions.min, MaxVersion: a.versions.max})
+		out[key] = a.versions
+	}
+	for _, l := range limits {
+		r, ok := out[kmsg.Key(l.ApiKey)]
+		if !ok {
+			continue
+		}
+		r = versionRange{max(r.min, l.MinVersion), min(r.max, l.MaxVersion)}
+		if l.MinVersion < 0 || r.min > r.max {
+			delete(out, kmsg.Key(l.ApiKey))
+			continue
+		}
+		out[kmsg.Key(l.ApiKey)] = r
+	}
+	return out
+}
+
+func (b *Broker) apiKeys() []kmsg.ApiVersionsResponseApiKey {
+	t := b.table()
+	out := make([]kmsg.ApiVersionsResponseApiKey, 0, len(t))
+	for key, r := range t {
+		out = append(out, kmsg.ApiVersionsResponseApiKey{ApiKey: int16(key), MinVersion: r.min, MaxVersion: r.max})
 	}
 	slices.SortFunc(out, func(x, y kmsg.ApiVersionsResponseApiKey) int { return cmp.Compare(x.ApiKey, y.ApiKey) })
 	return out
@@ -87,7 +121,7 @@ func answersUnordered(req *kmsg.ApiVersionsRequest) bool {
 
 func (b *Broker) apiVersions(req *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = b.apiKeys()
 	if answersUnordered(req) {
 		f := kmsg.NewApiVersionsResponseSupportedFeature()
 		f.Name, f.MinVersion, f.MaxVersion = layout.UnorderedResponsesFeature, 1, 1
@@ -103,7 +137,7 @@ func (b *Broker) unsupportedApiVersions() kmsg.Response {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 0
 	resp.ErrorCode = kerr.UnsupportedVersion.Code
-	resp.ApiKeys = apiKeys()
+	resp.ApiKeys = b.apiKeys()
 	return resp
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/broker-stub/broker/group"
@@ -88,12 +89,20 @@ type Config struct {
 	// collected (default 1m); GCGrace is how old an unreferenced object must
 	// be (default 10m).
 	GCInterval, GCGrace time.Duration
+
+	// Versions, if set, narrows the ApiVersions table to another broker's
+	// (tests of the proxy's version bridging use KafScale's): each listed
+	// key is advertised and served only within its range, a range of -1/-1
+	// not at all; unlisted keys keep the stub's own range.
+	Versions []kmsg.ApiVersionsResponseApiKey
+	served   map[kmsg.Key]versionRange // implemented, narrowed by Versions
 }
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Etcd == nil || c.Store == nil {
 		return c, errors.New("broker: Config.Etcd and Config.Store are required")
 	}
+	c.served = narrowed(c.Versions)
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:0"
 	}

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -54,6 +55,9 @@ type Config struct {
 	// ProxyConfig, if set, adjusts proxy i's configuration before it starts
 	// (listeners, security).
 	ProxyConfig func(i int, cfg *proxy.Config)
+	// BrokerVersions, if set, narrows every broker's ApiVersions table
+	// (broker.Config.Versions).
+	BrokerVersions []kmsg.ApiVersionsResponseApiKey
 }
 
 // Cluster is a running system.
@@ -190,7 +194,7 @@ func (c *Cluster) startBroker(ctx context.Context, id int32, listen string) erro
 		ID: id, Listen: listen, Etcd: cli, EtcdConfig: &ecfg, Layout: c.layout, Store: c.store,
 		LeaseTTL: c.cfg.LeaseTTL, AutoCreateTopics: c.cfg.AutoCreateTopics,
 		DefaultPartitions: c.cfg.DefaultPartitions,
-		Logger:            c.logger,
+		Logger:            c.logger, Versions: c.cfg.BrokerVersions,
 	})
 	if err != nil {
 		cli.Close()
