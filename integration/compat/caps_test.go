@@ -12,32 +12,36 @@ import (
 
 // harness is what every capability of one client shares.
 type harness struct {
-	ctx context.Context
-	tg  target
-	d   driver
+	ctx  context.Context
+	tg   target // the client's cluster (nil for a capability with its own)
+	d    driver
+	kind targetKind
 }
 
 type capability struct {
 	name string
 	run  func(h *harness, t *testing.T) (note string, err error)
+	// ownCluster: the capability starts the cluster it needs itself.
+	ownCluster bool
 }
 
 // clientCapabilities lists the checks in matrix order; failover is last
 // because it kills a broker of the client's cluster.
 func clientCapabilities(d driver) []capability {
 	caps := []capability{
-		{capMetadata, (*harness).metadata},
-		{capProduce, (*harness).produceConsume},
-		{capGroup, (*harness).group},
-		{capIdempotent, (*harness).idempotent},
+		{capMetadata, (*harness).metadata, false},
+		{capProduce, (*harness).produceConsume, false},
+		{capGroup, (*harness).group, false},
+		{capIdempotent, (*harness).idempotent, false},
 	}
 	for _, c := range allCodecs {
 		caps = append(caps, capability{capCodec(c), func(h *harness, t *testing.T) (string, error) {
 			return h.compression(t, c)
-		}})
+		}, false})
 	}
-	caps = append(caps, capability{capSASL, (*harness).sasl}, capability{capVanish, (*harness).vanish})
-	return append(caps, capability{capFailover, (*harness).failover})
+	caps = append(caps, capability{capSASL, (*harness).sasl, false}, capability{capVanish, (*harness).vanish, false})
+	caps = append(caps, capability{capNarrow, (*harness).narrowBrokers, true})
+	return append(caps, capability{capFailover, (*harness).failover, false})
 }
 
 const partitions = 3

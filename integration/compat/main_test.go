@@ -113,24 +113,34 @@ func runClient(t *testing.T, kind targetKind, d driver) {
 	ctx, cancel := context.WithTimeout(context.Background(), clientTimeout)
 	defer cancel()
 	logs := &tailBuffer{}
-	tg, err := kind.start(ctx, logs)
-	if err != nil {
-		for _, c := range caps {
-			runCap(t, d, c.name, func(*testing.T) (string, error) {
-				return "", fmt.Errorf("start %s: %w", kind.name, err)
-			})
-		}
-		return
-	}
+	// The client's cluster starts with the first capability that uses it,
+	// so that running one column (-run) that brings its own cluster (narrow
+	// brokers) starts no other.
+	var (
+		tg       target
+		startErr error
+	)
 	defer func() {
-		tg.close()
+		if tg != nil {
+			tg.close()
+		}
 		if t.Failed() && logs.String() != "" {
 			t.Logf("%s log (warnings and worse, last 64 KiB):\n%s", kind.name, logs)
 		}
 	}()
-	h := &harness{ctx: ctx, tg: tg, d: d}
+	h := &harness{ctx: ctx, d: d, kind: kind}
 	for _, c := range caps {
-		runCap(t, d, c.name, func(t *testing.T) (string, error) { return c.run(h, t) })
+		runCap(t, d, c.name, func(t *testing.T) (string, error) {
+			if tg == nil && startErr == nil && !c.ownCluster {
+				if tg, startErr = kind.start(ctx, logs); startErr == nil {
+					h.tg = tg
+				}
+			}
+			if startErr != nil && !c.ownCluster {
+				return "", fmt.Errorf("start %s: %w", kind.name, startErr)
+			}
+			return c.run(h, t)
+		})
 	}
 }
 

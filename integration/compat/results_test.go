@@ -27,6 +27,7 @@ const (
 	capIdempotent = "idempotent producer"
 	capFailover   = "failover"
 	capVanish     = "owner vanishes"
+	capNarrow     = "narrow brokers"
 )
 
 func capCodec(c codec) string { return "compression " + string(c) }
@@ -36,7 +37,7 @@ func capabilities() []string {
 	for _, c := range allCodecs {
 		caps = append(caps, capCodec(c))
 	}
-	caps = append(caps, capSASL, capVanish)
+	caps = append(caps, capSASL, capVanish, capNarrow)
 	return append(caps, capFailover)
 }
 
@@ -175,6 +176,8 @@ func capabilityDoc(c string) string {
 		return "the proxy's SASL_SSL listener (certificate from a CA the client is given, users from etcd): the client authenticates with SCRAM-SHA-512, produces records, and a consumer group member reads them all back and commits."
 	case capVanish:
 		return fmt.Sprintf("a record is acknowledged on a 1-partition topic; then its owner vanishes and a broker that is not live takes it (as after a storm of expired sessions); the client produces %d more with a %s delivery timeout set in the client's own terms, and each must be answered (ack or error) within it plus %s; then the partition is free again and the client produces a record that is acknowledged and read back. The notes say what each client answered, when, and whether it needed a new producer instance.", vanishRecords, vanishDelivery, vanishSlack)
+	case capNarrow:
+		return "a cluster of its own whose brokers speak only KafScale's version ranges (Fetch v11-13, OffsetCommit v3, OffsetFetch v5, JoinGroup/SyncGroup/Heartbeat/LeaveGroup v4, DescribeGroups v5, ...; the stub broker narrowed to them): kproxy's ApiVersions answer offers Fetch v4 (librdkafka 2.0.2 needs it to produce magic-2 batches and to fetch at all); the client produces 300 keyed records with acks=all, reads every one back from the beginning, and a consumer group member reads them all again and commits. kproxy bridges each request to a version the brokers speak (see Version bridging)."
 	case capFailover:
 		return "while the client produces (default delivery timeouts) and consumes, the broker that owns partition 0 is killed without a graceful release; the producer finishes without an error reaching the application and the consumer sees every acknowledged record."
 	}

@@ -49,10 +49,10 @@ func anyOf(rules ...func(from, to int16) bool) func(from, to int16) bool {
 	}
 }
 
-// upTo allows a client at [lo, hi] to be sent at any version from its own
-// up to top: the higher version only adds fields the client does not know.
+// upTo allows a client at [lo, hi] to be sent at any version in [lo, top]:
+// the versions above hi only add fields the client does not know.
 func upTo(lo, hi, top int16) func(from, to int16) bool {
-	return func(from, to int16) bool { return from >= lo && from <= hi && to >= from && to <= top }
+	return func(from, to int16) bool { return from >= lo && from <= hi && to >= lo && to <= top }
 }
 
 // bridgeRules is the table: one rule per API that can be bridged. An API
@@ -81,11 +81,15 @@ var bridgeRules = func() (t [numKeys]*bridgeRule) {
 	// brokers). v0/v1 are ZooKeeper-era commits with other semantics, v10
 	// names topics by id. group.instance.id needs v7+ (carries).
 	t[kmsg.OffsetCommit] = &bridgeRule{ok: between(2, 9), carries: offsetCommitCarries}
-	// OffsetFetch: v2-v7 ask for one group (v0 reads ZooKeeper, v1 has no
-	// group-level error code). v8+ batch groups, which one sub-request to
-	// a lower broker cannot carry when several share a coordinator: not
-	// bridged. require_stable (v7) needs v7 (carries).
-	t[kmsg.OffsetFetch] = &bridgeRule{ok: between(2, 7), carries: offsetFetchCarries}
+	// OffsetFetch: v2-v6 ask for one group the same way (v0 reads
+	// ZooKeeper, v1 has no group-level error code), and may go up to v7.
+	// v7 is not sent lower: its require_stable (which librdkafka sets by
+	// default) would be lost, so a v7 client is refused rather than
+	// answered with offsets of pending transactions; clients of a lower
+	// pool get v6 at most, where they know they cannot require it. v8+
+	// batch groups, which one sub-request to a lower broker cannot carry
+	// when several share a coordinator: not bridged.
+	t[kmsg.OffsetFetch] = &bridgeRule{ok: upTo(2, 6, 7)}
 	// JoinGroup: v4 makes a new member rejoin with the member id the
 	// broker gives it (MEMBER_ID_REQUIRED), which a v0-v3 client does not
 	// do: a v4+ broker is not offered to v0-v3 clients. v4-v9 share it;

@@ -50,12 +50,6 @@ func offsetCommitCarries(req kmsg.Request, to int16) bool {
 	return req.(*kmsg.OffsetCommitRequest).InstanceID == nil || to >= 7
 }
 
-// offsetFetchCarries: require_stable (v7: wait for pending transactional
-// commits) goes only to v7+.
-func offsetFetchCarries(req kmsg.Request, to int16) bool {
-	return !req.(*kmsg.OffsetFetchRequest).RequireStable || to >= 7
-}
-
 // joinGroupCarries: group.instance.id needs v5+. A v0 join has no
 // rebalance timeout: Kafka takes the session timeout for it, and so does
 // the proxy for a v1+ broker.

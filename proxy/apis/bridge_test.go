@@ -24,7 +24,7 @@ var kafscaleRanges = map[kmsg.Key]vrange{
 // (bridge.go says why each bound is where it is).
 var kafscaleOffered = map[kmsg.Key]vrange{
 	kmsg.Produce: {0, 11}, kmsg.Fetch: {4, 18}, kmsg.ListOffsets: {0, 11}, kmsg.Metadata: {0, 13},
-	kmsg.OffsetCommit: {2, 9}, kmsg.OffsetFetch: {2, 7}, kmsg.FindCoordinator: {0, 6},
+	kmsg.OffsetCommit: {2, 9}, kmsg.OffsetFetch: {2, 6}, kmsg.FindCoordinator: {0, 6},
 	kmsg.JoinGroup: {4, 9}, kmsg.SyncGroup: {0, 5}, kmsg.Heartbeat: {0, 4}, kmsg.LeaveGroup: {0, 5},
 	kmsg.DescribeGroups: {0, 6},
 }
@@ -478,11 +478,6 @@ func TestBridgeRefusesWhatCannotBeCarried(t *testing.T) {
 		}, func(r kmsg.Response) []int16 {
 			return []int16{r.(*kmsg.OffsetCommitResponse).Topics[0].Partitions[0].ErrorCode}
 		}},
-		{"OffsetFetch v7 require_stable to v5", func() kmsg.Request {
-			r := bridgeCases[4].build(7).(*kmsg.OffsetFetchRequest)
-			r.RequireStable = true
-			return r
-		}, func(r kmsg.Response) []int16 { return []int16{r.(*kmsg.OffsetFetchResponse).ErrorCode} }},
 		{"ListOffsets v7 max timestamp to v4", func() kmsg.Request {
 			r := bridgeCases[2].build(7).(*kmsg.ListOffsetsRequest)
 			r.Topics[0].Partitions[0].Timestamp = -3
