@@ -30,6 +30,10 @@ type bridgeRule struct {
 	// answer fixes a broker's answer decoded at its version for req's (nil:
 	// kmsg's defaults suffice).
 	answer func(resp kmsg.Response, req kmsg.Request)
+	// again, if set, says whether the broker's answer asks for the request
+	// to be sent once more, having updated req from it (the client's
+	// version would not understand the answer).
+	again func(resp kmsg.Response, req kmsg.Request) bool
 }
 
 // between says whether both versions are in [lo, hi].
@@ -81,22 +85,25 @@ var bridgeRules = func() (t [numKeys]*bridgeRule) {
 	// brokers). v0/v1 are ZooKeeper-era commits with other semantics, v10
 	// names topics by id. group.instance.id needs v7+ (carries).
 	t[kmsg.OffsetCommit] = &bridgeRule{ok: between(2, 9), carries: offsetCommitCarries}
-	// OffsetFetch: v2-v6 ask for one group the same way (v0 reads
-	// ZooKeeper, v1 has no group-level error code), and may go up to v7.
+	// OffsetFetch: v1-v6 ask for one group the same way (v0 reads
+	// ZooKeeper), and may go up to v7; v1 has no group-level error code, so
+	// a v1 client gets it in every partition, as Kafka answers v1.
 	// v7 is not sent lower: its require_stable (which librdkafka sets by
 	// default) would be lost, so a v7 client is refused rather than
 	// answered with offsets of pending transactions; clients of a lower
 	// pool get v6 at most, where they know they cannot require it. v8+
 	// batch groups, which one sub-request to a lower broker cannot carry
 	// when several share a coordinator: not bridged.
-	t[kmsg.OffsetFetch] = &bridgeRule{ok: upTo(2, 6, 7)}
-	// JoinGroup: v4 makes a new member rejoin with the member id the
+	t[kmsg.OffsetFetch] = &bridgeRule{ok: upTo(1, 6, 7), answer: offsetFetchAnswer}
+	// JoinGroup: from v4 a new member must rejoin with the member id the
 	// broker gives it (MEMBER_ID_REQUIRED), which a v0-v3 client does not
-	// do: a v4+ broker is not offered to v0-v3 clients. v4-v9 share it;
-	// group.instance.id needs v5+ (carries). v7's protocol type and v9's
-	// skip_assignment default to "not told" and false, as a v4 broker
-	// means.
-	t[kmsg.JoinGroup] = &bridgeRule{ok: anyOf(between(0, 3), between(4, 9)), carries: joinGroupCarries}
+	// know: for such a client the proxy rejoins itself, at once, with that
+	// id, and the client gets the second answer (again), as a v4 client
+	// would have it. A v4+ client of a v0-v3 broker is given its id in the
+	// first answer, which v4 clients accept too. group.instance.id needs
+	// v5+ (carries). v7's protocol type and v9's skip_assignment default to
+	// "not told" and false, as a lower broker means.
+	t[kmsg.JoinGroup] = &bridgeRule{ok: between(0, 9), carries: joinGroupCarries, again: joinGroupAgain}
 	// SyncGroup, Heartbeat: every version means the same; group.instance.id
 	// needs v3+ (carries). SyncGroup v5's protocol type and name are
 	// checks a lower broker skips.
@@ -188,6 +195,13 @@ func carries(req kmsg.Request, to int16) bool {
 		return false
 	}
 	return rule.carries == nil || rule.carries(req, to)
+}
+
+// bridgeAgain says whether resp, decoded at a broker's version, asks for
+// req to be sent again (see bridgeRule.again).
+func bridgeAgain(resp kmsg.Response, req kmsg.Request) bool {
+	rule := ruleOf(req.Key())
+	return rule != nil && rule.again != nil && rule.again(resp, req)
 }
 
 // bridgeAnswer fixes resp, decoded at a broker's version, for req's.

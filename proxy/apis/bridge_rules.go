@@ -1,6 +1,7 @@
 package apis
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -62,6 +63,28 @@ func joinGroupCarries(req kmsg.Request, to int16) bool {
 		r.RebalanceTimeoutMillis = r.SessionTimeoutMillis
 	}
 	return true
+}
+
+// joinGroupAgain: a v0-v3 client that joined without a member id is
+// rejoined with the one a v4+ broker gave it with MEMBER_ID_REQUIRED;
+// once only, as the rejoin carries an id.
+func joinGroupAgain(resp kmsg.Response, req kmsg.Request) bool {
+	r, q := resp.(*kmsg.JoinGroupResponse), req.(*kmsg.JoinGroupRequest)
+	if q.Version >= 4 || r.Version < 4 || q.MemberID != "" || r.MemberID == "" || r.ErrorCode != kerr.MemberIDRequired.Code {
+		return false
+	}
+	q.MemberID = r.MemberID
+	return true
+}
+
+// offsetFetchAnswer: v0-v1 have no group-level error code; Kafka answers
+// them with the group's error in every partition asked about.
+func offsetFetchAnswer(resp kmsg.Response, req kmsg.Request) {
+	r, q := resp.(*kmsg.OffsetFetchResponse), req.(*kmsg.OffsetFetchRequest)
+	if q.Version >= 2 || r.ErrorCode == 0 {
+		return
+	}
+	r.Topics = errorResponse(q, r.ErrorCode).(*kmsg.OffsetFetchResponse).Topics
 }
 
 // instanceCarries: group.instance.id (SyncGroup, Heartbeat) needs since+.

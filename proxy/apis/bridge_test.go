@@ -24,8 +24,8 @@ var kafscaleRanges = map[kmsg.Key]vrange{
 // (bridge.go says why each bound is where it is).
 var kafscaleOffered = map[kmsg.Key]vrange{
 	kmsg.Produce: {0, 11}, kmsg.Fetch: {4, 18}, kmsg.ListOffsets: {0, 11}, kmsg.Metadata: {0, 13},
-	kmsg.OffsetCommit: {2, 9}, kmsg.OffsetFetch: {2, 6}, kmsg.FindCoordinator: {0, 6},
-	kmsg.JoinGroup: {4, 9}, kmsg.SyncGroup: {0, 5}, kmsg.Heartbeat: {0, 4}, kmsg.LeaveGroup: {0, 5},
+	kmsg.OffsetCommit: {2, 9}, kmsg.OffsetFetch: {1, 6}, kmsg.FindCoordinator: {0, 6},
+	kmsg.JoinGroup: {0, 9}, kmsg.SyncGroup: {0, 5}, kmsg.Heartbeat: {0, 4}, kmsg.LeaveGroup: {0, 5},
 	kmsg.DescribeGroups: {0, 6},
 }
 
@@ -341,8 +341,12 @@ var bridgeCases = []bridgeCase{
 			return resp
 		},
 		check: func(t *testing.T, c, b kmsg.Request, _, g kmsg.Response) {
-			bq, got := b.(*kmsg.JoinGroupRequest), g.(*kmsg.JoinGroupResponse)
-			errIf(t, bq.Group != "g1" || bq.SessionTimeoutMillis != 10000 || bq.RebalanceTimeoutMillis != 20000 || bq.MemberID != "m1" || bq.ProtocolType != "consumer" || bq.InstanceID != nil,
+			cq, bq, got := c.(*kmsg.JoinGroupRequest), b.(*kmsg.JoinGroupRequest), g.(*kmsg.JoinGroupResponse)
+			wantRebalance := int32(20000)
+			if cq.Version == 0 { // v0 has none: Kafka takes the session timeout
+				wantRebalance = 10000
+			}
+			errIf(t, bq.Group != "g1" || bq.SessionTimeoutMillis != 10000 || bq.RebalanceTimeoutMillis != wantRebalance || bq.MemberID != "m1" || bq.ProtocolType != "consumer" || bq.InstanceID != nil,
 				"request %+v", bq)
 			errIf(t, len(bq.Protocols) != 1 || bq.Protocols[0].Name != "range" || !bytes.Equal(bq.Protocols[0].Metadata, []byte{1, 2}), "protocols %+v", bq.Protocols)
 			errIf(t, got.Generation != 3 || got.Protocol == nil || *got.Protocol != "range" || got.LeaderID != "m1" || got.MemberID != "m1", "answer %+v", got)
@@ -523,5 +527,58 @@ func TestBridgeDirectIsRaw(t *testing.T) {
 		if raw := bytes.Equal(sent[0].body, body) && sent[0].ver == c.v; raw != c.raw {
 			t.Errorf("v%d: forwarded as the client sent it: %v, want %v", c.v, raw, c.raw)
 		}
+	}
+}
+
+// TestBridgeJoinGroupMemberIDRequired: a v0-v3 client joining without a
+// member id, bridged to a v4 broker that answers MEMBER_ID_REQUIRED, is
+// rejoined by the proxy with the id the broker gave, once, and gets the
+// answer to that rejoin.
+func TestBridgeJoinGroupMemberIDRequired(t *testing.T) {
+	for v := int16(0); v <= 3; v++ {
+		t.Run(fmt.Sprintf("v%d", v), func(t *testing.T) {
+			d, f, _ := kafscaleDispatcher(t)
+			f.on(2, kmsg.JoinGroup, func(n int, req kmsg.Request) fakeReply { // g1's coordinator
+				q := req.(*kmsg.JoinGroupRequest)
+				resp := q.ResponseKind().(*kmsg.JoinGroupResponse)
+				if q.MemberID == "" {
+					resp.ErrorCode, resp.MemberID = kerr.MemberIDRequired.Code, "given-1"
+					return fakeReply{resp: resp}
+				}
+				proto := "range"
+				resp.Generation, resp.Protocol, resp.LeaderID, resp.MemberID = 1, &proto, q.MemberID, q.MemberID
+				return fakeReply{resp: resp}
+			})
+			req := bridgeCases[5].build(v).(*kmsg.JoinGroupRequest)
+			req.MemberID = ""
+			got := roundTrip(t, d, req).(*kmsg.JoinGroupResponse)
+			if got.ErrorCode != 0 || got.MemberID != "given-1" || got.Generation != 1 {
+				t.Fatalf("answer code %d member %q generation %d, want the rejoin's", got.ErrorCode, got.MemberID, got.Generation)
+			}
+			sent := f.requests(kmsg.JoinGroup)
+			if len(sent) != 2 || sent[0].req.(*kmsg.JoinGroupRequest).MemberID != "" || sent[1].req.(*kmsg.JoinGroupRequest).MemberID != "given-1" {
+				t.Fatalf("%d joins sent, want the first without and the second with the given id", len(sent))
+			}
+			for _, s := range sent {
+				if s.ver != 4 || s.broker != 2 {
+					t.Fatalf("join sent at v%d to broker %d, want v4 to the coordinator", s.ver, s.broker)
+				}
+			}
+		})
+	}
+}
+
+// TestBridgeOffsetFetchV1GroupError: v1 has no group-level error code; a
+// group error of a v5 broker reaches a v1 client in every partition.
+func TestBridgeOffsetFetchV1GroupError(t *testing.T) {
+	d, f, _ := kafscaleDispatcher(t)
+	f.on(2, kmsg.OffsetFetch, func(_ int, req kmsg.Request) fakeReply {
+		resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return fakeReply{resp: resp}
+	})
+	got := roundTrip(t, d, bridgeCases[4].build(1)).(*kmsg.OffsetFetchResponse)
+	if len(got.Topics) != 1 || len(got.Topics[0].Partitions) != 1 || got.Topics[0].Partitions[0].ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("v1 answer %+v, want the group's error in partition 4", got.Topics)
 	}
 }

@@ -66,6 +66,10 @@ func (o *forwardOp) Absorb(body []byte, si int) (bool, error) {
 	if err := resp.ReadFrom(body); err != nil {
 		return false, err
 	}
+	if v := o.s.Version(); resp.GetVersion() != v && bridgeAgain(resp, o.req) {
+		o.s.Again(0)
+		return false, nil
+	}
 	o.answer, o.broker = body, true
 	if v := o.s.Version(); resp.GetVersion() != v {
 		bridgeAnswer(resp, o.req)

@@ -59,3 +59,16 @@ func (s *Engine) unbridgeable(broker int32, to int16, idx []int32) {
 		s.done(i, kerr.UnsupportedVersion.Code)
 	}
 }
+
+// Again has item i, whose broker answered that the request must be sent
+// once more with what the answer gave (a bridged JoinGroup's
+// MEMBER_ID_REQUIRED, which the client's version does not know), sent
+// again now to its current route, not counted as a refusal. The Adapter
+// bounds how often it asks.
+func (s *Engine) Again(i int32) {
+	it := &s.items[i]
+	it.mark = s.seq
+	it.state = itemRetry
+	it.due = s.env.Now()
+	s.retries++
+}
