@@ -153,6 +153,7 @@ func (r *results) markdown() string {
 	for _, c := range caps {
 		fmt.Fprintf(&b, "- **%s**: %s\n", c, capabilityDoc(c))
 	}
+	b.WriteString("\n" + bridgingDoc)
 	if len(notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		b.WriteString(strings.Join(notes, "\n"))
