@@ -237,8 +237,8 @@ func (c *Call) Finish(ctx context.Context) (Reply, error) {
 }
 
 // Supported says whether the proxy advertises version of API key: what
-// kmsg decodes, this package implements and every live broker serves, as
-// of the last ApiVersions answer (broker versions are refreshed then, when
+// kmsg decodes, this package implements and every live broker serves
+// (directly or bridged, bridge.go), as of the last ApiVersions answer (broker versions are refreshed then, when
 // routing has changed; before the first one, brokers are not counted).
 func (d *Dispatcher) Supported(key, version int16) bool {
 	r := d.vers.current().get(key)

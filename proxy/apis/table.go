@@ -28,8 +28,9 @@ type beginFunc func(d *Dispatcher, ctx context.Context, conn uint64, h Header, b
 
 // api is what the proxy serves of one API key: its handler, how it is
 // answered and how it is refused. Versions: 0 through what kmsg decodes,
-// intersected with what every live broker serves unless the proxy answers
-// it itself (see versions.go); ApiVersions is derived from this table.
+// limited to what every live broker can be served at (what it speaks, or
+// what bridge.go bridges to it) unless the proxy answers it itself (see
+// versions.go); ApiVersions is derived from this table.
 type api struct {
 	kind    apiKind
 	begin   beginFunc
