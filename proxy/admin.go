@@ -40,7 +40,11 @@ func (s *Server) adminMux() *http.ServeMux {
 	return mux
 }
 
-func (s *Server) snapshot() routing.Snapshot { return s.d.routes.Snapshot() }
+func (s *Server) snapshot() routing.Snapshot {
+	snap := s.d.routes.Snapshot()
+	snap.Zone = s.cfg.Zone
+	return snap
+}
 
 // handleReady says 200 once the routing table is synced and has a live
 // broker (and the proxy is not shutting down); 503 otherwise.
@@ -61,6 +65,10 @@ func (s *Server) readiness() adminapi.Readiness {
 	r.MissingBrokers = st.MissingBrokers
 	r.LiveBrokers = len(s.d.routes.Brokers())
 	r.Draining = s.draining.Load()
+	r.Zone, r.FetchFrom = s.cfg.Zone, FetchOwner
+	if s.d.routes.ZoneReads() {
+		r.FetchFrom = FetchZone
+	}
 	r.Ready = r.Synced && r.LiveBrokers > 0 && !r.Draining
 	return r
 }

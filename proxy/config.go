@@ -13,6 +13,7 @@ import (
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/proxy/quota"
+	"github.com/kproxy/kproxy/proxy/zone"
 )
 
 // Config configures a Server. Zero values take the documented defaults.
@@ -38,6 +39,17 @@ type Config struct {
 
 	AutoCreateTopics  bool
 	DefaultPartitions int32
+
+	// Zone is the proxy's own availability zone, the last guess at a
+	// client's zone; ZoneRanges map client addresses to zones (package
+	// zone gives the order). FetchFrom is where fetches go: FetchZone
+	// (a broker of the client's zone) or FetchOwner; "" is FetchZone for
+	// kproxy's layout and FetchOwner for KafScale's, whose brokers serve
+	// stale copies of partitions they do not own (FetchZone is refused
+	// there).
+	Zone       string
+	ZoneRanges []zone.Range
+	FetchFrom  string
 
 	MaxFrameBytes      int32         // largest client request frame (default 100 MiB)
 	MaxInFlightPerConn int           // outstanding requests per client connection (default 64)

@@ -35,6 +35,7 @@ import (
 	"github.com/kproxy/kproxy/proxy/quota"
 	"github.com/kproxy/kproxy/proxy/tlsconf"
 	"github.com/kproxy/kproxy/proxy/upstream"
+	"github.com/kproxy/kproxy/proxy/zone"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -211,7 +212,8 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin, bufs *kwire.BufPool) 
 		BadInputLogInterval: cfg.Limits.BadInputLogInterval,
 		// Each replica jitters its retries differently, or replicas retrying
 		// the same failed broker would move in lockstep.
-		Seed: rand.Uint64(),
+		Seed:  rand.Uint64(),
+		Zones: zone.Resolver{Ranges: cfg.ZoneRanges, Own: cfg.Zone},
 	})
 	if err != nil {
 		pool.Close()

@@ -15,6 +15,31 @@ const (
 	LayoutKafScale = "kafscale" // KafScale's brokers (docs/kafscale.md)
 )
 
+// Where fetches go (Config.FetchFrom).
+const (
+	FetchZone  = "zone"  // a broker of the client's zone (routing.RouteRead)
+	FetchOwner = "owner" // the partition's owner
+)
+
+// setFetchFrom applies cfg.FetchFrom to routes.
+func setFetchFrom(cfg Config, routes *routing.Table) error {
+	kafscaleLayout := cfg.EtcdLayout == LayoutKafScale
+	switch cfg.FetchFrom {
+	case "":
+		routes.SetZoneReads(!kafscaleLayout)
+	case FetchZone:
+		if kafscaleLayout {
+			return fmt.Errorf("fetch-from %q with etcd layout %q: KafScale's brokers serve stale copies of partitions they do not own", FetchZone, LayoutKafScale)
+		}
+		routes.SetZoneReads(true)
+	case FetchOwner:
+		routes.SetZoneReads(false)
+	default:
+		return fmt.Errorf("fetch-from %q: want %q or %q", cfg.FetchFrom, FetchZone, FetchOwner)
+	}
+	return nil
+}
+
 // routingSource keeps the routing table current from etcd; the proxy needs
 // nothing else of it, whichever layout it reads.
 type routingSource interface {
@@ -30,6 +55,9 @@ var (
 
 // newSource returns the source for cfg.EtcdLayout, feeding routes.
 func newSource(cfg Config, routes *routing.Table) (routingSource, error) {
+	if err := setFetchFrom(cfg, routes); err != nil {
+		return nil, err
+	}
 	switch cfg.EtcdLayout {
 	case "", LayoutKproxy:
 		return leasewatch.New(leasewatch.Config{

@@ -51,3 +51,28 @@ func TestNewSourceByLayout(t *testing.T) {
 		}
 	}
 }
+
+// TestSetFetchFrom: zone reads are the default for kproxy's layout, off for
+// KafScale's (whose non-owners serve stale copies), and asking for them
+// there is an error.
+func TestSetFetchFrom(t *testing.T) {
+	cases := []struct {
+		layout, from string
+		want, err    bool
+	}{
+		{LayoutKproxy, "", true, false},
+		{"", FetchOwner, false, false},
+		{LayoutKproxy, FetchZone, true, false},
+		{LayoutKafScale, "", false, false},
+		{LayoutKafScale, FetchOwner, false, false},
+		{LayoutKafScale, FetchZone, false, true},
+		{LayoutKproxy, "nearest", false, true},
+	}
+	for _, c := range cases {
+		routes := routing.NewTable()
+		err := setFetchFrom(Config{EtcdLayout: c.layout, FetchFrom: c.from}, routes)
+		if (err != nil) != c.err || (err == nil && routes.ZoneReads() != c.want) {
+			t.Errorf("layout %q fetch-from %q: zone reads %v, err %v; want %v, error %v", c.layout, c.from, routes.ZoneReads(), err, c.want, c.err)
+		}
+	}
+}

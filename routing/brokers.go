@@ -10,8 +10,9 @@ import (
 // brokerSet is an immutable set of live brokers, rebuilt on each membership
 // change (brokers join and leave rarely, and there are at most thousands).
 type brokerSet struct {
-	sorted []Broker        // by id
-	seeds  []layout.Seeded // rendezvous seeds, in id order
+	sorted []Broker                   // by id
+	seeds  []layout.Seeded            // rendezvous seeds, in id order
+	zones  map[string][]layout.Seeded // seeds of the brokers with a rack, by rack (zones.go)
 	// dense answers live() for ids in [0, len(dense)) without a map lookup;
 	// sparse says whether some live id lies outside that range.
 	dense  []bool
@@ -49,6 +50,7 @@ func fromSorted(sorted []Broker) *brokerSet {
 		}
 		s.seeds[i] = layout.Seed(b.ID)
 	}
+	s.zones = zonesOf(sorted, s.seeds)
 	return s
 }
 

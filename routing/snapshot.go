@@ -11,6 +11,11 @@ type Snapshot struct {
 	Topics     []SnapshotTopic     `json:"topics"`
 	Partitions []SnapshotPartition `json:"partitions"`
 	Groups     []SnapshotGroup     `json:"groups"`
+	// FetchFrom is where fetches go: "zone" (RouteRead by the client's
+	// zone) or "owner". Zone is the proxy's own zone, which the proxy
+	// fills in ("" if it has none).
+	FetchFrom string `json:"fetch_from"`
+	Zone      string `json:"zone,omitempty"`
 }
 
 // SnapshotTopic is a topic in a Snapshot.
@@ -48,6 +53,10 @@ func (t *Table) Snapshot() Snapshot {
 		Topics:     []SnapshotTopic{},
 		Partitions: []SnapshotPartition{},
 		Groups:     []SnapshotGroup{},
+		FetchFrom:  "owner",
+	}
+	if t.ZoneReads() {
+		s.FetchFrom = "zone"
 	}
 	names := make([]string, 0, len(st.topics))
 	for name, ref := range st.topics {

@@ -46,8 +46,8 @@ type Table struct {
 	owners atomic.Int64 // owner keys held (Len)
 	notify atomic.Pointer[notifier]
 	mu     sync.Mutex // serializes writers; readers never take it
-	// ownerOnly: see SetOwnerOnly.
-	ownerOnly atomic.Bool
+	// ownerOnly: see SetOwnerOnly; zoneReads: see SetZoneReads.
+	ownerOnly, zoneReads atomic.Bool
 }
 
 // state is immutable once published, except for the atomic cells that its

@@ -370,10 +370,15 @@ func TestSnapshot(t *testing.T) {
 			{Topic: "a", Partition: 0, Owner: 1, Epoch: 2, Live: true},
 			{Topic: "a", Partition: 1, Owner: 5, Epoch: -1, Live: false},
 		},
-		Groups: []SnapshotGroup{{Group: "g", Coordinator: 1, Epoch: -1, Live: true}},
+		Groups:    []SnapshotGroup{{Group: "g", Coordinator: 1, Epoch: -1, Live: true}},
+		FetchFrom: "owner",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Snapshot = %+v\nwant %+v", got, want)
+	}
+	tb.SetZoneReads(true)
+	if got := tb.Snapshot().FetchFrom; got != "zone" {
+		t.Fatalf("Snapshot.FetchFrom = %q with zone reads on, want zone", got)
 	}
 	if _, err := json.Marshal(got); err != nil {
 		t.Fatalf("marshal snapshot: %v", err)

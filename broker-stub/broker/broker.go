@@ -49,7 +49,11 @@ type Config struct {
 	Listen    string      // host:port to bind; "" means 127.0.0.1:0
 	TLS       *tls.Config // if set, the listener serves TLS only
 	Advertise string      // host:port in metadata; default the bound listen address
-	Etcd      *clientv3.Client
+	// Rack is the broker's zone (Kafka's broker.rack): written to its
+	// etcd record, where proxies read it to keep clients' reads in their
+	// zone, and reported in Metadata.
+	Rack string
+	Etcd *clientv3.Client
 	// EtcdConfig, when set, is what Etcd was built from: the lease session
 	// keeps its lease alive on its own connection built from it, out of the
 	// way of acquisitions and commits.
@@ -197,7 +201,7 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		ln.Close()
 		return nil, fmt.Errorf("broker %d: %w", cfg.ID, err)
 	}
-	info := layout.BrokerInfo{ID: cfg.ID, Addr: addr, Started: time.Now().UTC()}
+	info := layout.BrokerInfo{ID: cfg.ID, Addr: addr, Rack: cfg.Rack, Started: time.Now().UTC()}
 	if err := sess.Register(ctx, cfg.Layout.BrokerKey(cfg.ID), layout.Marshal(info)); err != nil {
 		sess.Close()
 		ln.Close()

@@ -25,12 +25,12 @@ func (b *Broker) brokers() ([]kmsg.MetadataResponseBroker, int32) {
 	self := false
 	for _, bi := range live {
 		host, port := splitHostPort(bi.Addr)
-		out = append(out, kmsg.MetadataResponseBroker{NodeID: bi.ID, Host: host, Port: port})
+		out = append(out, kmsg.MetadataResponseBroker{NodeID: bi.ID, Host: host, Port: port, Rack: rackOf(bi.Rack)})
 		self = self || bi.ID == b.cfg.ID
 	}
 	if !self {
 		host, port := splitHostPort(b.addr)
-		out = append(out, kmsg.MetadataResponseBroker{NodeID: b.cfg.ID, Host: host, Port: port})
+		out = append(out, kmsg.MetadataResponseBroker{NodeID: b.cfg.ID, Host: host, Port: port, Rack: rackOf(b.cfg.Rack)})
 	}
 	controller := out[0].NodeID
 	for _, br := range out {
@@ -133,6 +133,14 @@ func (b *Broker) topicMetadata(t topicMeta) kmsg.MetadataResponseTopic {
 	return mt
 }
 
+// rackOf is a broker's rack as Metadata carries it (null: none).
+func rackOf(rack string) *string {
+	if rack == "" {
+		return nil
+	}
+	return &rack
+}
+
 func (b *Broker) handleDescribeCluster(_ context.Context, _ *conn, _ header, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.DescribeClusterRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeClusterResponse)
@@ -140,7 +148,7 @@ func (b *Broker) handleDescribeCluster(_ context.Context, _ *conn, _ header, kre
 	resp.ClusterID = *b.clusterID()
 	resp.ControllerID = controller
 	for _, br := range brokers {
-		resp.Brokers = append(resp.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: br.NodeID, Host: br.Host, Port: br.Port})
+		resp.Brokers = append(resp.Brokers, kmsg.DescribeClusterResponseBroker{NodeID: br.NodeID, Host: br.Host, Port: br.Port, Rack: br.Rack})
 	}
 	return resp
 }

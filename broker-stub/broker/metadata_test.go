@@ -11,7 +11,7 @@ import (
 func TestMetadata(t *testing.T) {
 	c := newCluster(t)
 	b1 := c.start(1, func(cfg *Config) { cfg.DefaultPartitions = 2 })
-	b2 := c.start(2, func(cfg *Config) { cfg.AutoCreateTopics = false })
+	b2 := c.start(2, func(cfg *Config) { cfg.AutoCreateTopics, cfg.Rack = false, "zone-b" })
 	cl := c.clientFor([]string{b1.Addr(), b2.Addr()})
 	ctx := testCtx(t, 30*time.Second)
 	meta := func(b *testBroker, version int16, auto bool, topics ...string) *kmsg.MetadataResponse {
@@ -57,6 +57,17 @@ func TestMetadata(t *testing.T) {
 	}
 	if len(resp.Brokers) != 2 || resp.ClusterID == nil {
 		t.Fatalf("brokers %+v cluster %v", resp.Brokers, resp.ClusterID)
+	}
+	// Broker 2's rack came to broker 1 through its etcd record.
+	for _, br := range resp.Brokers {
+		want := map[int32]string{1: "", 2: "zone-b"}[br.NodeID]
+		got := ""
+		if br.Rack != nil {
+			got = *br.Rack
+		}
+		if got != want {
+			t.Errorf("broker %d rack %q, want %q", br.NodeID, got, want)
+		}
 	}
 	id := resp.Topics[0].TopicID
 	// The other broker knows it too, by name and by id, in every version.

@@ -20,8 +20,9 @@ func formatRoutes(w io.Writer, snapshotJSON []byte) error {
 	section := func(title string, n int) {
 		fmt.Fprintf(tw, "%s (%d)\n", title, n)
 	}
+	fmt.Fprintf(tw, "FETCH FROM %s, PROXY ZONE %s\n\n", dash(s.FetchFrom), dash(s.Zone))
 	section("BROKERS", len(s.Brokers))
-	fmt.Fprintln(tw, "ID\tADDRESS\tRACK\tLIVE")
+	fmt.Fprintln(tw, "ID\tADDRESS\tZONE\tLIVE")
 	for _, b := range s.Brokers {
 		fmt.Fprintf(tw, "%d\t%s\t%s\tyes\n", b.ID, b.Addr, dash(b.Rack))
 	}

@@ -14,10 +14,14 @@ import (
 func TestFormatRoutes(t *testing.T) {
 	routes := routing.NewTable()
 	routes.SetBroker(routing.Broker{ID: 1, Addr: "127.0.0.1:1"})
+	routes.SetBroker(routing.Broker{ID: 2, Addr: "127.0.0.1:2", Rack: "us-east-1b"})
+	routes.SetZoneReads(true)
 	routes.SetTopic(routing.Topic{Name: "orders", Partitions: 2})
 	routes.SetOwner("orders", 0, 1)
 	routes.SetEpoch("orders", 0, 3)
-	body, err := json.Marshal(routes.Snapshot())
+	snap := routes.Snapshot()
+	snap.Zone = "us-east-1a" // the proxy fills in its own zone
+	body, err := json.Marshal(snap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +34,7 @@ func TestFormatRoutes(t *testing.T) {
 		lines = append(lines, strings.Join(strings.Fields(l), " "))
 	}
 	norm := strings.Join(lines, "\n")
-	for _, want := range []string{"1 127.0.0.1:1 - yes", "orders 0 1 3 yes", "orders 1 - - no"} {
+	for _, want := range []string{"FETCH FROM zone, PROXY ZONE us-east-1a", "1 127.0.0.1:1 - yes", "2 127.0.0.1:2 us-east-1b yes", "orders 0 1 3 yes", "orders 1 - - no"} {
 		if !strings.Contains(norm, want) {
 			t.Fatalf("formatRoutes output lacks %q:\n%s", want, out.String())
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/zone"
 )
 
 func serveCommand() *cli.Command {
@@ -28,6 +29,9 @@ func serveCommand() *cli.Command {
 		durationFlag("buffer-trim-interval", 10*time.Second, "how often pooled frames of 1 MiB and more that went unused since the last trim are given back (kproxy_buffer_pool_free_bytes)"),
 		stringFlag("produce-validation", "full", "how much of each Produce partition's record data is checked by Kafka's broker rules before it is forwarded: off, framing (batch lengths, magic, header fields) or full (framing and CRC-32C); a refused partition gets Kafka's error code (docs/compatibility.md)"),
 		boolFlag("pprof", false, "serve /debug/pprof on the admin address"),
+		stringFlag("zone", "", "the proxy's availability zone: the zone of clients that name none (no client.rack, no zone token in client.id, no --zone-cidrs match)"),
+		stringFlag("zone-cidrs", "", "client address ranges and their zones, CIDR=ZONE,... (e.g. 10.0.0.0/20=us-east-1a,10.0.16.0/20=us-east-1b)"),
+		stringFlag("fetch-from", "", "where fetches go: zone (a broker in the client's zone, any broker serves committed data) or owner; default zone for --etcd-layout kproxy, owner for kafscale (zone is refused there)"),
 		stringFlag("etcd-layout", proxy.LayoutKproxy, "whose etcd keys to route from: kproxy (kproxy's brokers) or kafscale (KafScale's brokers; --etcd-prefix then defaults to /kafscale, see docs/kafscale.md)"),
 	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags(), quotaFlags(), adminFlags(), upstreamFlags())
 }
@@ -105,8 +109,15 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	ranges, err := zone.ParseRanges(c.String("zone-cidrs"))
+	if err != nil {
+		return fmt.Errorf("--zone-cidrs: %w", err)
+	}
 	reg := newRegistry()
 	srv, err := proxy.New(c.Context, proxy.Config{
+		Zone:                   c.String("zone"),
+		ZoneRanges:             ranges,
+		FetchFrom:              c.String("fetch-from"),
 		Authz:                  az,
 		AuditAllowsEvery:       uint64(c.Int("audit-allows-every")),
 		Listen:                 c.String("listen"),

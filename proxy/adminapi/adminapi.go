@@ -24,6 +24,10 @@ type Readiness struct {
 	// get retriable errors (KafScale's snapshot can lag its brokers).
 	MissingBrokers []int32 `json:"missing_brokers,omitempty"`
 	Draining       bool    `json:"draining"`
+	// Zone is the proxy's own zone; FetchFrom is where fetches go (zone:
+	// a broker of the client's zone, owner: the partition's owner).
+	Zone      string `json:"zone,omitempty"`
+	FetchFrom string `json:"fetch_from,omitempty"`
 }
 
 // FetchReadiness reads a proxy's /readyz answer (200 and 503 both carry it).

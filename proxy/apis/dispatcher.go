@@ -17,6 +17,7 @@ import (
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/zone"
 	"github.com/kproxy/kproxy/retry"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -87,6 +88,12 @@ type Config struct {
 	// nil, one is seeded from Seed.
 	Rand *rand.Rand
 	Seed uint64
+
+	// Zones finds each client's zone (package zone): fetches go to brokers
+	// of that zone when the routing table routes reads by zone, and
+	// kproxy_upstream_bytes_total counts by it. Zero: only the Fetch
+	// RackID and client.id tokens name a zone.
+	Zones zone.Resolver
 }
 
 // answerReply is a split engine answer as a Reply.
@@ -166,6 +173,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	crand.Read(d.secret[:]) // never fails (Go 1.24+)
 	d.eng = split.Env{
 		Routes: d.routes, Sender: d.sender, Log: d.log, Now: d.now, Backoff: d.backoff, Metrics: m, Bufs: d.bufs,
+		ClientZone: d.clientZone,
 	}
 	d.vers = newVersions(d)
 	d.eng.Version = d.brokerVersion
@@ -177,6 +185,18 @@ func New(cfg Config) (*Dispatcher, error) {
 // once every client connection is gone or the Sender is closed (which fails
 // what is in flight). Begin must not be called after Close.
 func (d *Dispatcher) Close() { d.eng.Close() }
+
+// clientZone is the zone of the client of ctx (split.Env.ClientZone).
+func (d *Dispatcher) clientZone(ctx context.Context, rack string, clientID *string) (string, zone.Source) {
+	var id, addr string
+	if clientID != nil {
+		id = *clientID
+	}
+	if c := ConnInfoFrom(ctx); c != nil {
+		addr = c.Client
+	}
+	return d.cfg.Zones.Of(rack, id, addr)
+}
 
 func setDuration(d *time.Duration, def time.Duration) {
 	if *d <= 0 {

@@ -85,6 +85,7 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 	o.s.Init(&d.eng, o, split.Request{
 		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: body,
 		Deadline: retry.Budget(d.now(), time.Duration(o.req.MaxWaitMillis)*time.Millisecond, 0),
+		RouteBy:  split.ByPartitionRead, Rack: o.req.Rack, // reads may stay in the client's zone
 	})
 	n := split.CountParts(o.req.Topics, fetchParts)
 	o.answers = slices.Grow(o.answers[:0], n)[:n]

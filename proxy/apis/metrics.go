@@ -8,13 +8,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/promreg"
+	"github.com/kproxy/kproxy/proxy/zone"
 	"github.com/kproxy/kproxy/retry"
+	"github.com/kproxy/kproxy/routing"
 )
 
 type metrics struct {
 	retries *prometheus.CounterVec // api, reason
 	splits  *prometheus.CounterVec // api, brokers
 	early   prometheus.Counter
+	// up and reads are resolved once: they count on every sub-request.
+	up                   map[int16]*[3]prometheus.Counter // by API key, then zone.Localities
+	reads                [6][5]prometheus.Counter         // by routing.Read, then zone.Source
+	upBytes, fetchRoutes *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,13 +38,64 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Split fetches answered before every broker replied, because enough bytes had arrived.",
 		}),
 	}
+	upBytes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kproxy_upstream_bytes_total",
+		Help: "Bytes of requests sent to and answers read from brokers, by API and by whether the broker is in the client's zone (true, false, unknown: the client's or the broker's zone is not known).",
+	}, []string{"api", "zone_local"})
+	routes := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kproxy_fetch_route_total",
+		Help: "Fetch partitions routed, by where they went (zone: a broker of the client's zone that is not the owner; owner: the usual route) and why (for zone: where the client's zone came from).",
+	}, []string{"to", "reason"})
 	if reg != nil {
 		m.retries = promreg.Register(reg, m.retries)
 		m.splits = promreg.Register(reg, m.splits)
 		m.early = promreg.Register(reg, m.early)
+		upBytes = promreg.Register(reg, upBytes)
+		routes = promreg.Register(reg, routes)
+	}
+	m.upBytes, m.fetchRoutes = upBytes, routes
+	m.up = make(map[int16]*[3]prometheus.Counter)
+	for _, key := range RoutedKeys() {
+		var c [3]prometheus.Counter
+		for i, l := range zone.Localities() {
+			c[i] = upBytes.WithLabelValues(kmsg.NameForKey(key), l)
+		}
+		m.up[key] = &c
+	}
+	for _, r := range routing.ReadReasons() {
+		for _, src := range zone.Sources() {
+			to, why := "owner", r.String()
+			if r.ToZone() {
+				to, why = "zone", src.String()
+			}
+			m.reads[r][src] = routes.WithLabelValues(to, why)
+		}
 	}
 	m.zero()
 	return m
+}
+
+// Read counts one fetch partition routed (split.Metrics).
+func (m *metrics) Read(to routing.Read, src zone.Source) {
+	if int(to) < len(m.reads) && int(src) < len(m.reads[to]) {
+		m.reads[to][src].Inc()
+	}
+}
+
+// Upstream counts bytes to or from a broker (split.Metrics).
+func (m *metrics) Upstream(key int16, local string, n int) {
+	c := m.up[key]
+	if c == nil || n <= 0 {
+		return
+	}
+	i := 2
+	switch local {
+	case "true":
+		i = 0
+	case "false":
+		i = 1
+	}
+	c[i].Add(float64(n))
 }
 
 // zero creates, at 0, every retries series the package can count: for each

@@ -136,6 +136,8 @@ function renderState(s) {
   item('revision', String(s.revision ?? '–'));
   item('route age', s.route_age_seconds === undefined ? '–' : s.route_age_seconds.toFixed(1) + 's', (s.route_age_seconds ?? 0) < 10);
   item('live brokers', String(s.live_brokers ?? '–'));
+  item('fetch from', s.fetch_from || '–');
+  item('zone', s.zone || '–');
   if (s.draining) item('draining', 'yes', false);
 }
 

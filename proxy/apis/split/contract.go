@@ -49,6 +49,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/upstream"
+	"github.com/kproxy/kproxy/proxy/zone"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -105,6 +106,9 @@ type Request struct {
 	Deadline     time.Time
 	Hold         upstream.Hold // of every sub-request (a LongPoller's own)
 	RouteBy      RouteBy
+	// Rack is the client's rack as the request names it (Fetch v11+), the
+	// first clue to its zone (Env.ClientZone).
+	Rack string
 	// Whole: one item forwarded whole, not counted as a split.
 	Whole bool
 	// LostCode answers items whose retries ran out unanswered (default
@@ -131,6 +135,12 @@ type Metrics interface {
 	Split(key int16, subs int)                // a request's first round went to subs brokers
 	Retried(key int16, code int16, err error) // an item is retried after code or err
 	Early()                                   // a LongPoller answered before every broker did
+	// Read counts where a ByPartitionRead item was routed and, for a zone
+	// read, where the client's zone came from.
+	Read(to routing.Read, src zone.Source)
+	// Upstream counts n bytes sent to or received from a broker whose
+	// locality to the client is local (zone.Locality).
+	Upstream(key int16, local string, n int)
 }
 
 // Env is what the engine shares across one dispatcher's requests. Set its
@@ -147,6 +157,10 @@ type Env struct {
 	// sub-request of a client request at version; false when that broker
 	// cannot serve it (see Bridger). Nil: the client's version.
 	Version func(broker int32, key, version int16) (int16, bool)
+	// ClientZone, if set, finds the zone of the client of ctx from its
+	// rack (Request.Rack) and client id (zone.Resolver): ByPartitionRead
+	// routes by it, and Metrics.Upstream counts bytes by it.
+	ClientZone func(ctx context.Context, rack string, clientID *string) (string, zone.Source)
 
 	parked parkedPolls    // long polls an early answer left (wait.go)
 	polls  sync.WaitGroup // the long polls' goroutines
@@ -180,6 +194,9 @@ const (
 	ByGroup                    // Topic is a group, to its coordinator
 	ByAnyBroker                // Topic is a rendezvous key, to any live broker
 	ByBroker                   // Part is a broker id: to that broker while it lives
+	// ByPartitionRead is ByPartition for reads (Fetch): to a broker in the
+	// client's zone when the table routes reads by zone (routing.RouteRead).
+	ByPartitionRead
 )
 
 // Reserve makes room for n items.

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/proxy/upstream"
+	"github.com/kproxy/kproxy/proxy/zone"
 	"github.com/kproxy/kproxy/retry"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -49,6 +50,7 @@ type sub struct {
 	held    bool      // its answer was absorbed: item answers may reference it
 	lp      *longPoll // the wait of a subWaiting sub
 	first   bool      // of the first round: its long poll may be parked
+	local   string    // zone.Locality of the broker to the client
 }
 
 type result struct {
@@ -71,8 +73,12 @@ type Engine struct {
 	conn     uint64
 	clientID *string // the client's, forwarded in sub-requests
 	routeBy  RouteBy // how items are routed
-	whole    bool    // one item, forwarded whole : not counted as split
-	readOnly bool    // a maybe-processed attempt may be repeated
+	rack     string  // the client's rack, as its request names it
+	zone     string  // the client's zone, once zoned
+	zsrc     zone.Source
+	zoned    bool // zone and zsrc are known
+	whole    bool // one item, forwarded whole : not counted as split
+	readOnly bool // a maybe-processed attempt may be repeated
 	// concurrent waits for all brokers at once (goroutines), so that a
 	// LongPoller can answer early; otherwise answers are awaited in turn,
 	// which costs no goroutine (every attempt is in flight anyway).
@@ -115,6 +121,7 @@ func (s *Engine) Init(env *Env, a Adapter, r Request) {
 	s.env, s.ops, s.key, s.version, s.conn, s.clientID = env, a, r.Key, r.Version, r.Conn, r.ClientID
 	s.subVer = r.Version
 	s.own, s.deadline, s.hold, s.routeBy, s.whole = r.Own, r.Deadline, r.Hold, r.RouteBy, r.Whole
+	s.rack = r.Rack
 	s.poller, _ = a.(LongPoller)
 	s.merger, _ = a.(PartsMerger)
 	s.vec, _ = a.(VecAdapter)
@@ -144,14 +151,32 @@ func (s *Engine) route(it *item) (int32, bool) {
 	case ByBroker:
 		_, live := s.env.Routes.Broker(it.Part)
 		return it.Part, live
+	case ByPartitionRead:
+		b, why, ok := s.env.Routes.RouteRead(it.Topic, it.Part, s.zone, it.avoid)
+		if ok {
+			s.env.Metrics.Read(why, s.zsrc)
+		}
+		return b, ok
 	}
 	return s.env.Routes.RouteAvoiding(it.Topic, it.Part, it.avoid)
+}
+
+// findZone learns the client's zone once per request.
+func (s *Engine) findZone(ctx context.Context) {
+	if s.zoned {
+		return
+	}
+	s.zoned = true
+	if s.env.ClientZone != nil {
+		s.zone, s.zsrc = s.env.ClientZone(ctx, s.rack, s.clientID)
+	}
 }
 
 // Dispatch routes the idle items and sends one sub-request per broker.
 // whole, if not nil, is the client's encoded request: when every item is
 // idle and goes to one broker it is forwarded as it is.
 func (s *Engine) Dispatch(ctx context.Context, whole []byte) {
+	s.findZone(ctx)
 	var brokers [8]int32
 	distinct := brokers[:0]
 	idle := 0
@@ -223,6 +248,7 @@ func (s *Engine) send(ctx context.Context, broker int32, idx []int32, whole []by
 		return
 	}
 	var body upstream.Body = upstream.Raw(whole)
+	sent := len(whole)
 	if whole == nil || s.vec != nil {
 		s.enc = subBody{s: s, idx: idx, nsubs: nsubs, whole: whole}
 		body = &s.enc
@@ -230,11 +256,17 @@ func (s *Engine) send(ctx context.Context, broker int32, idx []int32, whole []by
 	p, err := s.env.Sender.Send(ctx, broker, s.conn, upstream.Request{
 		Key: s.key, Version: ver, ClientID: s.clientID, Body: body, Hold: s.holdNow(),
 	})
+	if body == &s.enc {
+		sent = s.enc.sent
+	}
 	s.enc = subBody{}
+	local := zone.Locality(s.zone, s.env.Routes.Zone(broker))
 	if err != nil {
 		err = fmt.Errorf("send %s to broker %d: %w", kmsg.NameForKey(s.key), broker, err)
+	} else {
+		s.env.Metrics.Upstream(s.key, local, sent)
 	}
-	s.subs = append(s.subs, sub{broker: broker, version: ver, idx: idx, p: p, err: err, first: parkable})
+	s.subs = append(s.subs, sub{broker: broker, version: ver, idx: idx, p: p, err: err, first: parkable, local: local})
 	s.outstanding++
 }
 
@@ -254,13 +286,18 @@ type subBody struct {
 	idx   []int32
 	nsubs int
 	whole []byte // the client's body, forwarded as it is
+	sent  int    // bytes the last append wrote (Metrics.Upstream)
 }
 
 func (b *subBody) AppendBody(dst []byte) []byte {
+	n := len(dst)
 	if b.whole != nil {
-		return append(dst, b.whole...)
+		dst = append(dst, b.whole...)
+	} else {
+		dst = b.s.ops.Encode(dst, b.idx, b.nsubs)
 	}
-	return b.s.ops.Encode(dst, b.idx, b.nsubs)
+	b.sent = len(dst) - n
+	return dst
 }
 
 // SizeHint: a sub-request is at most about the client's request.
@@ -278,7 +315,13 @@ func (b *subBody) AppendVec(dst []byte) ([]byte, [][]byte) {
 	if b.s.vec == nil {
 		return b.AppendBody(dst), nil
 	}
-	return b.s.vec.EncodeVec(dst, b.idx, b.nsubs, b.whole)
+	n := len(dst)
+	dst, parts := b.s.vec.EncodeVec(dst, b.idx, b.nsubs, b.whole)
+	b.sent = len(dst) - n
+	for _, p := range parts {
+		b.sent += len(p)
+	}
+	return dst, parts
 }
 
 func (b *subBody) VecSizeHint() int {
@@ -301,7 +344,8 @@ func (s *Engine) adopt(broker int32, idx []int32) bool {
 	}
 	s.ensureResults()
 	si := len(s.subs)
-	s.subs = append(s.subs, sub{broker: broker, version: s.subVer, idx: idx, state: subWaiting, lp: lp, first: true})
+	s.subs = append(s.subs, sub{broker: broker, version: s.subVer, idx: idx, state: subWaiting, lp: lp, first: true,
+		local: zone.Locality(s.zone, s.env.Routes.Zone(broker))})
 	s.outstanding++
 	s.waiting++
 	lp.attach(s.results, si)
@@ -355,6 +399,7 @@ func (s *Engine) handle(si int, body []byte, err error) {
 		s.seq++
 		sb.held = true
 		s.answerBytes += len(body)
+		s.env.Metrics.Upstream(s.key, sb.local, len(body))
 		clean, derr := s.ops.Absorb(body, si)
 		if derr == nil {
 			s.afterAbsorb(si, body, clean)
@@ -458,7 +503,7 @@ func (s *Engine) ownerMoved(it *item) bool {
 	case ByGroup:
 		b, owned := s.env.Routes.Coordinator(it.Topic)
 		return owned && !it.avoid.Has(b)
-	case ByPartition:
+	case ByPartition, ByPartitionRead:
 		b, _, owned := s.env.Routes.Owner(it.Topic, it.Part)
 		return owned && !it.avoid.Has(b)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/upstream"
+	"github.com/kproxy/kproxy/proxy/zone"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -84,9 +85,11 @@ func (f *toySender) Send(_ context.Context, broker int32, _ uint64, req upstream
 
 type noMetrics struct{}
 
-func (noMetrics) Split(int16, int)            {}
-func (noMetrics) Retried(int16, int16, error) {}
-func (noMetrics) Early()                      {}
+func (noMetrics) Split(int16, int)               {}
+func (noMetrics) Retried(int16, int16, error)    {}
+func (noMetrics) Early()                         {}
+func (noMetrics) Read(routing.Read, zone.Source) {}
+func (noMetrics) Upstream(int16, string, int)    {}
 
 // TestToyAdapter: the contract alone is enough for an adapter: items are
 // split per owner, a refused item is retried on its new owner, and the
