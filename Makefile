@@ -4,7 +4,7 @@ BIN      := bin/kproxy
 GOFLAGS_TEST ?= -race -timeout 25m
 DURATION ?= 5m
 
-.PHONY: help run build test quick lint vet unit fuzz deploy-check clients docs bench scale chaos clean
+.PHONY: help run build test quick lint vet unit fuzz deploy-check clients docs bench scale zones chaos clean
 
 help: ## this list: each target and what it does
 	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | awk -F'\t' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -57,6 +57,9 @@ bench: ## proxy cost side by side with direct and a plain TCP relay; writes docs
 
 scale: ## 10k, 30k and 100k partitions and 1,000 simulated brokers through 2 proxies (SCALEFLAGS=-quick for a smoke run); writes docs/scale.md
 	$(GO) run ./bench/cmd/scalerun $(SCALEFLAGS)
+
+zones: ## zone-aware fetch routing: 3 zones x 2 brokers, owner vs zone routing side by side (ZONESFLAGS for experiments); writes docs/zones.md
+	$(GO) run ./bench/cmd/zonesrun $(ZONESFLAGS)
 
 chaos: ## the full fault suite (DURATION=5m); leaves a report under results/ (kchaos builds kproxy with -tags kproxy_unsafe)
 	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/

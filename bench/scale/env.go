@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -32,6 +33,14 @@ type EnvConfig struct {
 	Brokers, Proxies int
 	LeaseTTL         time.Duration // 0: the brokers' default
 	Name             string        // folder under Dir for this run's logs
+	// BrokerFlags and ProxyFlags, if set, give one broker's (by id) and
+	// one proxy's (by index from 0) own flags (`make zones`: --rack,
+	// --zone, --fetch-from).
+	BrokerFlags func(id int32) []string
+	ProxyFlags  func(i int) []string
+	// Store is the brokers' --store (default "memory": each broker its
+	// own, so no broker can read another's segments).
+	Store string
 }
 
 // StartEnv starts etcd, then cfg.Brokers brokers (ids 1 up, memory store)
@@ -67,17 +76,25 @@ func StartEnv(ctx context.Context, cfg EnvConfig) (e *Env, err error) {
 		return nil, fmt.Errorf("etcd client: %w", err)
 	}
 	e.rig, err = testrig.NewCluster(testrig.ClusterConfig{Kproxy: cfg.Kproxy, LogDir: logDir, Etcd: e.cli,
-		EtcdEndpoints: []string{e.endpoint}, Store: "memory", LeaseTTL: cfg.LeaseTTL, LogLevel: "warn"})
+		EtcdEndpoints: []string{e.endpoint}, Store: cmp.Or(cfg.Store, "memory"), LeaseTTL: cfg.LeaseTTL, LogLevel: "warn"})
 	if err != nil {
 		return nil, err
 	}
 	for i := range cfg.Brokers {
-		if _, err := e.rig.AddBroker(int32(i+1), nil); err != nil {
+		var extra []string
+		if cfg.BrokerFlags != nil {
+			extra = cfg.BrokerFlags(int32(i + 1))
+		}
+		if _, err := e.rig.AddBrokerWith(int32(i+1), nil, extra...); err != nil {
 			return nil, err
 		}
 	}
-	for range cfg.Proxies {
-		if _, err := e.rig.AddProxy(); err != nil {
+	for i := range cfg.Proxies {
+		var extra []string
+		if cfg.ProxyFlags != nil {
+			extra = cfg.ProxyFlags(i)
+		}
+		if _, err := e.rig.AddProxy(extra...); err != nil {
 			return nil, err
 		}
 	}

@@ -181,7 +181,7 @@ func TestDeleteRecordsAndGC(t *testing.T) {
 func TestMetricsCount(t *testing.T) {
 	c := newCluster(t)
 	reg := prometheus.NewRegistry()
-	b := c.start(1, func(cfg *Config) { cfg.Registerer = reg })
+	b := c.start(1, func(cfg *Config) { cfg.Registerer, cfg.Rack = reg, "r1" })
 	cl := c.clientFor([]string{b.Addr()})
 	c.createTopic(cl, "m", 1)
 	ctx := testCtx(t, 30*time.Second)
@@ -202,6 +202,14 @@ func TestMetricsCount(t *testing.T) {
 		if got := gatherValue(t, reg, name); got != want {
 			t.Errorf("%s = %v, want %v", name, got, want)
 		}
+	}
+	// Record bytes served, by the fetch's RackID against the broker's rack.
+	served := fetchRaw(ctx, t, direct(cl, b), "m", 0, 0) // no RackID: unknown
+	if got := testutil.ToFloat64(b.metrics.fetchBytes.WithLabelValues("unknown")); got != float64(2*len(served.RecordBatches)) || got == 0 {
+		t.Errorf("fetch bytes without a rack: %v, want twice %d", got, len(served.RecordBatches))
+	}
+	if got := testutil.ToFloat64(b.metrics.fetchBytes.WithLabelValues("false")); got != 0 {
+		t.Errorf("cross-rack fetch bytes %v, want 0", got)
 	}
 	if n := testutil.CollectAndCount(reg, "kproxy_broker_commit_seconds"); n != 1 {
 		t.Errorf("commit latency histogram: %d series", n)

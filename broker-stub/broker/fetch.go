@@ -9,8 +9,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/broker-stub/broker/partlog"
-	"github.com/kproxy/kproxy/broker-stub/broker/schema"
-	"github.com/kproxy/kproxy/layout"
 )
 
 // fetchPart is one requested partition and where its answer goes.
@@ -54,17 +52,20 @@ func (b *Broker) handleFetch(ctx context.Context, _ *conn, _ header, kreq kmsg.R
 	wake := make(chan struct{}, 1)
 	cancel := b.view.Wait(tps, wake) // before the first read: no change is missed
 	defer cancel()
+	b.confirmEnds(ctx, parts)
 	timer := time.NewTimer(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
 	defer timer.Stop()
 	for {
 		total, errored := b.fillFetch(ctx, parts, maxBytes)
 		if errored || total >= int(req.MinBytes) || req.MaxWaitMillis <= 0 {
+			b.metrics.fetchServed(req.Rack, b.cfg.Rack, resp)
 			return resp
 		}
 		select {
 		case <-wake:
 		case <-timer.C:
 			b.fillFetch(ctx, parts, maxBytes)
+			b.metrics.fetchServed(req.Rack, b.cfg.Rack, resp)
 			return resp
 		case <-ctx.Done():
 			return nil
@@ -206,24 +207,6 @@ func (b *Broker) readPartition(ctx context.Context, p *fetchPart, budget int, fi
 	}
 	sp.RecordBatches = data
 	return 0
-}
-
-// committedEnd reads the partition's end offset from etcd (linearizable).
-func (b *Broker) committedEnd(ctx context.Context, tp partlog.TP) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	resp, err := b.cfg.Etcd.Get(ctx, schema.New(b.cfg.Layout).PartitionStateKey(tp.Topic, tp.Partition))
-	if err != nil {
-		return 0, err
-	}
-	if len(resp.Kvs) == 0 {
-		return 0, nil
-	}
-	var st schema.PartitionState
-	if err := layout.Unmarshal(resp.Kvs[0].Value, &st); err != nil {
-		return 0, err
-	}
-	return st.End, nil
 }
 
 // checkLeaderEpoch compares a client's current leader epoch (-1: none)

@@ -77,6 +77,12 @@ func NewCluster(cfg ClusterConfig) (*Cluster, error) {
 // broker dials (nil: the cluster's), so that a rig can put relays between
 // one broker and etcd.
 func (c *Cluster) AddBroker(id int32, etcd []string) (*Broker, error) {
+	return c.AddBrokerWith(id, etcd)
+}
+
+// AddBrokerWith is AddBroker with `kproxy broker` flags for this broker
+// alone (e.g. its --rack), after ClusterConfig.BrokerArgs.
+func (c *Cluster) AddBrokerWith(id int32, etcd []string, extra ...string) (*Broker, error) {
 	addrs, err := FreeAddrs(2)
 	if err != nil {
 		return nil, err
@@ -90,7 +96,7 @@ func (c *Cluster) AddBroker(id int32, etcd []string) (*Broker, error) {
 	if c.cfg.LeaseTTL > 0 {
 		args = append(args, "--lease-ttl", c.cfg.LeaseTTL.String())
 	}
-	args = append(append(args, c.commonArgs()...), c.cfg.BrokerArgs...)
+	args = append(append(append(args, c.commonArgs()...), c.cfg.BrokerArgs...), extra...)
 	name := fmt.Sprintf("broker-%d", id)
 	b.Proc = NewProc(Spec{Name: name, Path: c.cfg.Kproxy, Args: args, Env: c.cfg.BrokerEnv, LogPath: c.logPath(name)})
 	c.Brokers = append(c.Brokers, b)

@@ -55,17 +55,37 @@ func Scrape(ctx context.Context, addr, prefix string) (map[string]float64, error
 // ScrapeCounter sums every series of the metric name on an admin endpoint's
 // /metrics.
 func ScrapeCounter(ctx context.Context, admin, name string) (float64, error) {
+	return ScrapeCounterWhere(ctx, admin, name)
+}
+
+// ScrapeCounterWhere is ScrapeCounter over the series whose labels include
+// each of labels, written as Scrape keys them: `zone_local="true"`.
+func ScrapeCounterWhere(ctx context.Context, admin, name string, labels ...string) (float64, error) {
 	m, err := Scrape(ctx, admin, name)
 	if err != nil {
 		return 0, err
 	}
 	var sum float64
 	for series, v := range m {
-		if MetricName(series) == name {
+		if MetricName(series) == name && hasLabels(series, labels) {
 			sum += v
 		}
 	}
 	return sum, nil
+}
+
+// hasLabels says whether a series key's label set holds every label.
+func hasLabels(series string, labels []string) bool {
+	set := ""
+	if i, j := strings.IndexByte(series, '{'), strings.LastIndexByte(series, '}'); i >= 0 && j > i {
+		set = "," + series[i+1:j] + ","
+	}
+	for _, l := range labels {
+		if !strings.Contains(set, ","+l+",") {
+			return false
+		}
+	}
+	return true
 }
 
 // MetricName is the metric name of a series key Scrape returned.
