@@ -61,8 +61,8 @@ scale: ## 10k, 30k and 100k partitions and 1,000 simulated brokers through 2 pro
 zones: ## zone-aware fetch routing: 3 zones x 2 brokers, owner vs zone routing side by side (ZONESFLAGS for experiments); writes docs/zones.md
 	$(GO) run ./bench/cmd/zonesrun $(ZONESFLAGS)
 
-chaos: ## the full fault suite (DURATION=5m); leaves a report under results/ (kchaos builds kproxy with -tags kproxy_unsafe)
-	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/
+chaos: ## the full fault suite (DURATION=5m; CHAOSFLAGS=-zones=a,b,c for the zone-routing mode); leaves a report under results/ (kchaos builds kproxy with -tags kproxy_unsafe)
+	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/ $(CHAOSFLAGS)
 
 clean: ## remove bin/ and results/
 	rm -rf bin results

@@ -40,6 +40,11 @@ type Options struct {
 	LeaseTTL       time.Duration // [3s]
 	DisableFencing bool          // the mutation: brokers commit without the compare
 	BrokerArgs     []string
+	// Zones, if set, is the zone mode: brokers and proxies are spread over
+	// these zones (--rack, --zone, --fetch-from zone) and consumers set
+	// client.rack to their proxy's zone, so they read through zone-local
+	// brokers, most of them not the partitions' owners.
+	Zones []string
 
 	Producers  int           // [12]
 	Partitions int32         // [8]
@@ -106,7 +111,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 	log := slog.New(teeHandler{fileLog, opt.Logger.Handler()})
 	r := &runner{opt: opt, dir: dir, log: log, fileLog: slog.New(fileLog), report: &Report{Name: opt.Name, Dir: dir, Seed: opt.Seed,
 		Started: time.Now().UTC(), FaultDuration: opt.Duration.String(), LeaseTTL: opt.LeaseTTL.String(),
-		DisableFencing: opt.DisableFencing, Producers: opt.Producers, Partitions: opt.Partitions, Mode: string(opt.Mode)}}
+		DisableFencing: opt.DisableFencing, Producers: opt.Producers, Partitions: opt.Partitions, Mode: string(opt.Mode), Zones: opt.Zones}}
 	err = r.run(ctx)
 	r.report.Elapsed = time.Since(r.report.Started).Round(time.Millisecond).String()
 	if werr := r.writeReport(); werr != nil {
@@ -166,7 +171,7 @@ func (r *runner) run(ctx context.Context) error {
 	cl, err := cluster.Start(ctx, cluster.Config{
 		Dir: r.dir, Kproxy: bin.Kproxy, EtcdMember: bin.EtcdMember, LeaseTTL: r.opt.LeaseTTL,
 		Partitions: r.opt.Partitions, DisableFencing: r.opt.DisableFencing, BrokerArgs: r.opt.BrokerArgs,
-		Logger: r.fileLog,
+		Zones: r.opt.Zones, Logger: r.fileLog,
 	})
 	if err != nil {
 		return fmt.Errorf("start cluster: %w", err)
@@ -189,7 +194,7 @@ func (r *runner) drive(ctx context.Context, cl *cluster.Cluster) error {
 	defer func() { stopWatch(); counters.Wait() }()
 
 	w, err := workload.Start(workload.Config{
-		Proxies: cl.ProxyAddrs(), Topic: topic, Partitions: r.opt.Partitions, Producers: r.opt.Producers,
+		Proxies: cl.ProxyAddrs(), Zones: cl.ProxyZones(), Topic: topic, Partitions: r.opt.Partitions, Producers: r.opt.Producers,
 		Mode: r.opt.Mode, Rate: r.opt.Rate, Seed: r.opt.Seed, Recorder: r.rec, Logger: r.log,
 	})
 	if err != nil {

@@ -23,6 +23,9 @@ type Report struct {
 	Producers      int       `json:"producers"`
 	Partitions     int32     `json:"partitions"`
 	Mode           string    `json:"mode"`
+	// Zones is the zone mode's zones (none: every read goes to the owner's
+	// route; see Options.Zones).
+	Zones []string `json:"zones,omitempty"`
 
 	Valid     bool                 `json:"valid"`
 	Faults    map[string]int       `json:"faults_by_kind"`

@@ -40,7 +40,7 @@ func clientCapabilities(d driver) []capability {
 		}, false})
 	}
 	caps = append(caps, capability{capSASL, (*harness).sasl, false}, capability{capVanish, (*harness).vanish, false})
-	caps = append(caps, capability{capNarrow, (*harness).narrowBrokers, true})
+	caps = append(caps, capability{capNarrow, (*harness).narrowBrokers, true}, capability{capZone, (*harness).zoneFetch, false})
 	return append(caps, capability{capFailover, (*harness).failover, false})
 }
 

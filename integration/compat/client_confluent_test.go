@@ -14,7 +14,7 @@ import (
 // confluentDriver drives confluent-kafka-go (cgo, its bundled librdkafka)
 // with librdkafka's defaults plus acks=all, the codec under test, and
 // auto.offset.reset=earliest.
-type confluentDriver struct{}
+type confluentDriver struct{ rack string } // rack: client.rack of its consumers (zone fetch)
 
 func (confluentDriver) name() string { return "confluent-kafka-go" }
 func (confluentDriver) version() string {
@@ -167,8 +167,15 @@ func (confluentDriver) produce(ctx context.Context, bootstrap []string, topic st
 	return acked, firstErr
 }
 
-func (confluentDriver) consume(ctx context.Context, bootstrap []string, topic, group string) (stream, error) {
+func (confluentDriver) inZone(zone string) (driver, string) {
+	return confluentDriver{rack: zone}, "client.rack"
+}
+
+func (d confluentDriver) consume(ctx context.Context, bootstrap []string, topic, group string) (stream, error) {
 	extra := kafka.ConfigMap{"auto.offset.reset": "earliest"}
+	if d.rack != "" {
+		extra["client.rack"] = d.rack
+	}
 	plain := group == ""
 	if plain {
 		// librdkafka's consumer needs a group.id even to assign partitions

@@ -18,7 +18,7 @@ import (
 // timeout instead of the 1 s default (test speed only); Readers per
 // partition for plain reads and a GroupID Reader (synchronous commits, the
 // default) for groups. Everything else is kafka-go's defaults.
-type kafkaGoDriver struct{}
+type kafkaGoDriver struct{ zone string } // zone: of its readers, in client.id (zone fetch)
 
 func (kafkaGoDriver) name() string         { return "segmentio kafka-go" }
 func (kafkaGoDriver) version() string      { return moduleVersion("github.com/segmentio/kafka-go") }
@@ -153,6 +153,22 @@ func nextBatch(in <-chan Rec, max int) []Rec {
 	return batch
 }
 
+// inZone: kafka-go's Reader sends no rack, so the zone goes into client.id.
+func (kafkaGoDriver) inZone(zone string) (driver, string) {
+	return kafkaGoDriver{zone: zone}, "Dialer.ClientID \"zone=" + zone + ",...\" (its Reader has no client.rack)"
+}
+
+// dialer is the readers' dialer: kafka-go's default, with the zone in
+// client.id when set (nil: the default itself).
+func (d kafkaGoDriver) dialer() *kafka.Dialer {
+	if d.zone == "" {
+		return nil
+	}
+	dl := *kafka.DefaultDialer
+	dl.ClientID = "zone=" + d.zone + ",kproxy-compat"
+	return &dl
+}
+
 func (d kafkaGoDriver) consume(ctx context.Context, bootstrap []string, topic, group string) (stream, error) {
 	if group != "" {
 		r := kafka.NewReader(kafka.ReaderConfig{
@@ -168,7 +184,7 @@ func (d kafkaGoDriver) consume(ctx context.Context, bootstrap []string, topic, g
 	var readers []*kafka.Reader
 	for p := range mv.leaders {
 		readers = append(readers, kafka.NewReader(kafka.ReaderConfig{
-			Brokers: bootstrap, Topic: topic, Partition: int(p),
+			Brokers: bootstrap, Topic: topic, Partition: int(p), Dialer: d.dialer(),
 			StartOffset: kafka.FirstOffset, MaxWait: 250 * time.Millisecond,
 		}))
 	}

@@ -15,7 +15,7 @@ import (
 // kafkajsDriver drives kafkajs through node/compat.js, one subprocess per
 // producer or consumer. kafkajs defaults apply apart from acks=-1, the
 // codec, and per-record commits (see compat.js).
-type kafkajsDriver struct{}
+type kafkajsDriver struct{ rack string } // rack: rackId of its consumers (zone fetch)
 
 // nodeDir is node/, relative to this package's directory.
 var nodeDir = filepath.Join(".", "node")
@@ -186,8 +186,15 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
+func (kafkajsDriver) inZone(zone string) (driver, string) {
+	return kafkajsDriver{rack: zone}, "consumer rackId"
+}
+
 func (d kafkajsDriver) consume(ctx context.Context, bootstrap []string, topic, group string) (stream, error) {
 	args := []string{"consume", "--bootstrap", strings.Join(bootstrap, ","), "--topic", topic}
+	if d.rack != "" {
+		args = append(args, "--rack", d.rack)
+	}
 	if group == "" {
 		args = append(args, "--plain", "--group", fmt.Sprintf("compat-plain-%d", rand.Int64()))
 	} else {

@@ -15,7 +15,7 @@ import (
 // librdkafka) as a subprocess: -P reading key:value lines from stdin, -C and
 // -G printing JSON. librdkafka defaults apply apart from acks=all, the codec,
 // and auto.offset.reset=earliest for groups.
-type kcatDriver struct{}
+type kcatDriver struct{ rack string } // rack: client.rack of its consumers (zone fetch)
 
 func (kcatDriver) name() string { return "kcat" }
 
@@ -152,8 +152,15 @@ type kcatRecord struct {
 	Payload   *string `json:"payload"`
 }
 
+func (kcatDriver) inZone(zone string) (driver, string) {
+	return kcatDriver{rack: zone}, "-X client.rack"
+}
+
 func (d kcatDriver) consume(ctx context.Context, bootstrap []string, topic, group string) (stream, error) {
 	args := []string{"-b", strings.Join(bootstrap, ","), "-J", "-u"}
+	if d.rack != "" {
+		args = append(args, "-X", "client.rack="+d.rack)
+	}
 	if group == "" {
 		args = append(args, "-C", "-t", topic, "-o", "beginning")
 	} else {

@@ -15,7 +15,7 @@ import (
 
 // kgoDriver drives franz-go's kgo client with its defaults plus acks=all and
 // the codec under test.
-type kgoDriver struct{}
+type kgoDriver struct{ rack string } // rack: client.rack of its consumers (zone fetch)
 
 func (kgoDriver) name() string        { return "franz-go kgo" }
 func (kgoDriver) version() string     { return moduleVersion("github.com/twmb/franz-go") }
@@ -119,11 +119,18 @@ func (kgoDriver) produce(ctx context.Context, bootstrap []string, topic string, 
 	return acked, firstErr
 }
 
-func (kgoDriver) consume(ctx context.Context, bootstrap []string, topic, group string) (stream, error) {
+func (kgoDriver) inZone(zone string) (driver, string) {
+	return kgoDriver{rack: zone}, "kgo.Rack (client.rack)"
+}
+
+func (d kgoDriver) consume(ctx context.Context, bootstrap []string, topic, group string) (stream, error) {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(bootstrap...),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}
+	if d.rack != "" {
+		opts = append(opts, kgo.Rack(d.rack))
 	}
 	if group != "" {
 		opts = append(opts, kgo.ConsumerGroup(group))

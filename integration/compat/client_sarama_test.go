@@ -13,7 +13,7 @@ import (
 // saramaDriver drives IBM sarama with its defaults (protocol version
 // sarama.DefaultVersion, 3 retries 100 ms apart, hash partitioner) plus
 // acks=all, the codec under test, and OffsetOldest for new groups.
-type saramaDriver struct{}
+type saramaDriver struct{ rack string } // rack: zone of its consumers (zone fetch)
 
 func (saramaDriver) name() string         { return "IBM sarama" }
 func (saramaDriver) version() string      { return moduleVersion("github.com/IBM/sarama") }
@@ -162,11 +162,26 @@ func saramaRec(m *sarama.ProducerMessage) Rec {
 	return Rec{Partition: m.Partition, Offset: m.Offset, Key: string(k), Value: string(v)}
 }
 
+// inZone: sarama sends Config.RackID only from Version 2.4 (Fetch v11),
+// above its default, so the zone also goes into client.id.
+func (saramaDriver) inZone(zone string) (driver, string) {
+	return saramaDriver{rack: zone}, "Config.RackID and Config.ClientID \"zone=" + zone + ",...\" (sarama's default Version sends no rack)"
+}
+
+// config is saramaConfig with the consumers' zone, if any.
+func (d saramaDriver) config() *sarama.Config {
+	cfg := saramaConfig()
+	if d.rack != "" {
+		cfg.RackID, cfg.ClientID = d.rack, "zone="+d.rack+",kproxy-compat"
+	}
+	return cfg
+}
+
 func (d saramaDriver) consume(ctx context.Context, bootstrap []string, topic, group string) (stream, error) {
 	if group != "" {
 		return d.consumeGroup(ctx, bootstrap, topic, group)
 	}
-	c, err := sarama.NewConsumer(bootstrap, saramaConfig())
+	c, err := sarama.NewConsumer(bootstrap, d.config())
 	if err != nil {
 		return nil, fmt.Errorf("sarama consumer: %w", err)
 	}

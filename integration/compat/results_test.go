@@ -28,6 +28,7 @@ const (
 	capFailover   = "failover"
 	capVanish     = "owner vanishes"
 	capNarrow     = "narrow brokers"
+	capZone       = "zone fetch"
 )
 
 func capCodec(c codec) string { return "compression " + string(c) }
@@ -37,7 +38,7 @@ func capabilities() []string {
 	for _, c := range allCodecs {
 		caps = append(caps, capCodec(c))
 	}
-	caps = append(caps, capSASL, capVanish, capNarrow)
+	caps = append(caps, capSASL, capVanish, capNarrow, capZone)
 	return append(caps, capFailover)
 }
 
@@ -179,6 +180,8 @@ func capabilityDoc(c string) string {
 		return fmt.Sprintf("a record is acknowledged on a 1-partition topic; then its owner vanishes and a broker that is not live takes it (as after a storm of expired sessions); the client produces %d more with a %s delivery timeout set in the client's own terms, and each must be answered (ack or error) within it plus %s; then the partition is free again and the client produces a record that is acknowledged and read back. The notes say what each client answered, when, and whether it needed a new producer instance.", vanishRecords, vanishDelivery, vanishSlack)
 	case capNarrow:
 		return "a cluster of its own whose brokers speak only KafScale's version ranges (Fetch v11-13, OffsetCommit v3, OffsetFetch v5, JoinGroup/SyncGroup/Heartbeat/LeaveGroup v4, DescribeGroups v5, ...; the stub broker narrowed to them): kproxy's ApiVersions answer offers Fetch v4 (librdkafka 2.0.2 needs it to produce magic-2 batches and to fetch at all); the client produces 300 keyed records with acks=all, reads every one back from the beginning, and a member of a new consumer group reads them all again. kproxy bridges each request to a version the brokers speak (see Version bridging)."
+	case capZone:
+		return "the brokers have zones (racks zone-a, zone-b, zone-c) and the proxy routes fetches by zone (`--fetch-from zone`, the default): records are read back from the beginning by a consumer that names the zone of a broker that does not own partition 0, in the client's own terms (client.rack where the client has it, else a `zone=` token in client.id); every record arrives exactly once and in order, and the proxy's kproxy_fetch_route_total{to=\"zone\"} shows fetches sent to that zone's broker instead of the owner. The notes say which setting each client used and which the proxy read."
 	case capFailover:
 		return "while the client produces (default delivery timeouts) and consumes, the broker that owns partition 0 is killed without a graceful release; the producer finishes without an error reaching the application and the consumer sees every acknowledged record."
 	}

@@ -37,7 +37,7 @@ type devTarget struct {
 
 var devclusterKind = targetKind{
 	name: "devcluster",
-	describe: fmt.Sprintf("internal/assembly/devcluster: 3 stub brokers behind 1 kproxy, embedded etcd, in-memory store, lease TTL %s; "+
+	describe: fmt.Sprintf("internal/assembly/devcluster: 3 stub brokers (racks zone-a, zone-b, zone-c) behind 1 kproxy, embedded etcd, in-memory store, lease TTL %s; "+
 		"clients are given only the proxy's address", compatLeaseTTL()),
 	start: func(ctx context.Context, logs io.Writer) (target, error) {
 		sec, err := newDevSecurity()
@@ -46,7 +46,7 @@ var devclusterKind = targetKind{
 		}
 		c, err := devcluster.Start(ctx, devcluster.Config{
 			Brokers: 3, Proxies: 1, LeaseTTL: compatLeaseTTL(),
-			DefaultPartitions: partitions, AutoCreateTopics: true, StoreMemory: true,
+			DefaultPartitions: partitions, AutoCreateTopics: true, StoreMemory: true, Racks: compatZones,
 			Logger:      slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
 			ProxyConfig: sec.configure,
 		})

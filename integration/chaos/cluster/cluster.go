@@ -48,6 +48,9 @@ type Config struct {
 	// environment (failpoints, log level).
 	BrokerArgs []string
 	BrokerEnv  []string
+	// Zones, if set, puts broker i (from 0) in Zones[i%len] (--rack) and
+	// proxy j in Zones[j%len] (--zone): the fault suite's zone mode.
+	Zones []string
 	// EtcdNoFsync trades etcd durability under kill -9 for speed.
 	EtcdNoFsync bool
 	Logger      *slog.Logger
@@ -224,7 +227,11 @@ func (c *Cluster) startBrokers(ctx context.Context) error {
 			endpoints = append(endpoints, "http://"+r.Addr())
 		}
 		c.Brokers = append(c.Brokers, b) // Close closes the relays
-		if b.Broker, err = rig.AddBroker(id, endpoints); err != nil {
+		var extra []string
+		if z := c.ZoneOf(i); z != "" {
+			extra = []string{"--rack", z}
+		}
+		if b.Broker, err = rig.AddBrokerWith(id, endpoints, extra...); err != nil {
 			return err
 		}
 	}
@@ -236,6 +243,14 @@ func (c *Cluster) startBrokers(ctx context.Context) error {
 	return nil
 }
 
+// ZoneOf is the zone of broker or proxy i (from 0); "" without Zones.
+func (c *Cluster) ZoneOf(i int) string {
+	if len(c.cfg.Zones) == 0 {
+		return ""
+	}
+	return c.cfg.Zones[i%len(c.cfg.Zones)]
+}
+
 // StartBroker starts a broker that is not running and waits until it is
 // registered and answers Kafka requests.
 func (c *Cluster) StartBroker(ctx context.Context, b *Broker) error {
@@ -245,8 +260,12 @@ func (c *Cluster) StartBroker(ctx context.Context, b *Broker) error {
 }
 
 func (c *Cluster) startProxies(ctx context.Context) error {
-	for range c.cfg.Proxies {
-		p, err := c.rig.AddProxy()
+	for j := range c.cfg.Proxies {
+		var extra []string
+		if z := c.ZoneOf(j); z != "" {
+			extra = []string{"--zone", z, "--fetch-from", "zone"}
+		}
+		p, err := c.rig.AddProxy(extra...)
 		if err != nil {
 			return err
 		}
@@ -282,6 +301,19 @@ func (c *Cluster) ProxyAddrs() []string {
 	out := make([]string, len(c.Proxies))
 	for i, p := range c.Proxies {
 		out[i] = p.Addr
+	}
+	return out
+}
+
+// ProxyZones are the proxies' zones in ProxyAddrs' order (nil without
+// Zones).
+func (c *Cluster) ProxyZones() []string {
+	if len(c.cfg.Zones) == 0 {
+		return nil
+	}
+	out := make([]string, len(c.Proxies))
+	for i := range c.Proxies {
+		out[i] = c.ZoneOf(i)
 	}
 	return out
 }

@@ -19,21 +19,26 @@ type consumer struct {
 	cl   *kgo.Client
 }
 
-func newConsumer(cfg Config, i int, via string) (*consumer, error) {
+// newConsumer reads through via; rack, if set, is its client.rack.
+func newConsumer(cfg Config, i int, via, rack string) (*consumer, error) {
 	parts := map[int32]kgo.Offset{}
 	for p := range cfg.Partitions {
 		parts[p] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(via),
 		kgo.ClientID(fmt.Sprintf("kchaos-consumer-%d", i)),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: parts}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.DialTimeout(2*time.Second),
-		kgo.MetadataMinAge(250*time.Millisecond),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.DialTimeout(2 * time.Second),
+		kgo.MetadataMinAge(250 * time.Millisecond),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }),
-	)
+	}
+	if rack != "" {
+		opts = append(opts, kgo.Rack(rack))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("consumer %d via %s: %w", i, via, err)
 	}

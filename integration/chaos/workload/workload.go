@@ -33,12 +33,15 @@ const (
 
 // Config describes a workload. Zero values take the defaults in brackets.
 type Config struct {
-	Proxies    []string // Kafka addresses; clients are spread over them (required)
-	Topic      string   // [kchaos]
-	Partitions int32    // [8]
-	Producers  int      // [12]
-	Mode       Mode     // [Mixed]
-	Rate       float64  // sends per second per producer [20]
+	Proxies []string // Kafka addresses; clients are spread over them (required)
+	// Zones, if set, is each proxy's zone: a consumer of proxy i sets
+	// client.rack Zones[i], so its fetches go to brokers of that zone.
+	Zones      []string
+	Topic      string  // [kchaos]
+	Partitions int32   // [8]
+	Producers  int     // [12]
+	Mode       Mode    // [Mixed]
+	Rate       float64 // sends per second per producer [20]
 	// MaxInflight bounds each producer's outstanding sends [8].
 	MaxInflight int
 	// Consumers per proxy [1].
@@ -117,7 +120,11 @@ func Start(cfg Config) (*Workload, error) {
 		w.producers = append(w.producers, p)
 	}
 	for i := range cfg.Consumers * len(cfg.Proxies) {
-		c, err := newConsumer(cfg, i, cfg.Proxies[i%len(cfg.Proxies)])
+		rack := ""
+		if len(cfg.Zones) > 0 {
+			rack = cfg.Zones[i%len(cfg.Proxies)]
+		}
+		c, err := newConsumer(cfg, i, cfg.Proxies[i%len(cfg.Proxies)], rack)
 		if err != nil {
 			w.closeAll()
 			return nil, err

@@ -6,7 +6,7 @@
 //   node compat.js produce  --bootstrap ... --topic T [--codec C] [--idempotent] [--delivery-ms D]
 //       reads "key<TAB>value" lines on stdin, sends them in order; with
 //       --delivery-ms each send is answered (ack or error) within about D ms
-//   node compat.js consume  --bootstrap ... --topic T --group G [--plain]
+//   node compat.js consume  --bootstrap ... --topic T --group G [--plain] [--rack ZONE]
 //       runs until SIGTERM, then leaves the group (--plain: exits at once)
 //
 // Every line on stdout is one JSON object; diagnostics go to stderr.
@@ -143,7 +143,7 @@ async function produce(args) {
 // (autoCommitThreshold 1) so that a SIGTERM never loses a commit: kafkajs
 // does not commit on disconnect by itself.
 async function consume(args) {
-  const consumer = client(args).consumer({ groupId: args.group })
+  const consumer = client(args).consumer({ groupId: args.group, ...(args.rack ? { rackId: String(args.rack) } : {}) })
   let stopping = false
   const stop = async () => {
     if (stopping) return

@@ -51,7 +51,9 @@ type Config struct {
 	DataDir           string       // [temporary, removed by Close]
 	EtcdClientAddr    string       // [127.0.0.1:0]
 	Authz             authz.Config // the proxies' authorization [allow-all]
-	Logger            *slog.Logger
+	// Racks, if set, puts broker id in Racks[(id-1)%len] (its zone).
+	Racks  []string
+	Logger *slog.Logger
 	// ProxyConfig, if set, adjusts proxy i's configuration before it starts
 	// (listeners, security).
 	ProxyConfig func(i int, cfg *proxy.Config)
@@ -184,6 +186,14 @@ func (c *Cluster) openStore() (store.ObjectStore, error) {
 	return s, nil
 }
 
+// rackOf is broker id's rack ("" without Config.Racks).
+func (c *Cluster) rackOf(id int32) string {
+	if len(c.cfg.Racks) == 0 {
+		return ""
+	}
+	return c.cfg.Racks[int(id-1)%len(c.cfg.Racks)]
+}
+
 func (c *Cluster) startBroker(ctx context.Context, id int32, listen string) error {
 	cli, err := c.newClient()
 	if err != nil {
@@ -193,8 +203,8 @@ func (c *Cluster) startBroker(ctx context.Context, id int32, listen string) erro
 	b, err := broker.New(ctx, broker.Config{
 		ID: id, Listen: listen, Etcd: cli, EtcdConfig: &ecfg, Layout: c.layout, Store: c.store,
 		LeaseTTL: c.cfg.LeaseTTL, AutoCreateTopics: c.cfg.AutoCreateTopics,
-		DefaultPartitions: c.cfg.DefaultPartitions,
-		Logger:            c.logger, Versions: c.cfg.BrokerVersions,
+		DefaultPartitions: c.cfg.DefaultPartitions, Rack: c.rackOf(id),
+		Logger: c.logger, Versions: c.cfg.BrokerVersions,
 	})
 	if err != nil {
 		cli.Close()

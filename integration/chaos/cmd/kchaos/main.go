@@ -30,15 +30,15 @@ func main() {
 
 func run() int {
 	var (
-		opt         chaos.Options
-		faults      string
-		mode        string
-		mutation    time.Duration
-		docs        string
-		verbose     bool
-		docsOnly    bool
-		seed        uint64
-		brokerFlags string
+		opt                chaos.Options
+		faults             string
+		mode               string
+		mutation           time.Duration
+		docs               string
+		verbose            bool
+		docsOnly           bool
+		seed               uint64
+		brokerFlags, zones string
 	)
 	flag.DurationVar(&opt.Duration, "duration", 5*time.Minute, "how long faults run")
 	flag.StringVar(&opt.Results, "results", "results", "folder for run folders (history, report, logs)")
@@ -55,6 +55,7 @@ func run() int {
 	flag.StringVar(&opt.Bin.Kproxy, "kproxy", "", "prebuilt kproxy binary, built with -tags kproxy_unsafe for the mutation run (default: go build, tagged)")
 	flag.StringVar(&opt.Bin.EtcdMember, "etcdmember", "", "prebuilt etcdmember binary (default: go build)")
 	flag.StringVar(&brokerFlags, "broker-flags", "", "extra flags for every broker, space-separated")
+	flag.StringVar(&zones, "zones", "", "zone mode: comma-separated zones brokers and proxies are spread over (e.g. a,b,c: consumers set client.rack and read through zone-local brokers, mostly non-owners)")
 	flag.StringVar(&docs, "docs", "docs/correctness.md", "write the correctness page with this run's figures here (\"\": don't)")
 	flag.BoolVar(&opt.KeepData, "keep-data", false, "keep etcd and store data of valid runs too (invalid runs always keep it)")
 	flag.BoolVar(&docsOnly, "docs-only", false, "only write -docs from the newest reports under -results; run nothing")
@@ -64,6 +65,9 @@ func run() int {
 	opt.Seed = seed
 	opt.Mode = workload.Mode(mode)
 	opt.BrokerArgs = strings.Fields(brokerFlags)
+	if zones != "" {
+		opt.Zones = strings.Split(zones, ",")
+	}
 	for _, f := range commalist.Split(faults) {
 		opt.Faults = append(opt.Faults, nemesis.Kind(f))
 	}
