@@ -147,6 +147,7 @@ func (r *Report) Markdown() string {
 		return fmt.Sprint(m.ProduceErrors)
 	})
 	b.WriteString(notes)
+	b.WriteString(configuring)
 	return b.String()
 }
 
@@ -160,7 +161,7 @@ func cmp(a, b string) string {
 func setup(c Config) string {
 	return fmt.Sprintf(`## Set-up
 
-- %d zones (%s) of %d stub brokers each, started with `+"`--rack`"+`; memory store; one etcd.
+- %d zones (%s) of %d stub brokers each, started with `+"`--rack`"+`; one store folder they share (on tmpfs), one etcd.
 - One proxy per zone for each routing mode: `+"`--zone Z --fetch-from owner`"+` and `+"`--zone Z --fetch-from zone`"+`, all against the same brokers.
 - Topic %q with %d partitions, each owned (produced to) before the first phase.
 - In every zone a producer (kgo, `+"`client.id zone=Z`"+`, %.0f records/s of %d bytes, acks all, round robin over partitions) and a consumer of every partition (kgo, `+"`client.rack` Z"+`, from the end), both on that zone's proxy: each consumer reads all %d producers' records.
@@ -170,6 +171,16 @@ func setup(c Config) string {
 
 `, len(c.Zones), strings.Join(c.Zones, ", "), c.BrokersPerZone, topic, c.Partitions, c.Rate, c.RecordSize, len(c.Zones), c.Rounds, c.Warmup, c.Duration)
 }
+
+const configuring = `
+## Configuring zones
+
+- Brokers: ` + "`kproxy broker --rack ZONE`" + ` (Kafka's broker.rack) writes the zone into the broker's etcd record (` + "`rack`" + ` in docs/etcd-layout.md) and its Metadata answers. With ` + "`--etcd-layout kafscale`" + ` the zone is the ` + "`Rack`" + ` of KafScale's metadata snapshot.
+- Proxies: ` + "`kproxy serve --zone ZONE`" + ` is the proxy's own zone; ` + "`--fetch-from zone|owner`" + ` says where fetches go (default zone for kproxy's brokers; owner, and zone refused, for KafScale's, whose brokers serve stale copies of partitions they do not own); ` + "`--zone-cidrs 10.0.0.0/20=us-east-1a,...`" + ` maps client addresses to zones.
+- A client's zone is, in this order: the Fetch request's RackID (the consumer's ` + "`client.rack`" + `, Fetch v11+, KIP-392); a ` + "`client.id`" + ` token ` + "`zone=Z`" + ` (Bufstream's), ` + "`ws_az=Z`" + ` or ` + "`warpstream_az=Z`" + ` (WarpStream's) or ` + "`diskless_az=Z`" + ` (Inkless's), tokens separated by commas (` + "`client.id=orders-app,zone=us-east-1a`" + `); the first ` + "`--zone-cidrs`" + ` range that holds the client's address; the proxy's ` + "`--zone`" + `. docs/compatibility.md gives each client's setting.
+- A fetch of partition P from a client in zone Z goes to P's owner if it is live and in Z, else to the rendezvous choice among Z's live brokers (the same function that picks a broker for an unowned partition, over Z's brokers only: one broker per zone serves P while they stay the same), else, when Z is unknown or has no live broker or all of them refused, to the owner. Produce, group and admin requests are routed as before: writes always go to the owner.
+- Counted: ` + "`kproxy_fetch_route_total{to,reason}`" + ` (to=zone with the source of the client's zone as reason; to=owner with owner_in_zone, no_client_zone, no_zone_broker, zone_refused or owner_only), ` + "`kproxy_upstream_bytes_total{api,zone_local}`" + ` (true, false, unknown), and on the stub brokers ` + "`kproxy_broker_fetch_bytes_total{rack_local}`" + `. The Grafana dashboard's Zones row plots both; /v1/routes, ` + "`kproxy routes`" + `, /readyz and the routing page show fetch-from, the proxy's zone and each broker's zone.
+`
 
 const notes = `
 ## How to read it

@@ -155,6 +155,7 @@ func (r *results) markdown() string {
 		fmt.Fprintf(&b, "- **%s**: %s\n", c, capabilityDoc(c))
 	}
 	b.WriteString("\n" + bridgingDoc)
+	b.WriteString(zoneSettings)
 	if len(notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		b.WriteString(strings.Join(notes, "\n"))
@@ -163,6 +164,25 @@ func (r *results) markdown() string {
 	b.WriteString(produceValidationDoc())
 	return b.String()
 }
+
+// zoneSettings is how each client tells the proxy its zone (docs/zones.md):
+// static text, checked by the zone fetch column.
+const zoneSettings = `
+## Zone settings
+
+kproxy sends a consumer's fetches to brokers of the consumer's zone (docs/zones.md). It takes the zone from the Fetch request's RackID (Fetch v11+), else from a ` + "`zone=`" + ` (or ` + "`ws_az=`, `warpstream_az=`, `diskless_az=`" + `) token in client.id, else from ` + "`--zone-cidrs`" + `, else the proxy's ` + "`--zone`" + `. Each client's setting:
+
+| client | consumer's zone | producer's zone |
+|---|---|---|
+| franz-go kgo | ` + "`kgo.Rack(\"us-east-1a\")`" + ` | ` + "`kgo.ClientID(\"app,zone=us-east-1a\")`" + ` |
+| IBM sarama | ` + "`config.RackID = \"us-east-1a\"`" + ` with ` + "`config.Version`" + ` 2.4 or later (sarama's default version sends no rack); else ` + "`config.ClientID = \"zone=us-east-1a,app\"`" + ` | ` + "`config.ClientID`" + ` token |
+| segmentio kafka-go | no rack: ` + "`Dialer.ClientID = \"zone=us-east-1a,app\"`" + ` (Reader) | ` + "`Transport.ClientID`" + ` token |
+| confluent-kafka-go | ` + "`\"client.rack\": \"us-east-1a\"`" + ` | ` + "`client.id`" + ` token |
+| kcat | ` + "`-X client.rack=us-east-1a`" + ` | ` + "`-X client.id=app,zone=us-east-1a`" + ` |
+| kafkajs | ` + "`kafka.consumer({ groupId, rackId: 'us-east-1a' })`" + ` | ` + "`clientId: 'app,zone=us-east-1a'`" + ` |
+
+Produce is routed to the partition's owner whatever the zone; the producer's zone only labels its bytes in ` + "`kproxy_upstream_bytes_total`" + `.
+`
 
 func capabilityDoc(c string) string {
 	switch c {
