@@ -50,6 +50,10 @@ type Config struct {
 	Zone       string
 	ZoneRanges []zone.Range
 	FetchFrom  string
+	// AcquireInZone sends the first produce to a partition without a live
+	// owner to a broker of the producer's zone (routing.RouteWrite), so its
+	// lease lands near the producer. Refused with KafScale's layout.
+	AcquireInZone bool
 
 	MaxFrameBytes      int32         // largest client request frame (default 100 MiB)
 	MaxInFlightPerConn int           // outstanding requests per client connection (default 64)

@@ -24,6 +24,10 @@ const (
 // setFetchFrom applies cfg.FetchFrom to routes.
 func setFetchFrom(cfg Config, routes *routing.Table) error {
 	kafscaleLayout := cfg.EtcdLayout == LayoutKafScale
+	if cfg.AcquireInZone && kafscaleLayout {
+		return fmt.Errorf("acquire-in-zone with etcd layout %q: a KafScale partition's reads must go where its first write goes", LayoutKafScale)
+	}
+	routes.SetAcquireInZone(cfg.AcquireInZone)
 	switch cfg.FetchFrom {
 	case "":
 		routes.SetZoneReads(!kafscaleLayout)

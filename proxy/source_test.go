@@ -68,6 +68,9 @@ func TestSetFetchFrom(t *testing.T) {
 		{LayoutKafScale, FetchZone, false, true},
 		{LayoutKproxy, "nearest", false, true},
 	}
+	if err := setFetchFrom(Config{EtcdLayout: LayoutKafScale, AcquireInZone: true}, routing.NewTable()); err == nil {
+		t.Error("acquire-in-zone accepted with KafScale's layout")
+	}
 	for _, c := range cases {
 		routes := routing.NewTable()
 		err := setFetchFrom(Config{EtcdLayout: c.layout, FetchFrom: c.from}, routes)

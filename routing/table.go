@@ -47,7 +47,7 @@ type Table struct {
 	notify atomic.Pointer[notifier]
 	mu     sync.Mutex // serializes writers; readers never take it
 	// ownerOnly: see SetOwnerOnly; zoneReads: see SetZoneReads.
-	ownerOnly, zoneReads atomic.Bool
+	ownerOnly, zoneReads, acquireInZone atomic.Bool
 }
 
 // state is immutable once published, except for the atomic cells that its

@@ -56,6 +56,34 @@ func (r Read) String() string {
 // unowned partition the broker its first produce would go to).
 func (r Read) ToZone() bool { return r == ReadInZone }
 
+// SetAcquireInZone turns zone-affine acquisition on or off (off by
+// default; set once, before use): see RouteWrite.
+func (t *Table) SetAcquireInZone(on bool) { t.acquireInZone.Store(on) }
+
+// RouteWrite routes a write (Produce) of a partition for a client in zone
+// ("": unknown). A partition with a live owner goes to it, as with
+// RouteAvoiding: ownership and fencing do not change. With zone-affine
+// acquisition on, a partition without a live owner goes to the rendezvous
+// choice among zone's live brokers that have not refused, so that the
+// broker that takes its lease is near the producer; otherwise, and when
+// the zone has no such broker, the usual route. Producers in two zones may
+// then send a partition's first writes to two brokers: one acquires it,
+// the other refuses (NOT_LEADER_OR_FOLLOWER) and the retry goes to the
+// new owner.
+func (t *Table) RouteWrite(topic string, p int32, zone string, avoid Avoid) (int32, bool) {
+	if zone != "" && t.acquireInZone.Load() && !t.ownerOnly.Load() {
+		st := t.st.Load()
+		if o, _ := unpack(st.ownership(topic, p)); o < 0 || !st.brokers.live(o) {
+			if seeds := st.brokers.zones[zone]; len(seeds) > 0 {
+				if b, ok := layout.Rendezvous(layout.PartitionKey(topic, p), seeds, avoid.ids[:avoid.n]); ok {
+					return b, true
+				}
+			}
+		}
+	}
+	return t.RouteAvoiding(topic, p, avoid)
+}
+
 // SetZoneReads turns zone reads on or off; it is off by default. It is meant
 // to be set once, before the table is used.
 func (t *Table) SetZoneReads(on bool) { t.zoneReads.Store(on) }

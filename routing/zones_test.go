@@ -124,3 +124,29 @@ func TestRouteReadAllocs(t *testing.T) {
 		t.Fatalf("RouteRead allocates %v times per call", n)
 	}
 }
+
+// TestRouteWrite: with zone-affine acquisition, a partition nobody owns
+// (or whose owner is gone) goes to the rendezvous choice in the producer's
+// zone; an owned partition always goes to its owner; off, or without a
+// zone, writes take the usual route.
+func TestRouteWrite(t *testing.T) {
+	tb := zoneTable()
+	tb.SetOwner("t", 0, 1) // owned in zone a
+	tb.SetOwner("t", 1, 9) // its owner is not live
+	usual := func(p int32) int32 { b, _ := tb.RouteAvoiding("t", p, Avoid{}); return b }
+	check := func(name string, p int32, zone string, avoid Avoid, want int32) {
+		t.Helper()
+		if b, ok := tb.RouteWrite("t", p, zone, avoid); !ok || b != want {
+			t.Errorf("%s: routed to %d (ok=%v), want %d", name, b, ok, want)
+		}
+	}
+	check("off: usual route", 2, "c", Avoid{}, usual(2))
+	tb.SetAcquireInZone(true)
+	check("owned: the owner, whatever the zone", 0, "c", Avoid{}, 1)
+	check("unowned: rendezvous in the zone", 2, "c", Avoid{}, inZone("t", 2, 5, 6))
+	check("owner not live: rendezvous in the zone", 1, "b", Avoid{}, inZone("t", 1, 3, 4))
+	check("zone broker refused: the other one", 2, "c", AvoidOne(inZone("t", 2, 5, 6)), 11-inZone("t", 2, 5, 6))
+	check("whole zone refused: usual route", 2, "c", avoidAll(5, 6), func() int32 { b, _ := tb.RouteAvoiding("t", 2, avoidAll(5, 6)); return b }())
+	check("no zone: usual route", 2, "", Avoid{}, usual(2))
+	check("zone without brokers: usual route", 2, "z", Avoid{}, usual(2))
+}

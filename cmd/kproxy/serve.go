@@ -32,6 +32,7 @@ func serveCommand() *cli.Command {
 		stringFlag("zone", "", "the proxy's availability zone: the zone of clients that name none (no client.rack, no zone token in client.id, no --zone-cidrs match)"),
 		stringFlag("zone-cidrs", "", "client address ranges and their zones, CIDR=ZONE,... (e.g. 10.0.0.0/20=us-east-1a,10.0.16.0/20=us-east-1b)"),
 		stringFlag("fetch-from", "", "where fetches go: zone (a broker in the client's zone, any broker serves committed data) or owner; default zone for --etcd-layout kproxy, owner for kafscale (zone is refused there)"),
+		boolFlag("acquire-in-zone", false, "send the first produce to a partition without a live owner to a broker in the producer's zone, so its lease lands there; owned partitions' writes always go to the owner"),
 		stringFlag("etcd-layout", proxy.LayoutKproxy, "whose etcd keys to route from: kproxy (kproxy's brokers) or kafscale (KafScale's brokers; --etcd-prefix then defaults to /kafscale, see docs/kafscale.md)"),
 	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags(), quotaFlags(), adminFlags(), upstreamFlags())
 }
@@ -118,6 +119,7 @@ func runServe(c *cli.Context) error {
 		Zone:                   c.String("zone"),
 		ZoneRanges:             ranges,
 		FetchFrom:              c.String("fetch-from"),
+		AcquireInZone:          c.Bool("acquire-in-zone"),
 		Authz:                  az,
 		AuditAllowsEvery:       uint64(c.Int("audit-allows-every")),
 		Listen:                 c.String("listen"),

@@ -68,6 +68,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			if r.ToZone() {
 				to, why = "zone", src.String()
 			}
+			if r.ToZone() && src == zone.None {
+				continue // a zone read always has a zone: no such series
+			}
 			m.reads[r][src] = routes.WithLabelValues(to, why)
 		}
 	}
@@ -77,7 +80,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 
 // Read counts one fetch partition routed (split.Metrics).
 func (m *metrics) Read(to routing.Read, src zone.Source) {
-	if int(to) < len(m.reads) && int(src) < len(m.reads[to]) {
+	if int(to) < len(m.reads) && int(src) < len(m.reads[to]) && m.reads[to][src] != nil {
 		m.reads[to][src].Inc()
 	}
 }

@@ -55,6 +55,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 	o.s.Init(&d.eng, o, split.Request{
 		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: body, Hold: holdOf(&o.req),
 		Deadline: retry.Budget(d.now(), time.Duration(o.req.TimeoutMillis)*time.Millisecond, minBudget),
+		RouteBy:  split.ByPartitionWrite, // a first write may take its lease in the producer's zone
 	})
 	o.addItems(o.produceCheck(ctx))
 	if o.req.Acks == 0 {

@@ -154,3 +154,35 @@ func TestFetchZoneFallsBackToOwner(t *testing.T) {
 		t.Error("bytes to owners in other zones not counted as cross-zone")
 	}
 }
+
+// TestProduceAcquireInZone: with zone-affine acquisition, a produce to a
+// partition nobody owns goes to the broker of the producer's zone (named in
+// client.id), one to an owned partition to its owner.
+func TestProduceAcquireInZone(t *testing.T) {
+	d, f := zonedDispatcher(t, true)
+	d.routes.SetAcquireInZone(true)
+	d.routes.SetOwner("t", 0, -1) // partition 0 loses its owner key
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(9)
+	req.Acks, req.TimeoutMillis = -1, 1000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "t"
+	for _, p := range []int32{0, 1} {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, []byte{}
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	callAs(t, d, req, "app,zone=z3", "")
+	got := map[int32]int32{}
+	for _, s := range f.requests(kmsg.Produce) {
+		for _, st := range s.req.(*kmsg.ProduceRequest).Topics {
+			for _, sp := range st.Partitions {
+				got[sp.Partition] = s.broker
+			}
+		}
+	}
+	if got[0] != 3 || got[1] != owner("t", 1) {
+		t.Fatalf("produce routed %v, want partition 0 (unowned) to 3 in the producer's zone and 1 to its owner %d", got, owner("t", 1))
+	}
+}

@@ -197,6 +197,10 @@ const (
 	// ByPartitionRead is ByPartition for reads (Fetch): to a broker in the
 	// client's zone when the table routes reads by zone (routing.RouteRead).
 	ByPartitionRead
+	// ByPartitionWrite is ByPartition for writes (Produce): a partition
+	// without a live owner may go to a broker of the client's zone
+	// (routing.RouteWrite).
+	ByPartitionWrite
 )
 
 // Reserve makes room for n items.

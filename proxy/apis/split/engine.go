@@ -151,6 +151,8 @@ func (s *Engine) route(it *item) (int32, bool) {
 	case ByBroker:
 		_, live := s.env.Routes.Broker(it.Part)
 		return it.Part, live
+	case ByPartitionWrite:
+		return s.env.Routes.RouteWrite(it.Topic, it.Part, s.zone, it.avoid)
 	case ByPartitionRead:
 		b, why, ok := s.env.Routes.RouteRead(it.Topic, it.Part, s.zone, it.avoid)
 		if ok {
@@ -503,7 +505,7 @@ func (s *Engine) ownerMoved(it *item) bool {
 	case ByGroup:
 		b, owned := s.env.Routes.Coordinator(it.Topic)
 		return owned && !it.avoid.Has(b)
-	case ByPartition, ByPartitionRead:
+	case ByPartition, ByPartitionRead, ByPartitionWrite:
 		b, _, owned := s.env.Routes.Owner(it.Topic, it.Part)
 		return owned && !it.avoid.Has(b)
 	}
