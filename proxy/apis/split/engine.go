@@ -163,17 +163,6 @@ func (s *Engine) route(it *item) (int32, bool) {
 	return s.env.Routes.RouteAvoiding(it.Topic, it.Part, it.avoid)
 }
 
-// findZone learns the client's zone once per request.
-func (s *Engine) findZone(ctx context.Context) {
-	if s.zoned {
-		return
-	}
-	s.zoned = true
-	if s.env.ClientZone != nil {
-		s.zone, s.zsrc = s.env.ClientZone(ctx, s.rack, s.clientID)
-	}
-}
-
 // Dispatch routes the idle items and sends one sub-request per broker.
 // whole, if not nil, is the client's encoded request: when every item is
 // idle and goes to one broker it is forwarded as it is.
@@ -262,7 +251,7 @@ func (s *Engine) send(ctx context.Context, broker int32, idx []int32, whole []by
 		sent = s.enc.sent
 	}
 	s.enc = subBody{}
-	local := zone.Locality(s.zone, s.env.Routes.Zone(broker))
+	local := s.locality(broker)
 	if err != nil {
 		err = fmt.Errorf("send %s to broker %d: %w", kmsg.NameForKey(s.key), broker, err)
 	} else {
@@ -281,58 +270,6 @@ func (s *Engine) holdNow() upstream.Hold {
 	return s.hold
 }
 
-// subBody encodes sub-request idx into Send's frame: an upstream.VecBody,
-// whose pieces only a VecAdapter leaves out.
-type subBody struct {
-	s     *Engine
-	idx   []int32
-	nsubs int
-	whole []byte // the client's body, forwarded as it is
-	sent  int    // bytes the last append wrote (Metrics.Upstream)
-}
-
-func (b *subBody) AppendBody(dst []byte) []byte {
-	n := len(dst)
-	if b.whole != nil {
-		dst = append(dst, b.whole...)
-	} else {
-		dst = b.s.ops.Encode(dst, b.idx, b.nsubs)
-	}
-	b.sent = len(dst) - n
-	return dst
-}
-
-// SizeHint: a sub-request is at most about the client's request.
-func (b *subBody) SizeHint() int {
-	switch {
-	case b.whole != nil:
-		return len(b.whole)
-	case b.s.own != nil:
-		return len(b.s.own) + 256
-	}
-	return 4096
-}
-
-func (b *subBody) AppendVec(dst []byte) ([]byte, [][]byte) {
-	if b.s.vec == nil {
-		return b.AppendBody(dst), nil
-	}
-	n := len(dst)
-	dst, parts := b.s.vec.EncodeVec(dst, b.idx, b.nsubs, b.whole)
-	b.sent = len(dst) - n
-	for _, p := range parts {
-		b.sent += len(p)
-	}
-	return dst, parts
-}
-
-func (b *subBody) VecSizeHint() int {
-	if b.s.vec == nil {
-		return b.SizeHint()
-	}
-	return b.s.vec.VecSizeHint(b.idx, b.whole)
-}
-
 // adopt waits for the connection's parked long poll to broker instead of
 // sending a new sub-request, if that poll asks for the same.
 func (s *Engine) adopt(broker int32, idx []int32) bool {
@@ -347,7 +284,7 @@ func (s *Engine) adopt(broker int32, idx []int32) bool {
 	s.ensureResults()
 	si := len(s.subs)
 	s.subs = append(s.subs, sub{broker: broker, version: s.subVer, idx: idx, state: subWaiting, lp: lp, first: true,
-		local: zone.Locality(s.zone, s.env.Routes.Zone(broker))})
+		local: s.locality(broker)})
 	s.outstanding++
 	s.waiting++
 	lp.attach(s.results, si)
