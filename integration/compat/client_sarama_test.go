@@ -162,17 +162,17 @@ func saramaRec(m *sarama.ProducerMessage) Rec {
 	return Rec{Partition: m.Partition, Offset: m.Offset, Key: string(k), Value: string(v)}
 }
 
-// inZone: sarama sends Config.RackID only from Version 2.4 (Fetch v11),
-// above its default, so the zone also goes into client.id.
+// inZone: sarama sends Config.RackID from Version 2.4 (Fetch v11); its
+// default Version is above that.
 func (saramaDriver) inZone(zone string) (driver, string) {
-	return saramaDriver{rack: zone}, "Config.RackID and Config.ClientID \"zone=" + zone + ",...\" (sarama's default Version sends no rack)"
+	return saramaDriver{rack: zone}, "Config.RackID"
 }
 
 // config is saramaConfig with the consumers' zone, if any.
 func (d saramaDriver) config() *sarama.Config {
 	cfg := saramaConfig()
 	if d.rack != "" {
-		cfg.RackID, cfg.ClientID = d.rack, "zone="+d.rack+",kproxy-compat"
+		cfg.RackID = d.rack
 	}
 	return cfg
 }

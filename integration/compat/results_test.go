@@ -175,13 +175,13 @@ kproxy sends a consumer's fetches to brokers of the consumer's zone (docs/zones.
 | client | consumer's zone | producer's zone |
 |---|---|---|
 | franz-go kgo | ` + "`kgo.Rack(\"us-east-1a\")`" + ` | ` + "`kgo.ClientID(\"app,zone=us-east-1a\")`" + ` |
-| IBM sarama | ` + "`config.RackID = \"us-east-1a\"`" + ` with ` + "`config.Version`" + ` 2.4 or later (sarama's default version sends no rack); else ` + "`config.ClientID = \"zone=us-east-1a,app\"`" + ` | ` + "`config.ClientID`" + ` token |
+| IBM sarama | ` + "`config.RackID = \"us-east-1a\"`" + ` (sent with ` + "`config.Version`" + ` 2.4 or later; the default is 2.8); with an older Version, a ` + "`config.ClientID`" + ` token | ` + "`config.ClientID = \"zone=us-east-1a,app\"`" + ` |
 | segmentio kafka-go | no rack: ` + "`Dialer.ClientID = \"zone=us-east-1a,app\"`" + ` (Reader) | ` + "`Transport.ClientID`" + ` token |
 | confluent-kafka-go | ` + "`\"client.rack\": \"us-east-1a\"`" + ` | ` + "`client.id`" + ` token |
 | kcat | ` + "`-X client.rack=us-east-1a`" + ` | ` + "`-X client.id=app,zone=us-east-1a`" + ` |
 | kafkajs | ` + "`kafka.consumer({ groupId, rackId: 'us-east-1a' })`" + ` | ` + "`clientId: 'app,zone=us-east-1a'`" + ` |
 
-Produce is routed to the partition's owner whatever the zone; the producer's zone only labels its bytes in ` + "`kproxy_upstream_bytes_total`" + `.
+An owned partition's produce goes to its owner whatever the zone; the producer's zone labels its bytes in ` + "`kproxy_upstream_bytes_total`" + ` and, with ` + "`--acquire-in-zone`" + `, decides where a partition nobody owns takes its lease.
 `
 
 func capabilityDoc(c string) string {
