@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testrig"
+	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
 // compatZones are the dev cluster's broker racks: broker n is in
