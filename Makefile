@@ -3,8 +3,9 @@ GO       ?= go
 BIN      := bin/kproxy
 GOFLAGS_TEST ?= -race -timeout 25m
 DURATION ?= 5m
+SOAK     ?= 30m
 
-.PHONY: help run build test quick lint vet unit fuzz deploy-check clients docs bench scale zones chaos clean
+.PHONY: help run build test quick lint vet unit fuzz deploy-check clients docs bench scale zones chaos soak clean
 
 help: ## this list: each target and what it does
 	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | awk -F'\t' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -63,6 +64,9 @@ zones: ## zone-aware fetch routing: 3 zones x 2 brokers, owner vs zone routing s
 
 chaos: ## the full fault suite (DURATION=5m; CHAOSFLAGS=-zones=a,b,c for the zone-routing mode); leaves a report under results/ (kchaos builds kproxy with -tags kproxy_unsafe)
 	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/ $(CHAOSFLAGS)
+
+soak: ## a proxy under well-behaved and hostile clients for SOAK (30m; SOAK=5m for a short run); writes docs/soak.md and docs/soak.png
+	$(GO) run ./internal/testtools/soak/cmd/ksoak -duration $(SOAK) -out docs/soak.md
 
 clean: ## remove bin/ and results/
 	rm -rf bin results

@@ -54,7 +54,7 @@ func newClientConn(s *Server, id uint64, nc net.Conn, bl *boundListener) *client
 	return &clientConn{
 		s: s, id: id, nc: bl.wrap(nc), ctx: apis.WithConnInfo(ctx, info), cancel: cancel, info: info, ln: bl,
 		log: s.log.With("conn", id, "remote", nc.RemoteAddr().String(), "listener", bl.Name),
-		seq: newSequencer(s.cfg.MaxInFlightPerConn),
+		seq: newSequencer(s.cfg.MaxInFlightPerConn, max(s.g.lim.MaxUnsentBytesPerConn, 0), s.m.mutes.Inc),
 	}
 }
 
@@ -114,13 +114,14 @@ func (c *clientConn) drain() {
 }
 
 func (c *clientConn) readLoop() {
-	br := bufio.NewReaderSize(c.idleReader(), clientReadBufferBytes)
+	cr := c.newConnReader()
+	br := bufio.NewReaderSize(cr, clientReadBufferBytes)
 	for {
 		t, err := c.seq.reserve(c.ctx)
 		if err != nil {
 			return
 		}
-		if err := c.readOne(br, t); err != nil {
+		if err := c.readOne(cr, br, t); err != nil {
 			if errors.Is(err, errLastRequest) { // its answer goes out, then the close
 				c.seq.closeInput(0, false)
 				return
@@ -167,7 +168,10 @@ func (e *badFrameError) Error() string { return e.err.Error() }
 func (e *badFrameError) Unwrap() error { return e.err }
 
 // readOne reads one request frame and begins its call under ticket t.
-func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
+func (c *clientConn) readOne(cr *connReader, br *bufio.Reader, t uint64) error {
+	if err := cr.startFrame(br); err != nil {
+		return err
+	}
 	n, err := kwire.ReadSize(br)
 	if err != nil {
 		return err
@@ -176,7 +180,8 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	if limit := c.frameLimit(); n < 0 || n > limit {
 		return &badFrameError{key: -1, reason: badFrameSize, err: fmt.Errorf("frame of %d bytes (max %d)", n, limit)}
 	}
-	buf, err := c.s.g.readFrame(c.ctx, br, c.s.bufs, int(n))
+	buf, err := c.s.g.readFrame(c.ctx, c.info.Client, br, c.s.bufs, int(n))
+	cr.endFrame()
 	if err != nil {
 		return err
 	}
@@ -205,8 +210,14 @@ func (c *clientConn) readOne(br *bufio.Reader, t uint64) error {
 	var cost quotaCost
 	if cl == nil {
 		if err := c.waitMuted(); err != nil {
-			c.s.bufs.Put(buf)
+			c.s.g.put(c.s.bufs, buf) // and its budget
 			return err
+		}
+		if h.Key == keyFetch {
+			if err := c.seq.fetchTurn(c.ctx, t); err != nil {
+				c.s.g.put(c.s.bufs, buf)
+				return err
+			}
 		}
 		cid := c.internClientID(&h)
 		cost.client = derefClientID(cid)

@@ -3,12 +3,10 @@ package proxy
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -40,6 +38,25 @@ type Limits struct {
 	// BadInputLogInterval: bad input is logged at most once per reason per
 	// interval, with the count of lines left out [10s].
 	BadInputLogInterval time.Duration
+
+	// MaxUnsentBytesPerConn mutes a connection (no more of its requests
+	// are read) while its answers waiting to be written exceed it, as a
+	// Kafka broker mutes a connection while its response waits [1 MiB];
+	// negative: no bound. One larger answer still goes out whole.
+	MaxUnsentBytesPerConn int
+	// MaxPartialFrameBytesPerConn is the most of the shared budget one
+	// connection's unfinished frame may hold; a frame that needs more
+	// closes its connection [half of QueuedMaxRequestBytes].
+	MaxPartialFrameBytesPerConn int64
+	// MaxPartialFrameBytesPerIP is the most of the shared budget the
+	// unfinished frames of one IP's connections may hold together; the
+	// connection whose frame would pass it is closed [half of
+	// QueuedMaxRequestBytes].
+	MaxPartialFrameBytesPerIP int64
+	// RequestReadTimeout: a frame must arrive whole within this time of
+	// its first byte, or its connection is closed [30s, the request
+	// timeout of Kafka's clients]; negative: no limit.
+	RequestReadTimeout time.Duration
 }
 
 func (l *Limits) setDefaults() {
@@ -55,16 +72,31 @@ func (l *Limits) setDefaults() {
 	if l.BadInputLogInterval <= 0 {
 		l.BadInputLogInterval = 10 * time.Second
 	}
+	if l.MaxUnsentBytesPerConn == 0 {
+		l.MaxUnsentBytesPerConn = 1 << 20
+	}
+	if l.MaxPartialFrameBytesPerConn <= 0 {
+		l.MaxPartialFrameBytesPerConn = l.QueuedMaxRequestBytes / 2
+	}
+	if l.MaxPartialFrameBytesPerIP <= 0 {
+		l.MaxPartialFrameBytesPerIP = l.QueuedMaxRequestBytes / 2
+	}
+	if l.RequestReadTimeout == 0 {
+		l.RequestReadTimeout = 30 * time.Second
+	}
 }
 
 // Values of the reason label of kproxy_bad_input_total.
 const (
 	badFrameSize  = "frame_size" // negative or above max-frame-bytes
 	badOverBudget = "frame_over_budget"
-	badBudgetWait = "budget_wait" // a half-read frame found no budget in GrowWait
-	badHeader     = "header"      // truncated header, client id or tags
-	badUnknownAPI = "unknown_api" // api key or version kmsg does not know
-	badRequest    = "request"     // the dispatcher could not serve the body
+	badBudgetWait = "budget_wait"        // a half-read frame found no budget in GrowWait
+	badHeader     = "header"             // truncated header, client id or tags
+	badUnknownAPI = "unknown_api"        // api key or version kmsg does not know
+	badRequest    = "request"            // the dispatcher could not serve the body
+	badConnShare  = "partial_conn_share" // an unfinished frame above MaxPartialFrameBytesPerConn
+	badIPShare    = "partial_ip_share"   // one IP's unfinished frames above MaxPartialFrameBytesPerIP
+	badReadTime   = "request_read_timeout"
 )
 
 // Values of the reason label of kproxy_connections_refused_total.
@@ -86,9 +118,10 @@ type guard struct {
 	refused  *prometheus.CounterVec
 	queued   prometheus.Gauge
 
-	mu    sync.Mutex
-	open  int
-	perIP map[string]int
+	mu      sync.Mutex
+	open    int
+	perIP   map[string]int
+	partial map[string]int64 // bytes of unfinished frames reserved, by client IP (fair.go)
 }
 
 func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
@@ -99,6 +132,7 @@ func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 		growing:  make(chan struct{}, 1),
 		log:      ratelog.New(log, slog.LevelWarn, lim.BadInputLogInterval, nil),
 		perIP:    make(map[string]int),
+		partial:  make(map[string]int64),
 		badInput: newBadInput(reg),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kproxy_connections_refused_total",
@@ -113,7 +147,8 @@ func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 		g.refused = promreg.Register(reg, g.refused)
 		g.queued = promreg.Register(reg, g.queued)
 	}
-	for _, r := range []string{badFrameSize, badOverBudget, badBudgetWait, badHeader, badUnknownAPI, badRequest} {
+	for _, r := range []string{badFrameSize, badOverBudget, badBudgetWait, badHeader, badUnknownAPI, badRequest,
+		badConnShare, badIPShare, badReadTime} {
 		g.badInput.WithLabelValues(r)
 	}
 	for _, r := range []string{refusedMax, refusedPerIP, closedIdle} {
@@ -192,9 +227,11 @@ func (g *guard) report(c *clientConn, reason, msg string, args ...any) {
 // no reservation waits for its first chunk with its reads paused, however
 // long; one that holds part of a frame waits at most GrowWait for more and
 // is then closed (budget_wait): otherwise frames half read by several
-// connections could each wait for budget another one holds, for ever. The
-// frame's length is its reservation: hand it back with put.
-func (g *guard) readFrame(ctx context.Context, br *bufio.Reader, bufs bufPool, n int) (*[]byte, error) {
+// connections could each wait for budget another one holds, for ever.
+// While unfinished, the frame's reservation also counts against its
+// connection's and its IP's share (fair.go). The frame's length is its
+// reservation: hand it back with put.
+func (g *guard) readFrame(ctx context.Context, ip string, br *bufio.Reader, bufs bufPool, n int) (*[]byte, error) {
 	if int64(n) > g.lim.QueuedMaxRequestBytes {
 		return nil, &badFrameError{key: -1, reason: badOverBudget,
 			err: fmt.Errorf("frame of %d bytes exceeds queued-max-request-bytes %d", n, g.lim.QueuedMaxRequestBytes)}
@@ -204,7 +241,11 @@ func (g *guard) readFrame(ctx context.Context, br *bufio.Reader, bufs bufPool, n
 		if total <= reserved {
 			return nil
 		}
+		if err := g.takeShare(ip, int64(reserved), int64(total)); err != nil {
+			return err
+		}
 		if err := g.acquire(ctx, int64(total-reserved), reserved > 0); err != nil {
+			g.dropShare(ip, int64(total-reserved))
 			return err
 		}
 		g.queued.Add(float64(total - reserved))
@@ -212,6 +253,7 @@ func (g *guard) readFrame(ctx context.Context, br *bufio.Reader, bufs bufPool, n
 		return nil
 	}
 	buf, err := bufs.ReadGrowingReserved(br, n, reserve)
+	g.dropShare(ip, int64(reserved)) // finished or failed: no longer partial
 	if err != nil {
 		g.release(reserved)
 		return nil, err
@@ -267,38 +309,6 @@ func (g *guard) put(bufs bufPool, buf *[]byte) {
 func (g *guard) release(n int) {
 	g.queued.Sub(float64(n))
 	g.budget.Release(int64(n))
-}
-
-// idleReader is the connection's socket as its reader sees it: each read
-// may wait at most IdleTimeout, unless requests are outstanding (a client
-// waiting for a long poll is not idle).
-type idleReader struct{ c *clientConn }
-
-func (c *clientConn) idleReader() io.Reader {
-	if c.s.g.lim.IdleTimeout < 0 {
-		return c.nc
-	}
-	return idleReader{c}
-}
-
-func (r idleReader) Read(p []byte) (int, error) {
-	c := r.c
-	for {
-		// drain sets draining, then a deadline of now: checking after
-		// setting ours means a drain is never missed.
-		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.g.lim.IdleTimeout))
-		if c.draining.Load() {
-			return 0, os.ErrDeadlineExceeded
-		}
-		n, err := c.nc.Read(p)
-		if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) || c.draining.Load() {
-			return n, err
-		}
-		if !c.seq.busy() {
-			c.s.g.refused.WithLabelValues(closedIdle).Inc()
-			return 0, fmt.Errorf("idle for %v: %w", c.s.g.lim.IdleTimeout, err)
-		}
-	}
 }
 
 // busy reports whether requests other than the one being read are

@@ -23,7 +23,7 @@ import (
 // first finishes; nobody is disconnected.
 func TestBudgetPausesReadsNotConnections(t *testing.T) {
 	d := newFakeDispatcher(true)
-	ts := startServer(t, Config{Limits: Limits{QueuedMaxRequestBytes: 1000}}, d)
+	ts := startServer(t, Config{Limits: Limits{QueuedMaxRequestBytes: 1000, MaxPartialFrameBytesPerConn: 1000, MaxPartialFrameBytesPerIP: 1000}}, d)
 	a, b := dial(t, ts), dial(t, ts)
 	a.send(3, 4, 1, make([]byte, 900))
 	first := d.next(t)
@@ -95,7 +95,8 @@ func TestClaimedLengthsCostNothing(t *testing.T) {
 func TestHalfReadFramesDoNotDeadlock(t *testing.T) {
 	d := newFakeDispatcher(false)
 	const first = kwire.FirstReadBytes
-	ts := startServer(t, Config{Limits: Limits{QueuedMaxRequestBytes: 2*first + first/2, GrowWait: 200 * time.Millisecond}}, d)
+	ts := startServer(t, Config{Limits: Limits{QueuedMaxRequestBytes: 2*first + first/2, GrowWait: 200 * time.Millisecond,
+		MaxPartialFrameBytesPerConn: 8 * first, MaxPartialFrameBytesPerIP: 8 * first}}, d)
 	// Two chunks each: the second needs budget that the other frame holds.
 	id := "test"
 	frame := kwire.AppendRequestHeader(nil, 3, 4, 1, &id, false)

@@ -19,6 +19,7 @@ const (
 	keyApiVersions      = int16(kmsg.ApiVersions)
 	keySaslHandshake    = int16(kmsg.SASLHandshake)
 	keySaslAuthenticate = int16(kmsg.SASLAuthenticate)
+	keyFetch            = int16(kmsg.Fetch) // one at a time per connection (sequencer.fetchTurn)
 )
 
 // authGate is a connection's authentication state. The reader goroutine

@@ -27,6 +27,7 @@ type metrics struct {
 	bytesOut  prometheus.Counter
 	conns     prometheus.Gauge
 	connTotal prometheus.Counter
+	mutes     prometheus.Counter
 
 	perAPI [maxKey + 2]atomic.Pointer[apiMetrics] // last entry: unknown keys
 }
@@ -64,6 +65,10 @@ func newMetrics(reg prometheus.Registerer, bufs *kwire.BufPool) *metrics {
 		connTotal: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kproxy_client_connections_total", Help: "Client connections accepted.",
 		}),
+		mutes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kproxy_client_mutes_total",
+			Help: "Times a client connection's reads paused because its unsent answers exceeded max-unsent-bytes-per-connection.",
+		}),
 	}
 	if reg != nil {
 		m.requests = promreg.Register(reg, m.requests)
@@ -73,6 +78,7 @@ func newMetrics(reg prometheus.Registerer, bufs *kwire.BufPool) *metrics {
 		m.bytesOut = promreg.Register(reg, m.bytesOut)
 		m.conns = promreg.Register(reg, m.conns)
 		m.connTotal = promreg.Register(reg, m.connTotal)
+		m.mutes = promreg.Register(reg, m.mutes)
 		// Pooled memory is idle by definition: operators (and bench/scale)
 		// subtract it from RSS to see what is live. Servers sharing a
 		// registry share the first one's series.

@@ -40,30 +40,55 @@ var errSequencerClosed = errors.New("connection closed")
 // the head of the line, writes them and then releases them. A ticket counts
 // against capacity until its response is written, so a client that does not
 // read its responses stops the proxy from reading its requests.
+//
+// Like a Kafka broker, which mutes a connection while its response waits to
+// be sent, the reader also waits while the completed responses not yet
+// written add up to more than maxUnsent bytes: a connection that does not
+// read holds its unsent answers plus those of the requests already begun,
+// never more. One response larger than maxUnsent still goes out whole.
+//
+// Every response handed in has one owner: the ring until the writer takes
+// it, then the writer until its write returns. Whoever drops one (close,
+// complete after close) calls its done, so pooled memory goes back.
 type sequencer struct {
-	mu       sync.Mutex
-	ring     []seqSlot
-	next     uint64 // next ticket to hand out
-	head     uint64 // oldest ticket not yet taken by the writer
-	free     uint64 // tickets below free no longer count against capacity
-	noInput  bool   // closeInput: no more reservations; drain, then EOF
-	closed   bool   // close: stop now
-	space    chan struct{}
-	ready    chan struct{}
-	shutdown chan struct{} // closed by close
+	mu        sync.Mutex
+	ring      []seqSlot
+	next      uint64 // next ticket to hand out
+	head      uint64 // oldest ticket not yet taken by the writer
+	free      uint64 // tickets below free no longer count against capacity
+	maxUnsent int    // reserve waits while unsent exceeds it (0: no bound)
+	unsent    int    // bytes of completed responses not yet written
+	taken     int    // of those, the bytes the last take returned
+	onMute    func() // called each time unsent passes maxUnsent
+	// mutedWaits counts the times reserve waited for unsent bytes.
+	mutedWaits int
+	fetchOut   int  // fetch tickets marked and not yet written
+	takenFetch int  // of those, the ones the last take returned
+	fetchWaits int  // times fetchTurn waited
+	noInput    bool // closeInput: no more reservations; drain, then EOF
+	closed     bool // close: stop now
+	space      chan struct{}
+	ready      chan struct{}
+	shutdown   chan struct{} // closed by close
 }
 
 type seqSlot struct {
-	done bool
-	resp response
+	done  bool
+	fetch bool // a Fetch: counts in fetchOut until written
+	resp  response
 }
 
-func newSequencer(capacity int) *sequencer {
+func newSequencer(capacity, maxUnsent int, onMute func()) *sequencer {
+	if onMute == nil {
+		onMute = func() {}
+	}
 	return &sequencer{
-		ring:     make([]seqSlot, capacity),
-		space:    make(chan struct{}, 1),
-		ready:    make(chan struct{}, 1),
-		shutdown: make(chan struct{}),
+		maxUnsent: maxUnsent,
+		onMute:    onMute,
+		ring:      make([]seqSlot, capacity),
+		space:     make(chan struct{}, 1),
+		ready:     make(chan struct{}, 1),
+		shutdown:  make(chan struct{}),
 	}
 }
 
@@ -75,7 +100,7 @@ func signal(ch chan struct{}) {
 }
 
 // reserve returns the next ticket, waiting while the connection has its full
-// capacity outstanding.
+// capacity outstanding or more than maxUnsent bytes of answers unwritten.
 func (s *sequencer) reserve(ctx context.Context) (uint64, error) {
 	for {
 		s.mu.Lock()
@@ -83,6 +108,8 @@ func (s *sequencer) reserve(ctx context.Context) (uint64, error) {
 		case s.closed || s.noInput:
 			s.mu.Unlock()
 			return 0, errSequencerClosed
+		case s.maxUnsent > 0 && s.unsent > s.maxUnsent: // muted
+			s.mutedWaits++
 		case s.next-s.free < uint64(len(s.ring)):
 			t := s.next
 			s.next++
@@ -100,16 +127,27 @@ func (s *sequencer) reserve(ctx context.Context) (uint64, error) {
 }
 
 // complete hands in ticket t's response; the writer sends it in its turn.
+// A response handed in after close is released at once.
 func (s *sequencer) complete(t uint64, r response) {
 	s.mu.Lock()
 	if s.closed || t < s.head || t >= s.next {
 		s.mu.Unlock()
+		r.release()
 		return
 	}
 	sl := &s.ring[t%uint64(len(s.ring))]
 	sl.done, sl.resp = true, r
+	var muted bool
+	if !r.skip {
+		was := s.unsent
+		s.unsent += r.bytes()
+		muted = s.maxUnsent > 0 && was <= s.maxUnsent && s.unsent > s.maxUnsent
+	}
 	wake := t == s.head
 	s.mu.Unlock()
+	if muted {
+		s.onMute()
+	}
 	if wake {
 		signal(s.ready)
 	}
@@ -133,6 +171,10 @@ func (s *sequencer) take(ctx context.Context, dst []response) ([]response, error
 			}
 			if !sl.resp.skip {
 				dst = append(dst, sl.resp)
+				s.taken += sl.resp.bytes()
+			}
+			if sl.fetch {
+				s.takenFetch++
 			}
 			*sl = seqSlot{}
 			s.head++
@@ -159,10 +201,49 @@ func (s *sequencer) take(ctx context.Context, dst []response) ([]response, error
 	}
 }
 
+// fetchTurn waits until no Fetch read before ticket t is still unwritten,
+// then counts t as one. A fetch answer can be as large as the client asks
+// (fetch.max.bytes, 50 MiB by default), so a connection that pipelines
+// fetches and does not read would otherwise hold one per ticket before a
+// single answer is unsent; consumers send one fetch at a time per broker
+// connection anyway (Kafka's own clients, librdkafka, kgo, sarama), so
+// they never wait here.
+func (s *sequencer) fetchTurn(ctx context.Context, t uint64) error {
+	waited := false
+	for {
+		s.mu.Lock()
+		switch {
+		case s.closed:
+			s.mu.Unlock()
+			return errSequencerClosed
+		case s.fetchOut == 0:
+			s.fetchOut++
+			s.ring[t%uint64(len(s.ring))].fetch = true
+			s.mu.Unlock()
+			return nil
+		}
+		if !waited {
+			waited = true
+			s.fetchWaits++
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.space:
+		case <-s.shutdown:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
 // written releases the tickets the last take returned.
 func (s *sequencer) written() {
 	s.mu.Lock()
 	s.free = s.head
+	s.unsent -= s.taken
+	s.taken = 0
+	s.fetchOut -= s.takenFetch
+	s.takenFetch = 0
 	s.mu.Unlock()
 	signal(s.space)
 }
@@ -181,12 +262,35 @@ func (s *sequencer) closeInput(unused uint64, hasUnused bool) {
 	signal(s.ready)
 }
 
-// close stops the sequencer at once: pending responses are dropped.
+// close stops the sequencer at once: pending responses are dropped and
+// released (the writer releases the ones it took).
 func (s *sequencer) close() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		close(s.shutdown)
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.shutdown)
+	var drop []response
+	for t := s.head; t < s.next; t++ {
+		sl := &s.ring[t%uint64(len(s.ring))]
+		if sl.done {
+			drop = append(drop, sl.resp)
+		}
+		*sl = seqSlot{}
+	}
+	s.unsent = 0
+	s.mu.Unlock()
+	for i := range drop { // outside the lock: done may take the pool's
+		drop[i].release()
+	}
+}
+
+// release hands back the memory of a response that will not be written.
+func (r *response) release() {
+	if r.done != nil {
+		r.done()
+		r.done = nil
 	}
 }

@@ -46,7 +46,7 @@ func TestSequencerOrder(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newSequencer(4)
+			s := newSequencer(4, 0, nil)
 			ctx := context.Background()
 			for i := range tc.tickets {
 				if tk, err := s.reserve(ctx); err != nil || tk != uint64(i) {
@@ -86,7 +86,7 @@ func takeNow(t *testing.T, s *sequencer) []response {
 }
 
 func TestSequencerCapacity(t *testing.T) {
-	s := newSequencer(2)
+	s := newSequencer(2, 0, nil)
 	ctx := context.Background()
 	s.reserve(ctx)
 	s.reserve(ctx)
@@ -113,7 +113,7 @@ func TestSequencerCapacity(t *testing.T) {
 }
 
 func TestSequencerSkipFreesCapacity(t *testing.T) {
-	s := newSequencer(1)
+	s := newSequencer(1, 0, nil)
 	ctx := context.Background()
 	for i := range 5 { // acks=0 requests only: the writer never writes
 		tk, err := s.reserve(ctx)
@@ -128,7 +128,7 @@ func TestSequencerSkipFreesCapacity(t *testing.T) {
 }
 
 func TestSequencerClose(t *testing.T) {
-	s := newSequencer(1)
+	s := newSequencer(1, 0, nil)
 	ctx := context.Background()
 	s.reserve(ctx)
 	errc := make(chan error, 2)
@@ -149,7 +149,7 @@ func TestSequencerClose(t *testing.T) {
 }
 
 func TestSequencerCloseInputReturnsUnusedTicket(t *testing.T) {
-	s := newSequencer(4)
+	s := newSequencer(4, 0, nil)
 	ctx := context.Background()
 	s.reserve(ctx)
 	unused, _ := s.reserve(ctx)
@@ -173,7 +173,7 @@ func TestSequencerCloseInputReturnsUnusedTicket(t *testing.T) {
 // once, in ticket order, and never more than capacity outstanding.
 func TestSequencerConcurrent(t *testing.T) {
 	const capacity, total, workers = 8, 5000, 8
-	s := newSequencer(capacity)
+	s := newSequencer(capacity, 0, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

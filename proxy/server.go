@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -370,6 +371,10 @@ func (s *Server) pruneLoop(ctx context.Context) {
 // trimLoop gives back, every BufTrimInterval, the pooled frames that no
 // request took during the interval (kwire.BufPool.Trim): after a burst of
 // large frames the idle proxy does not keep their memory.
+// returnMemoryBytes: a trim that drops at least this much also returns
+// memory to the operating system (at most once per BufTrimInterval).
+const returnMemoryBytes = 32 << 20
+
 func (s *Server) trimLoop(ctx context.Context) {
 	ticks, stop := s.d.trimTicks(s.cfg.BufTrimInterval)
 	defer stop()
@@ -378,6 +383,13 @@ func (s *Server) trimLoop(ctx context.Context) {
 		case <-ticks:
 			if n := s.bufs.Trim(); n > 0 {
 				s.log.Debug("frame pool gave back unused frames", "bytes", n, "kept_bytes", s.bufs.FreeBytes())
+				if n >= returnMemoryBytes {
+					// A burst's frames are garbage now, but an idle proxy
+					// allocates too little to trigger a collection soon,
+					// and its RSS stays at the burst's peak until one
+					// does: collect and give the pages back now.
+					debug.FreeOSMemory()
+				}
 			}
 		case <-ctx.Done():
 			return

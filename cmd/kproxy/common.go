@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
@@ -139,7 +140,11 @@ func commandWithConfig(name, usage string, own []cli.Flag, action cli.ActionFunc
 // the process's collectors.
 func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	promreg.Register(reg, collectors.NewGoCollector())
+	// go_gc_heap_live_bytes too: the heap the last collection found live;
+	// unlike go_memstats_heap_alloc_bytes it does not count garbage, so it
+	// shows memory that is held rather than not yet collected.
+	promreg.Register(reg, collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})))
 	promreg.Register(reg, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }

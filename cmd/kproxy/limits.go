@@ -19,6 +19,10 @@ func limitFlags() []cli.Flag {
 		intFlag("max-connections-per-ip", 0, "open client connections from one IP address (0: no limit)"),
 		durationFlag("connections-max-idle", 10*time.Minute, "close a client connection idle this long (negative: never)"),
 		durationFlag("bad-input-log-interval", 10*time.Second, "log bad client input at most once per reason per interval, with a count"),
+		intFlag("max-unsent-bytes-per-connection", 1<<20, "stop reading a client connection's requests while its answers waiting to be written exceed this (one larger answer still goes out whole; negative: no bound)"),
+		intFlag("max-partial-frame-bytes-per-connection", 0, "most of the request budget one connection's unfinished frame may hold; more closes it (0: half of --queued-max-request-bytes)"),
+		intFlag("max-partial-frame-bytes-per-ip", 0, "most of the request budget the unfinished frames of one IP's connections may hold together (0: half of --queued-max-request-bytes)"),
+		durationFlag("request-read-timeout", 30*time.Second, "close a client connection whose frame does not arrive whole this long after its first byte (negative: never)"),
 	}
 }
 
@@ -30,6 +34,11 @@ func limitsFrom(c *cli.Context) (proxy.Limits, error) {
 		MaxConnectionsPerIP:   c.Int("max-connections-per-ip"),
 		IdleTimeout:           c.Duration("connections-max-idle"),
 		BadInputLogInterval:   c.Duration("bad-input-log-interval"),
+
+		MaxUnsentBytesPerConn:       c.Int("max-unsent-bytes-per-connection"),
+		MaxPartialFrameBytesPerConn: int64(c.Int("max-partial-frame-bytes-per-connection")),
+		MaxPartialFrameBytesPerIP:   int64(c.Int("max-partial-frame-bytes-per-ip")),
+		RequestReadTimeout:          c.Duration("request-read-timeout"),
 	}
 	switch {
 	case l.QueuedMaxRequestBytes < int64(c.Int("max-frame-bytes")):
@@ -41,6 +50,12 @@ func limitsFrom(c *cli.Context) (proxy.Limits, error) {
 		return l, fmt.Errorf("--frame-grow-wait must be positive")
 	case l.IdleTimeout == 0:
 		return l, fmt.Errorf("--connections-max-idle must not be 0 (negative disables it)")
+	case l.MaxUnsentBytesPerConn == 0:
+		return l, fmt.Errorf("--max-unsent-bytes-per-connection must not be 0 (negative disables it)")
+	case l.MaxPartialFrameBytesPerConn < 0 || l.MaxPartialFrameBytesPerIP < 0:
+		return l, fmt.Errorf("--max-partial-frame-bytes-per-connection and -per-ip must not be negative")
+	case l.RequestReadTimeout == 0:
+		return l, fmt.Errorf("--request-read-timeout must not be 0 (negative disables it)")
 	}
 	return l, nil
 }

@@ -318,11 +318,16 @@ func (c *conn) writeLoop() {
 		toWrite = bufs // WriteTo consumes its receiver
 		n, err := toWrite.WriteTo(nc)
 		c.afterWrite(batch, n)
+		// The batch's requests live on in its backing array until the next
+		// batch overwrites them, and each holds its response frame once
+		// answered: clear, or the last batch pins up to writeBatchBytes of
+		// requests' answers for as long as the connection lives.
+		clear(batch)
+		clear(bufs)
 		if err != nil {
 			c.fail(ioKind(err, kindWrite), fmt.Errorf("write: %w", err))
 			return
 		}
-		clear(bufs)
 	}
 }
 
@@ -455,7 +460,13 @@ func (c *conn) readLoop(br *bufio.Reader) {
 		}
 		c.removeLocked(r)
 		c.armReadDeadlineLocked()
+		orphan := r.orphan
 		c.mu.Unlock()
+		if orphan { // its caller gave up: nobody will Release the frame
+			c.bp.p.bufs.Put(frame)
+			r.complete(nil, errOrphan)
+			continue
+		}
 
 		off := 4
 		if r.flexResp {

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -28,6 +29,7 @@ type wireReq struct {
 	parts    [][]byte      // a VecBody's pieces after the header in frame; nil once given back
 	lent     chan struct{} // closed when parts are given back; nil if none were lent
 	state    uint8
+	orphan   bool // Wait gave up: the reader hands the answer straight back to the pool
 
 	// patience is how long after its write the response may take: the
 	// pool's ReadTimeout plus the request's own timeout (a produce's
@@ -66,12 +68,33 @@ func (r *wireReq) Wait(ctx context.Context) ([]byte, error) {
 		<-r.done
 		return r.body, r.err
 	}
+	if r.c.orphan(r) {
+		return nil, fmt.Errorf("broker %d: wait for response: %w", r.c.bp.id, context.Cause(ctx))
+	}
+	<-r.done // completed while we withdrew
+	return r.body, r.err
+}
+
+// errOrphan completes a request whose caller stopped waiting.
+var errOrphan = errors.New("response discarded: its caller stopped waiting")
+
+// orphan marks r, written and not answered, as one whose caller stopped
+// waiting, so that the reader hands its response frame straight back to
+// the pool. It reports false if r was answered already (the caller then
+// owns the response and releases it).
+func (c *conn) orphan(r *wireReq) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	select {
-	case <-r.done: // completed while we withdrew
-		return r.body, r.err
+	case <-r.done:
+		return false
 	default:
 	}
-	return nil, fmt.Errorf("broker %d: wait for response: %w", r.c.bp.id, context.Cause(ctx))
+	if r.state == stDone { // removed by the reader, completing right now
+		return false
+	}
+	r.orphan = true
+	return true
 }
 
 // lend makes pieces, the body of a VecBody after frame's header of hdr

@@ -18,11 +18,13 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -31,6 +33,7 @@ import (
 	"github.com/kproxy/kproxy/broker-stub/lease"
 	"github.com/kproxy/kproxy/broker-stub/store"
 	"github.com/kproxy/kproxy/internal/etcdlocal"
+	"github.com/kproxy/kproxy/internal/promreg"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/adminapi"
@@ -221,11 +224,17 @@ func (c *Cluster) startBroker(ctx context.Context, id int32, listen string) erro
 }
 
 func (c *Cluster) startProxy(ctx context.Context, listen, admin string) error {
+	reg := prometheus.NewRegistry()
+	if len(c.proxies) == 0 { // the process's runtime and memory, once (khostile reads them)
+		promreg.Register(reg, collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})))
+		promreg.Register(reg, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
 	pcfg := proxy.Config{
 		Listen: listen, AdminListen: admin, Etcd: c.cli, Layout: c.layout,
 		AutoCreateTopics: c.cfg.AutoCreateTopics, DefaultPartitions: c.cfg.DefaultPartitions,
 		Authz:  c.cfg.Authz,
-		Logger: c.logger.With("proxy", len(c.proxies)), Registry: prometheus.NewRegistry(),
+		Logger: c.logger.With("proxy", len(c.proxies)), Registry: reg,
 	}
 	if c.cfg.ProxyConfig != nil {
 		c.cfg.ProxyConfig(len(c.proxies), &pcfg)

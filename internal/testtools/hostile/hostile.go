@@ -1,9 +1,11 @@
-// Package hostile sends the hostile client traffic of issue 12 to a Kafka
-// address: attacker connections cycling through random frames, absurd and
-// negative lengths, truncated headers, unknown keys and versions, valid
-// headers with random bodies or huge claimed array lengths, and slow
-// writers, plus a crowd of idle connections. It checks nothing itself: the
-// caller measures the target (measure.go) while it runs.
+// Package hostile sends the hostile client traffic of issues 12 and 20 to
+// a Kafka address: attacker connections cycling through random frames,
+// absurd and negative lengths, truncated headers, unknown keys and
+// versions, valid headers with random bodies or huge claimed array
+// lengths, slow writers, fetches pipelined and never read, connections
+// closed in the middle of an answer and half-sent frames, plus a crowd of
+// idle connections. It checks nothing itself: the caller measures the
+// target (measure.go) while it runs.
 package hostile
 
 import (
@@ -12,6 +14,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +30,16 @@ type Config struct {
 	Idle      int           // idle connections held open [0]
 	Seed      uint64        // of the random choices
 	ConnLife  time.Duration // longest an attacker keeps one connection [2s]
+	// Patterns names the behaviours attackers pick from (Patterns()) [all].
+	Patterns []string
+	// FetchTopic is the topic the fetching patterns read, partition 0
+	// ["hostile"]: one with data makes their answers large.
+	FetchTopic string
+	// Pause, if set, paces each attacker: it waits this long after every
+	// frame it sends, so that the traffic tests the proxy's memory and
+	// fairness rather than how many CPU cycles the sender can take from
+	// clients on the same machine.
+	Pause time.Duration
 }
 
 // Stats counts what Run did.
@@ -46,18 +59,37 @@ func Run(ctx context.Context, cfg Config) Stats {
 	if cfg.ConnLife == 0 {
 		cfg.ConnLife = 2 * time.Second
 	}
-	var st stats
+	if cfg.FetchTopic == "" {
+		cfg.FetchTopic = "hostile"
+	}
+	pick := behaviours
+	if len(cfg.Patterns) > 0 {
+		pick = nil
+		for _, b := range behaviours {
+			if slices.Contains(cfg.Patterns, b.name) {
+				pick = append(pick, b)
+			}
+		}
+		if len(pick) == 0 {
+			return Stats{}
+		}
+	}
+	cfg.Patterns = nil
+	st := stats{pause: cfg.Pause}
 	var wg sync.WaitGroup
 	for i := range cfg.Attackers {
 		rng := rand.New(rand.NewPCG(cfg.Seed, uint64(i)))
-		wg.Go(func() { attack(ctx, cfg, rng, &st) })
+		wg.Go(func() { attack(ctx, cfg, pick, rng, &st) })
 	}
 	wg.Go(func() { holdIdle(ctx, cfg, &st) })
 	wg.Wait()
 	return Stats{Dials: st.dials.Load(), Frames: st.frames.Load(), IdleOpened: st.idle.Load(), DialErrors: st.dialErrs.Load()}
 }
 
-type stats struct{ dials, frames, idle, dialErrs atomic.Int64 }
+type stats struct {
+	dials, frames, idle, dialErrs atomic.Int64
+	pause                         time.Duration // Config.Pause
+}
 
 func dial(ctx context.Context, addr string) (net.Conn, error) {
 	d := net.Dialer{Timeout: 2 * time.Second}
@@ -89,7 +121,7 @@ func holdIdle(ctx context.Context, cfg Config, st *stats) {
 }
 
 // attack opens one connection after another, each running one behaviour.
-func attack(ctx context.Context, cfg Config, rng *rand.Rand, st *stats) {
+func attack(ctx context.Context, cfg Config, pick []behaviour, rng *rand.Rand, st *stats) {
 	for ctx.Err() == nil {
 		c, err := dial(ctx, cfg.Addr)
 		if err != nil {
@@ -103,18 +135,49 @@ func attack(ctx context.Context, cfg Config, rng *rand.Rand, st *stats) {
 		st.dials.Add(1)
 		life, cancel := context.WithTimeout(ctx, cfg.ConnLife)
 		stop := context.AfterFunc(life, func() { c.Close() })
-		go func() { _, _ = io.Copy(io.Discard, c) }() // answers, until the close
-		behaviours[rng.IntN(len(behaviours))](life, c, rng, st)
+		b := pick[rng.IntN(len(pick))]
+		if !b.noRead {
+			go func() { _, _ = io.Copy(io.Discard, c) }() // answers, until the close
+		}
+		b.run(life, c, &cfg, rng, st)
 		stop()
 		cancel()
 		c.Close()
 	}
 }
 
-type behaviour func(ctx context.Context, c net.Conn, rng *rand.Rand, st *stats)
+type behaviour struct {
+	name   string
+	noRead bool // the behaviour reads answers itself, or never
+	run    func(ctx context.Context, c net.Conn, cfg *Config, rng *rand.Rand, st *stats)
+}
+
+// plain adapts a behaviour that needs nothing of the Config.
+func plain(f func(ctx context.Context, c net.Conn, rng *rand.Rand, st *stats)) func(context.Context, net.Conn, *Config, *rand.Rand, *stats) {
+	return func(ctx context.Context, c net.Conn, _ *Config, rng *rand.Rand, st *stats) { f(ctx, c, rng, st) }
+}
 
 var behaviours = []behaviour{
-	randomFrames, absurdLength, bigClaim, truncatedHeader, unknownAPI, randomBodies, hugeArrays, slowWriter,
+	{name: "random_frames", run: plain(randomFrames)},
+	{name: "absurd_length", run: plain(absurdLength)},
+	{name: "big_claim", run: plain(bigClaim)},
+	{name: "truncated_header", run: plain(truncatedHeader)},
+	{name: "unknown_api", run: plain(unknownAPI)},
+	{name: "random_bodies", run: plain(randomBodies)},
+	{name: "huge_arrays", run: plain(hugeArrays)},
+	{name: "slow_writer", run: plain(slowWriter)},
+	{name: "pipelined_never_read", noRead: true, run: pipelinedNeverRead},
+	{name: "closed_mid_response", noRead: true, run: closedMidResponse},
+	{name: "half_sent_frame", run: plain(halfSentFrame)},
+}
+
+// Patterns names every behaviour, for Config.Patterns.
+func Patterns() []string {
+	names := make([]string, len(behaviours))
+	for i, b := range behaviours {
+		names[i] = b.name
+	}
+	return names
 }
 
 // send writes b, reporting whether the connection still takes bytes.
@@ -122,6 +185,9 @@ func send(c net.Conn, st *stats, b []byte) bool {
 	st.frames.Add(1)
 	_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 	_, err := c.Write(b)
+	if st.pause > 0 {
+		time.Sleep(st.pause)
+	}
 	return err == nil
 }
 
@@ -239,4 +305,53 @@ func slowWriter(ctx context.Context, c net.Conn, _ *rand.Rand, st *stats) {
 			return
 		}
 	}
+}
+
+// fetchFrame is a Fetch v11 of topic's partition 0 from offset 0, up to
+// 1 MiB, answered at once.
+func fetchFrame(topic string, corr int32) []byte {
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(11)
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 1, 1<<20
+	req.IsolationLevel, req.SessionEpoch = 0, -1
+	t := kmsg.NewFetchRequestTopic()
+	t.Topic = topic
+	p := kmsg.NewFetchRequestTopicPartition()
+	p.PartitionMaxBytes, p.CurrentLeaderEpoch, p.LogStartOffset = 1<<20, -1, -1
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	return kmsg.NewRequestFormatter(kmsg.FormatterClientID("hostile")).AppendRequest(nil, req, corr)
+}
+
+// pipelinedNeverRead pipelines 100 fetches and never reads an answer, then
+// holds the connection until its life ends (issue 20: the proxy held up to
+// 64 answers per such connection).
+func pipelinedNeverRead(ctx context.Context, c net.Conn, cfg *Config, _ *rand.Rand, st *stats) {
+	for i := int32(0); ctx.Err() == nil && i < 100; i++ {
+		if !send(c, st, fetchFrame(cfg.FetchTopic, i)) {
+			return
+		}
+	}
+	<-ctx.Done()
+}
+
+// closedMidResponse asks for a fetch, reads the first bytes of the answer
+// and closes.
+func closedMidResponse(ctx context.Context, c net.Conn, cfg *Config, _ *rand.Rand, st *stats) {
+	for i := int32(0); ctx.Err() == nil && i < 10; i++ {
+		if !send(c, st, fetchFrame(cfg.FetchTopic, i)) {
+			return
+		}
+	}
+	_ = c.SetReadDeadline(time.Now().Add(time.Second))
+	_, _ = io.ReadFull(c, make([]byte, 64))
+}
+
+// halfSentFrame claims a 900 KiB frame, sends a third of it and stops
+// (issue 20: such frames held the shared budget until the idle timeout).
+func halfSentFrame(ctx context.Context, c net.Conn, rng *rand.Rand, st *stats) {
+	if send(c, st, binary.BigEndian.AppendUint32(nil, 900<<10)) {
+		send(c, st, randBytes(rng, 300<<10))
+	}
+	<-ctx.Done()
 }

@@ -3,6 +3,7 @@ package hostile
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,6 +29,25 @@ type MeasureConfig struct {
 	Duration     time.Duration
 	ProduceEvery time.Duration // [50ms]
 	Traffic      Config        // Addr is filled in
+	// PerPattern runs each of Patterns() alone for Duration, then waits
+	// Settle [20s], and reports RSS and heap before, during and after
+	// each (Report.Patterns), after the mixed run.
+	PerPattern bool
+	Settle     time.Duration
+}
+
+// PatternReport is the proxy's memory around one pattern: before it, its
+// peak while it ran, and Settle after it stopped.
+type PatternReport struct {
+	Name                            string
+	RSSBefore, RSSPeak, RSSAfter    int64
+	HeapBefore, HeapPeak, HeapAfter int64 // go_gc_heap_live_bytes: live at the last collection
+	BadInput                        float64
+}
+
+func (r PatternReport) String() string {
+	return fmt.Sprintf("%-22s RSS %4d / %4d / %4d MiB   heap %4d / %4d / %4d MiB   bad input %6.0f",
+		r.Name, r.RSSBefore>>20, r.RSSPeak>>20, r.RSSAfter>>20, r.HeapBefore>>20, r.HeapPeak>>20, r.HeapAfter>>20, r.BadInput)
 }
 
 // Report is what Measure saw.
@@ -38,13 +58,21 @@ type Report struct {
 	ProduceErr                   error // the first producer error
 	BadInput                     float64
 	Traffic                      Stats
+	Patterns                     []PatternReport // with PerPattern: before / peak / after
 }
 
 func (r Report) String() string {
+	var per strings.Builder
+	for _, p := range r.Patterns {
+		per.WriteString("\n  " + p.String())
+	}
+	if per.Len() > 0 {
+		per.WriteString("\n  (before / peak / after each pattern alone)")
+	}
 	return fmt.Sprintf("RSS before %d MiB, peak %d MiB, after %d MiB; %d log lines (%d WARN or worse) during the traffic; "+
 		"producer %d/%d acknowledged (first error: %v); kproxy_bad_input_total %.0f; traffic: %d attacker conns, %d bad frames, %d idle conns, %d dial errors",
 		r.RSSBefore>>20, r.RSSPeak>>20, r.RSSAfter>>20, r.LogLines, r.WarnLines, r.Acked, r.Produced, r.ProduceErr, r.BadInput,
-		r.Traffic.Dials, r.Traffic.Frames, r.Traffic.IdleOpened, r.Traffic.DialErrors)
+		r.Traffic.Dials, r.Traffic.Frames, r.Traffic.IdleOpened, r.Traffic.DialErrors) + per.String()
 }
 
 // Measure starts the dev cluster, measures it under traffic and stops it.
@@ -128,8 +156,72 @@ func Measure(ctx context.Context, cfg MeasureConfig) (Report, error) {
 		return rep, err
 	}
 	rep.LogLines, rep.WarnLines = lines-linesBefore, warn-warnBefore
-	rep.BadInput, err = testrig.ScrapeCounter(ctx, p.admin, "kproxy_bad_input_total")
-	return rep, err
+	if rep.BadInput, err = testrig.ScrapeCounter(ctx, p.admin, "kproxy_bad_input_total"); err != nil || !cfg.PerPattern {
+		return rep, err
+	}
+	for _, name := range Patterns() {
+		tcfg := cfg.Traffic
+		tcfg.Addr, tcfg.Patterns, tcfg.Idle = p.addr, []string{name}, 0
+		pr, err := measurePattern(ctx, p, tcfg, cfg.Duration, cmp.Or(cfg.Settle, 20*time.Second))
+		if err != nil {
+			return rep, fmt.Errorf("pattern %s: %w", name, err)
+		}
+		pr.Name = name
+		rep.Patterns = append(rep.Patterns, pr)
+	}
+	return rep, nil
+}
+
+// measurePattern runs one pattern for d, sampling the proxy, then waits
+// settle and samples it again.
+func measurePattern(ctx context.Context, p *devProc, tcfg Config, d, settle time.Duration) (PatternReport, error) {
+	var pr PatternReport
+	sample := func() (int64, int64, error) {
+		r, err := rss(p.pid())
+		if err != nil {
+			return 0, 0, err
+		}
+		h, err := testrig.ScrapeCounter(ctx, p.admin, "go_gc_heap_live_bytes")
+		return r, int64(h), err
+	}
+	bad0, err := testrig.ScrapeCounter(ctx, p.admin, "kproxy_bad_input_total")
+	if err != nil {
+		return pr, err
+	}
+	if pr.RSSBefore, pr.HeapBefore, err = sample(); err != nil {
+		return pr, err
+	}
+	pr.RSSPeak, pr.HeapPeak = pr.RSSBefore, pr.HeapBefore
+	tctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Run(tctx, tcfg)
+	}()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for running := true; running; {
+		select {
+		case <-done:
+			running = false
+		case <-tick.C:
+			if r, h, err := sample(); err == nil {
+				pr.RSSPeak, pr.HeapPeak = max(pr.RSSPeak, r), max(pr.HeapPeak, h)
+			}
+		}
+	}
+	select {
+	case <-time.After(settle):
+	case <-ctx.Done():
+		return pr, ctx.Err()
+	}
+	if pr.RSSAfter, pr.HeapAfter, err = sample(); err != nil {
+		return pr, err
+	}
+	bad, err := testrig.ScrapeCounter(ctx, p.admin, "kproxy_bad_input_total")
+	pr.BadInput = bad - bad0
+	return pr, err
 }
 
 func samplePeak(ctx context.Context, pid int, peak *atomic.Int64) {
