@@ -54,8 +54,9 @@ type Limits struct {
 	// QueuedMaxRequestBytes].
 	MaxPartialFrameBytesPerIP int64
 	// RequestReadTimeout: a frame must arrive whole within this time of
-	// its first byte, or its connection is closed [30s, the request
-	// timeout of Kafka's clients]; negative: no limit.
+	// its first byte, or its connection is closed [30s: Kafka's Java
+	// clients give up on a request after 30s, librdkafka after 60s];
+	// negative: no limit.
 	RequestReadTimeout time.Duration
 }
 
