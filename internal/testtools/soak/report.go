@@ -118,7 +118,9 @@ func (r *Result) WritePlot(path string) error {
 		x := s.At.Minutes()
 		rss = append(rss, plotter.XY{X: x, Y: float64(s.RSS) / (1 << 20)})
 		heap = append(heap, plotter.XY{X: x, Y: float64(s.Heap) / (1 << 20)})
-		p99 = append(p99, plotter.XY{X: x, Y: ms(s.P99)})
+		if s.Acked > 0 { // a window with no acknowledgement has no p99
+			p99 = append(p99, plotter.XY{X: x, Y: ms(s.P99)})
+		}
 	}
 	for _, l := range []struct {
 		p    *plot.Plot
