@@ -135,8 +135,16 @@ func TestBrokerFailureFreesMemory(t *testing.T) {
 			}
 			tc.serve(t, fb, n)
 			failed := 0
+			// A bounded wait longer than wait's: on a loaded machine the
+			// stalled connection's failure took over 5s in 2 of ~25 runs.
+			wctx, cancel := context.WithTimeout(context.Background(), 6*testWait)
+			defer cancel()
 			for _, pd := range pend {
-				if _, err := wait(t, pd); err != nil {
+				_, err := pd.Wait(wctx)
+				if wctx.Err() != nil {
+					t.Fatalf("a request neither answered nor failed within %s", 6*testWait)
+				}
+				if err != nil {
 					failed++
 				}
 			}
