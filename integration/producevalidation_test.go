@@ -22,7 +22,7 @@ import (
 	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/adminapi"
+	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 )
 

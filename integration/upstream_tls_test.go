@@ -20,7 +20,7 @@ import (
 	"github.com/kproxy/kproxy/internal/tlsreload"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/adminapi"
+	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 )
 
 // TestUpstreamTLS runs stub brokers that listen on TLS only and proxies

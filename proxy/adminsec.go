@@ -10,7 +10,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/kproxy/kproxy/proxy/tlsconf"
+	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
 
 // AdminSecurity protects the admin HTTP endpoint. The zero value serves

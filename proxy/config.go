@@ -11,8 +11,8 @@ import (
 
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
-	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/proxy/quota"
+	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/proxy/zone"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/kproxy/kproxy/internal/commalist"
-	"github.com/kproxy/kproxy/proxy/tlsconf"
+	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
 
 // Protocol is a Kafka listener security protocol.

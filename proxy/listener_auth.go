@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/proxy/apis"
-	"github.com/kproxy/kproxy/proxy/audit"
-	"github.com/kproxy/kproxy/proxy/sasl"
+	"github.com/kproxy/kproxy/proxy/security/audit"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
 )
 
 const (

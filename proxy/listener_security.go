@@ -12,12 +12,12 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/kproxy/kproxy/internal/promreg"
-	"github.com/kproxy/kproxy/proxy/audit"
-	"github.com/kproxy/kproxy/proxy/authz"
-	"github.com/kproxy/kproxy/proxy/credstore"
-	"github.com/kproxy/kproxy/proxy/principal"
-	"github.com/kproxy/kproxy/proxy/sasl"
-	"github.com/kproxy/kproxy/proxy/tlsconf"
+	"github.com/kproxy/kproxy/proxy/security/audit"
+	"github.com/kproxy/kproxy/proxy/security/authz"
+	"github.com/kproxy/kproxy/proxy/security/credstore"
+	"github.com/kproxy/kproxy/proxy/security/principal"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
+	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
 
 // Security configures how clients prove who they are on the listeners.

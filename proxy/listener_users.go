@@ -8,9 +8,9 @@ import (
 
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy/apis"
-	"github.com/kproxy/kproxy/proxy/audit"
-	"github.com/kproxy/kproxy/proxy/credstore"
-	"github.com/kproxy/kproxy/proxy/principal"
+	"github.com/kproxy/kproxy/proxy/security/audit"
+	"github.com/kproxy/kproxy/proxy/security/credstore"
+	"github.com/kproxy/kproxy/proxy/security/principal"
 )
 
 // scramAdmin serves the SCRAM credential APIs from the etcd store: changes

@@ -14,7 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/kproxy/kproxy/proxy/adminapi"
+	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/routing"
 )

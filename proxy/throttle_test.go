@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/proxy/apis"
-	"github.com/kproxy/kproxy/proxy/principal"
 	"github.com/kproxy/kproxy/proxy/quota"
+	"github.com/kproxy/kproxy/proxy/security/principal"
 )
 
 // TestQuotasFollowPrincipal: a connection's quotas are its principal's, and

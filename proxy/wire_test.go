@@ -14,7 +14,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy/adminapi"
+	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 )
 
 // TestNewWiresRealParts runs New against embedded etcd (no brokers): the

@@ -7,8 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
-	"github.com/kproxy/kproxy/proxy/aclstore"
-	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/security/aclstore"
+	"github.com/kproxy/kproxy/proxy/security/authz"
 )
 
 // The ACL scenarios measure what authorization costs: a second proxy runs

@@ -6,8 +6,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy/aclstore"
-	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/security/aclstore"
+	"github.com/kproxy/kproxy/proxy/security/authz"
 )
 
 // TestACLBindingSet checks the ACL scenarios' bindings: the count asked for,

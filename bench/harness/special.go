@@ -17,7 +17,7 @@ import (
 	"github.com/kproxy/kproxy/bench/load"
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy/adminapi"
+	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 )
 
 // MemoryResult is the cost of idle client connections on one side.

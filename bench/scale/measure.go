@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
-	"github.com/kproxy/kproxy/proxy/adminapi"
+	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 )
 
 func topicID() (string, error) {

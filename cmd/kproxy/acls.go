@@ -10,8 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy/aclstore"
-	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/security/aclstore"
+	"github.com/kproxy/kproxy/proxy/security/authz"
 )
 
 // aclsCommand manages ACL bindings in etcd directly: the same keys that

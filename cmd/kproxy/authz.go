@@ -8,8 +8,8 @@ import (
 
 	"github.com/kproxy/kproxy/proxy"
 
-	"github.com/kproxy/kproxy/proxy/authz"
-	"github.com/kproxy/kproxy/proxy/principal"
+	"github.com/kproxy/kproxy/proxy/security/authz"
+	"github.com/kproxy/kproxy/proxy/security/principal"
 )
 
 // authzFlags configure authorization (docs/authorization.md); its super

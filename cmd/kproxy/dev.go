@@ -9,7 +9,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/assembly/devcluster"
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/principal"
+	"github.com/kproxy/kproxy/proxy/security/principal"
 )
 
 func devCommand() *cli.Command {

@@ -15,12 +15,12 @@ import (
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/aclstore"
-	"github.com/kproxy/kproxy/proxy/authz"
-	"github.com/kproxy/kproxy/proxy/credstore"
-	"github.com/kproxy/kproxy/proxy/principal"
-	"github.com/kproxy/kproxy/proxy/sasl"
-	"github.com/kproxy/kproxy/proxy/tlsconf"
+	"github.com/kproxy/kproxy/proxy/security/aclstore"
+	"github.com/kproxy/kproxy/proxy/security/authz"
+	"github.com/kproxy/kproxy/proxy/security/credstore"
+	"github.com/kproxy/kproxy/proxy/security/principal"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
+	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
 
 // devSecure is what `kproxy dev --secure` adds: a SASL_SSL listener with a

@@ -13,7 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/kproxy/kproxy/internal/commalist"
-	"github.com/kproxy/kproxy/proxy/sasl"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
 )
 
 // saslFlags are the SASL settings of `kproxy serve`.

@@ -11,9 +11,9 @@ import (
 
 	"github.com/kproxy/kproxy/internal/commalist"
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/audit"
-	"github.com/kproxy/kproxy/proxy/principal"
-	"github.com/kproxy/kproxy/proxy/tlsconf"
+	"github.com/kproxy/kproxy/proxy/security/audit"
+	"github.com/kproxy/kproxy/proxy/security/principal"
+	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
 
 // securityFlags are the TLS, SASL and audit settings of `kproxy serve`.

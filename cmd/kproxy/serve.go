@@ -12,7 +12,7 @@ import (
 	"github.com/kproxy/kproxy/leasewatch/kafscale"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
-	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/proxy/zone"
 )
 

@@ -15,7 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy/credstore"
+	"github.com/kproxy/kproxy/proxy/security/credstore"
 )
 
 // usersCommand manages SCRAM credentials in etcd directly (the same store

@@ -12,8 +12,8 @@ import (
 
 	"github.com/kproxy/kproxy/internal/etcdlocal"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy/credstore"
-	"github.com/kproxy/kproxy/proxy/sasl"
+	"github.com/kproxy/kproxy/proxy/security/credstore"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
 )
 
 // TestUsersCommand runs `kproxy users add|list|delete` against a real

@@ -16,8 +16,8 @@ import (
 	"github.com/kproxy/kproxy/internal/assembly/devcluster"
 	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy/aclstore"
-	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/security/aclstore"
+	"github.com/kproxy/kproxy/proxy/security/authz"
 )
 
 const anon = authz.AnonymousUser

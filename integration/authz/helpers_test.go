@@ -13,7 +13,7 @@ import (
 	"github.com/kproxy/kproxy/internal/assembly/devcluster"
 	"github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/security/authz"
 )
 
 func startCluster(t *testing.T, proxies int, az authz.Config, adjust ...func(i int, cfg *proxy.Config)) *devcluster.Cluster {

@@ -25,11 +25,11 @@ import (
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/audit"
-	"github.com/kproxy/kproxy/proxy/authz"
-	"github.com/kproxy/kproxy/proxy/credstore"
-	"github.com/kproxy/kproxy/proxy/principal"
-	"github.com/kproxy/kproxy/proxy/sasl"
+	"github.com/kproxy/kproxy/proxy/security/audit"
+	"github.com/kproxy/kproxy/proxy/security/authz"
+	"github.com/kproxy/kproxy/proxy/security/credstore"
+	"github.com/kproxy/kproxy/proxy/security/principal"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
 )
 
 // usersEnv is a proxy with a SASL_PLAINTEXT listener (SCRAM against the

@@ -13,9 +13,9 @@ import (
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/credstore"
-	"github.com/kproxy/kproxy/proxy/sasl"
-	"github.com/kproxy/kproxy/proxy/tlsconf"
+	"github.com/kproxy/kproxy/proxy/security/credstore"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
+	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
 
 // capSASL runs a client over the proxy's SASL_SSL listener.

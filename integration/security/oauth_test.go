@@ -18,7 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	koauth "github.com/twmb/franz-go/pkg/sasl/oauth"
 
-	"github.com/kproxy/kproxy/proxy/sasl"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
 )
 
 const (

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/proxy/sasl"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
 )
 
 // TestReauthenticationKgo: with a 2s session, kgo re-authenticates on its

@@ -15,9 +15,9 @@ import (
 
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/audit"
-	"github.com/kproxy/kproxy/proxy/sasl"
-	"github.com/kproxy/kproxy/proxy/tlsconf"
+	"github.com/kproxy/kproxy/proxy/security/audit"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
+	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
 
 // memCreds is a credential store in memory, for tests of the SASL

@@ -13,7 +13,7 @@ import (
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/sasl"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
 )
 
 func scram512(user, pass string) kgo.Opt {

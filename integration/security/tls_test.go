@@ -16,8 +16,8 @@ import (
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/audit"
-	"github.com/kproxy/kproxy/proxy/tlsconf"
+	"github.com/kproxy/kproxy/proxy/security/audit"
+	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
 
 // sslCluster runs a proxy with one SSL listener serving the files in dir.

@@ -15,10 +15,10 @@ import (
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/audit"
-	"github.com/kproxy/kproxy/proxy/credstore"
-	"github.com/kproxy/kproxy/proxy/principal"
-	"github.com/kproxy/kproxy/proxy/sasl"
+	"github.com/kproxy/kproxy/proxy/security/audit"
+	"github.com/kproxy/kproxy/proxy/security/credstore"
+	"github.com/kproxy/kproxy/proxy/security/principal"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
 )
 
 // twoReplicas runs two proxies, each with a SASL_PLAINTEXT listener whose

@@ -210,7 +210,7 @@ func TestEdgeProblem(t *testing.T) {
 	}{
 		{"proxy", "routing", false},
 		{"proxy", "leasewatch", false},
-		{"proxy/apis", "proxy/authz", false},
+		{"proxy/apis", "proxy/security/authz", false},
 		{"leasewatch", "internal/etcdmirror", false},
 		{"broker-stub/broker", "internal/etcdmirror", false},
 		{"internal/assembly/devcluster", "proxy", false},

@@ -16,7 +16,7 @@ import (
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
-	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/proxy/zone"
 	"github.com/kproxy/kproxy/retry"
 	"github.com/kproxy/kproxy/routing"

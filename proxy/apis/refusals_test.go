@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/security/authz"
 )
 
 // authFailed are Kafka's codes for a denied request.

@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/proxy/credstore"
+	"github.com/kproxy/kproxy/proxy/security/credstore"
 )
 
 // fakeSCRAM keeps credentials in a map: user -> mechanism -> iterations.

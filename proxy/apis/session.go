@@ -3,8 +3,8 @@ package apis
 import (
 	"context"
 
-	"github.com/kproxy/kproxy/proxy/authz"
-	"github.com/kproxy/kproxy/proxy/principal"
+	"github.com/kproxy/kproxy/proxy/security/authz"
+	"github.com/kproxy/kproxy/proxy/security/principal"
 )
 
 // connSession is a connection's authorizer session for one principal.

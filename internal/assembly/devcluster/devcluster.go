@@ -36,8 +36,8 @@ import (
 	"github.com/kproxy/kproxy/internal/promreg"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
-	"github.com/kproxy/kproxy/proxy/adminapi"
-	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/admin/adminapi"
+	"github.com/kproxy/kproxy/proxy/security/authz"
 )
 
 // Config describes the cluster. Zero values take the defaults in brackets.

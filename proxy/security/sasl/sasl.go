@@ -22,7 +22,7 @@ import (
 
 	"github.com/xdg-go/scram"
 
-	"github.com/kproxy/kproxy/proxy/principal"
+	"github.com/kproxy/kproxy/proxy/security/principal"
 )
 
 // Mechanism names, as clients send them.

@@ -16,7 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/kproxy/kproxy/internal/reload"
-	"github.com/kproxy/kproxy/proxy/principal"
+	"github.com/kproxy/kproxy/proxy/security/principal"
 )
 
 // JWTConfig configures a JWTVerifier, OAUTHBEARER's token check.

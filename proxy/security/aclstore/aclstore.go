@@ -20,7 +20,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/etcdmirror"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy/authz"
+	"github.com/kproxy/kproxy/proxy/security/authz"
 )
 
 // Store is one replica's view of the bindings, feeding an authorizer.

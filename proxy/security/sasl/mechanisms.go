@@ -14,7 +14,7 @@ import (
 
 	"github.com/xdg-go/scram"
 
-	"github.com/kproxy/kproxy/proxy/principal"
+	"github.com/kproxy/kproxy/proxy/security/principal"
 )
 
 // exchange is one authentication with one mechanism.

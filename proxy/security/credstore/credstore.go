@@ -23,7 +23,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/etcdmirror"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy/sasl"
+	"github.com/kproxy/kproxy/proxy/security/sasl"
 )
 
 // Iteration bounds, as Kafka enforces them. The default (and the salt

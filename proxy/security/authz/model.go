@@ -11,7 +11,7 @@
 // one connection's decisions until the bindings change.
 //
 // Its limit: it knows nothing of where bindings are stored (package
-// proxy/aclstore) or of Kafka requests (package proxy/apis maps each API to
+// proxy/security/aclstore) or of Kafka requests (package proxy/apis maps each API to
 // its checks); principals are Kafka's strings ("User:alice").
 package authz
 

@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/xdg-go/scram"
 
-	"github.com/kproxy/kproxy/proxy/principal"
+	"github.com/kproxy/kproxy/proxy/security/principal"
 )
 
 type creds map[string]scram.StoredCredentials
