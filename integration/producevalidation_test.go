@@ -21,9 +21,9 @@ import (
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
+	"github.com/kproxy/kproxy/proxy/assembly"
 )
 
 // trustingPool starts two stub brokers that store produce data without
@@ -46,7 +46,7 @@ func trustingPool(t *testing.T, level recordcheck.Level, partitions int32) (stri
 		runUntilCleanup(t, fmt.Sprint("broker ", id), b.Run)
 	}
 	reg := prometheus.NewRegistry()
-	s, err := proxy.New(context.Background(), proxy.Config{
+	s, err := assembly.New(context.Background(), assembly.Config{
 		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Etcd: cli, Layout: lay,
 		AutoCreateTopics: true, DefaultPartitions: partitions, Registry: reg, ProduceValidation: level,
 	})

@@ -24,8 +24,8 @@ import (
 	"github.com/kproxy/kproxy/internal/assembly/devcluster/proxytest"
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
+	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/quota"
 )
 
@@ -151,11 +151,11 @@ func TestClientQuotasAdmin(t *testing.T) {
 
 // startQuotaProxy runs one more proxy replica on c's etcd with short quota
 // windows (Kafka's are 11 x 1s) so that a test sees steady state quickly.
-func startQuotaProxy(t *testing.T, c *devcluster.Cluster, brokers int) *proxy.Server {
+func startQuotaProxy(t *testing.T, c *devcluster.Cluster, brokers int) *assembly.Proxy {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s := proxytest.Start(t, proxy.Config{
+	s := proxytest.Start(t, assembly.Config{
 		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Etcd: c.Client(), Layout: layout.New(""),
 		AutoCreateTopics: true, DefaultPartitions: 1,
 		Quota:  quota.Config{Samples: 11, Window: 100 * time.Millisecond},
@@ -182,7 +182,7 @@ func metric(t *testing.T, admin, series string) (float64, bool) {
 
 // setQuota waits until both replicas count each other, then sets one quota
 // for a client id through s and waits until it is in force there.
-func setQuota(t *testing.T, s *proxy.Server, clientID, key string, value float64) {
+func setQuota(t *testing.T, s *assembly.Proxy, clientID, key string, value float64) {
 	t.Helper()
 	if v, ok := metric(t, s.AdminAddr(), `kproxy_quota_throttled_responses_total{quota="`+key+`"}`); !ok || v != 0 {
 		t.Fatalf("throttled responses before any traffic: %v (exported %v), want 0", v, ok)

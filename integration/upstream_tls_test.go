@@ -19,8 +19,8 @@ import (
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/internal/tlsreload"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
+	"github.com/kproxy/kproxy/proxy/assembly"
 )
 
 // TestUpstreamTLS runs stub brokers that listen on TLS only and proxies
@@ -57,7 +57,7 @@ func TestUpstreamTLS(t *testing.T) {
 		}
 		runUntilCleanup(t, fmt.Sprint("broker ", id), b.Run)
 	}
-	startProxy := func(caPEM []byte) *proxy.Server {
+	startProxy := func(caPEM []byte) *assembly.Proxy {
 		t.Helper()
 		caFile := filepath.Join(t.TempDir(), "ca.pem")
 		if err := os.WriteFile(caFile, caPEM, 0o600); err != nil {
@@ -67,7 +67,7 @@ func TestUpstreamTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := proxy.New(context.Background(), proxy.Config{
+		s, err := assembly.New(context.Background(), assembly.Config{
 			Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Etcd: cli, Layout: lay,
 			AutoCreateTopics: true, DefaultPartitions: 4, UpstreamTLS: rc.Config, Registry: prometheus.NewRegistry(),
 		})

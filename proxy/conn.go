@@ -13,8 +13,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis"
+	"github.com/kproxy/kproxy/proxy/security/listener"
+)
+
+const (
+	keySaslAuthenticate = int16(kmsg.SASLAuthenticate)
+	keyFetch            = int16(kmsg.Fetch) // one at a time per connection (sequencer.fetchTurn)
 )
 
 // clientReadBufferBytes keeps an idle connection small: frames larger than
@@ -38,8 +46,7 @@ type clientConn struct {
 	calls     sync.WaitGroup // per-request goroutines
 
 	info *apis.ConnInfo // listener and principal, in ctx for the dispatcher
-	ln   *boundListener
-	gate authGate // authentication (listener_auth.go)
+	gate listener.Gate  // authentication (package listener)
 
 	clientID   []byte // the last client id seen, to reuse its *string
 	clientPtr  *string
@@ -47,15 +54,17 @@ type clientConn struct {
 	quotaCache atomic.Pointer[quotaLookup]
 }
 
-func newClientConn(s *Server, id uint64, nc net.Conn, bl *boundListener) *clientConn {
+func newClientConn(s *Server, id uint64, nc net.Conn, bl *listener.Bound) *clientConn {
 	ctx, cancel := context.WithCancelCause(s.connCtx)
-	info := apis.NewConnInfo(bl.Name, bl.host, bl.port)
+	info := apis.NewConnInfo(bl.Name, bl.Host, bl.Port)
 	info.Client = clientHost(nc.RemoteAddr())
-	return &clientConn{
-		s: s, id: id, nc: bl.wrap(nc), ctx: apis.WithConnInfo(ctx, info), cancel: cancel, info: info, ln: bl,
+	c := &clientConn{
+		s: s, id: id, nc: bl.Wrap(nc), ctx: apis.WithConnInfo(ctx, info), cancel: cancel, info: info,
 		log: s.log.With("conn", id, "remote", nc.RemoteAddr().String(), "listener", bl.Name),
 		seq: newSequencer(s.cfg.MaxInFlightPerConn, max(s.g.lim.MaxUnsentBytesPerConn, 0), s.m.mutes.Inc),
 	}
+	c.gate.Init(s.sec, listener.Conn{ID: id, NC: c.nc, Listener: bl, Info: info, Log: c.log, Close: c.close})
+	return c
 }
 
 // clientHost is the client's IP address as Kafka's ACLs name hosts.
@@ -74,7 +83,7 @@ func clientHost(a net.Addr) string {
 // goroutine of the connection has ended.
 func (c *clientConn) serve() {
 	defer c.closeSecurity()
-	if !c.secure() {
+	if !c.gate.Open(c.ctx) {
 		return
 	}
 	writerDone := make(chan struct{})
@@ -114,7 +123,7 @@ func (c *clientConn) drain() {
 }
 
 func (c *clientConn) readLoop() {
-	cr := c.newConnReader()
+	cr := newConnReader(c)
 	br := bufio.NewReaderSize(cr, clientReadBufferBytes)
 	for {
 		t, err := c.seq.reserve(c.ctx)
@@ -138,10 +147,10 @@ func (c *clientConn) readLoop() {
 // away or a broken socket closes the connection at once.
 func (c *clientConn) endRead(err error) {
 	var bad *badFrameError
-	var denied *authError
+	var denied *listener.Refused
 	switch {
 	case errors.As(err, &denied):
-		c.reject(denied.reason, denied.err)
+		c.gate.Refuse(denied.Reason, denied.Err)
 	case c.draining.Load() && errors.Is(err, os.ErrDeadlineExceeded):
 		c.log.Debug("client connection draining")
 	case errors.As(err, &bad):
@@ -177,7 +186,7 @@ func (c *clientConn) readOne(cr *connReader, br *bufio.Reader, t uint64) error {
 		return err
 	}
 	start := time.Now()
-	if limit := c.frameLimit(); n < 0 || n > limit {
+	if limit := c.gate.FrameLimit(c.s.cfg.MaxFrameBytes); n < 0 || n > limit {
 		return &badFrameError{key: -1, reason: badFrameSize, err: fmt.Errorf("frame of %d bytes (max %d)", n, limit)}
 	}
 	buf, err := c.s.g.readFrame(c.ctx, c.info.Client, br, c.s.bufs, int(n))
@@ -187,9 +196,9 @@ func (c *clientConn) readOne(cr *connReader, br *bufio.Reader, t uint64) error {
 	}
 	frame := *buf
 	c.s.m.bytesIn.Add(float64(4 + n))
-	if c.gate.sess != nil && c.gate.sess.RawNext() {
-		cl, last := c.rawToken(frame)
-		return c.begun(t, reqHeader{RequestHeader: kwire.RequestHeader{Key: keySaslAuthenticate}, raw: true}, cl, last, start, buf)
+	if c.gate.RawNext() {
+		a, last := c.gate.RawToken(frame)
+		return c.begun(t, reqHeader{RequestHeader: kwire.RequestHeader{Key: keySaslAuthenticate}, raw: true}, a, last, start, buf)
 	}
 	kh, err := kwire.ParseRequestHeader(frame, c.s.flex)
 	h := reqHeader{RequestHeader: kh}
@@ -202,10 +211,14 @@ func (c *clientConn) readOne(cr *connReader, br *bufio.Reader, t uint64) error {
 	if !h.Known {
 		c.s.m.fail(h.Key, codeUnsupported)
 	}
-	cl, last, err := c.gateRequest(&h, frame[h.BodyOff:])
+	a, last, err := c.gate.Request(h.Key, h.Version, frame[h.BodyOff:])
 	if err != nil {
 		c.s.g.put(c.s.bufs, buf)
 		return err
+	}
+	var cl call
+	if a != nil { // answered by the gate (SASL)
+		cl = a
 	}
 	var cost quotaCost
 	if cl == nil {
@@ -245,6 +258,20 @@ func (c *clientConn) begun(t uint64, h reqHeader, cl call, last bool, start time
 		return errLastRequest
 	}
 	return nil
+}
+
+// errLastRequest: the request just begun is the last one served; its answer
+// is written, then the connection closes.
+var errLastRequest = errors.New("last request of the connection")
+
+// closeSecurity ends the connection's security state with the reason it
+// closed (none for an ordinary close).
+func (c *clientConn) closeSecurity() {
+	cause := context.Cause(c.ctx)
+	if errors.Is(cause, errConnClosed) {
+		cause = nil
+	}
+	c.gate.Close(cause)
 }
 
 // internClientID returns the header's client id, reusing the last one's

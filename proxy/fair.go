@@ -59,7 +59,7 @@ type connReader struct {
 	deadline time.Time // of the frame being read; zero between frames
 }
 
-func (c *clientConn) newConnReader() *connReader { return &connReader{c: c} }
+func newConnReader(c *clientConn) *connReader { return &connReader{c: c} }
 
 // startFrame waits for the first byte of the next frame, then gives the
 // frame RequestReadTimeout to arrive; endFrame ends that.

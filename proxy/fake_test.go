@@ -19,7 +19,9 @@ import (
 
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/leasewatch"
+	"github.com/kproxy/kproxy/proxy/admin"
 	"github.com/kproxy/kproxy/proxy/apis"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -108,6 +110,7 @@ func (d *fakeDispatcher) next(t *testing.T) *fakeCall {
 
 type testServer struct {
 	*Server
+	admin  *admin.Endpoint
 	routes *routing.Table
 	synced atomic.Bool
 	cancel context.CancelFunc
@@ -115,50 +118,60 @@ type testServer struct {
 	reg    *prometheus.Registry
 }
 
-// startServer runs a server with a fake dispatcher; it is stopped (and
-// checked to return nil) when the test ends, unless the test stops it.
+// AdminAddr is the bound address of the admin endpoint beside the server.
+func (ts *testServer) AdminAddr() string { return ts.admin.Addr() }
+
+// startServer runs a server with a fake dispatcher, and beside it an admin
+// endpoint as the assembly wires one; it is stopped (and checked to return
+// nil) when the test ends, unless the test stops it.
 func startServer(t testing.TB, cfg Config, d dispatcher) *testServer {
 	t.Helper()
 	return startServerWith(t, cfg, d, nil)
 }
 
-// startServerWith is startServer with deps changed by edit (if not nil)
-// before the server is built.
-func startServerWith(t testing.TB, cfg Config, d dispatcher, edit func(*deps)) *testServer {
+// startServerWith is startServer with deps and the admin endpoint's
+// configuration changed by edit (if not nil) before they are built.
+func startServerWith(t testing.TB, cfg Config, d dispatcher, edit func(*deps, *admin.Config)) *testServer {
 	t.Helper()
-	cfg.Listen, cfg.AdminListen = "127.0.0.1:0", "127.0.0.1:0"
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	cfg.setDefaults()
-	if err := cfg.setListeners(); err != nil {
+	lns, err := listener.Bind(context.Background(), []listener.Listener{{Name: "PLAINTEXT", Protocol: listener.Plaintext, Addr: "127.0.0.1:0"}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	lns, adminLn, err := listen(context.Background(), cfg)
+	adminLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ts := &testServer{routes: routing.NewTable(), done: make(chan error, 1), reg: cfg.Registry}
-	dp := deps{
-		disp: d, routes: ts.routes,
-		status: func() leasewatch.Status {
+	dp := deps{disp: d}
+	acfg := admin.Config{
+		Routes: ts.routes, Registry: cfg.Registry, Logger: cfg.Logger,
+		Status: func() leasewatch.Status {
 			return leasewatch.Status{Synced: ts.synced.Load(), Age: time.Second}
 		},
-		// No etcd behind the fake table: nothing to watch, prune or close.
-		watch: func(ctx context.Context) error { <-ctx.Done(); return nil },
-		prune: func() {},
-		close: func() {},
 	}
 	if edit != nil {
-		edit(&dp)
+		edit(&dp, &acfg)
 	}
-	ts.Server = newServer(cfg, lns, adminLn, dp)
-	if err := ts.secureAdmin(); err != nil {
+	ts.Server = newServer(cfg, lns, dp)
+	acfg.Draining = ts.Server.Draining
+	if ts.admin, err = admin.New(acfg, adminLn); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ts.cancel = cancel
-	go func() { ts.done <- ts.Run(ctx) }()
+	go func() {
+		actx, stopAdmin := context.WithCancel(context.Background())
+		adone := make(chan error, 1)
+		go func() { adone <- ts.admin.Run(actx) }()
+		err := ts.Run(ctx)
+		stopAdmin() // after the drain, as the assembly stops it
+		err = errors.Join(err, <-adone)
+		ts.done <- err
+	}()
 	t.Cleanup(func() { ts.stop(t) })
 	return ts
 }

@@ -134,7 +134,7 @@ func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 		log:      ratelog.New(log, slog.LevelWarn, lim.BadInputLogInterval, nil),
 		perIP:    make(map[string]int),
 		partial:  make(map[string]int64),
-		badInput: newBadInput(reg),
+		badInput: NewBadInput(reg),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kproxy_connections_refused_total",
 			Help: "Client connections refused at accept or closed for the proxy's limits, by reason.",
@@ -158,11 +158,11 @@ func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 	return g
 }
 
-// newBadInput is kproxy_bad_input_total, registered on reg (nil: not
+// NewBadInput is kproxy_bad_input_total, registered on reg (nil: not
 // exported). The guard counts bad frames in it and the dispatcher refused
 // produce partitions (reasons produce_*); on one registry both get the one
 // collector.
-func newBadInput(reg prometheus.Registerer) *prometheus.CounterVec {
+func NewBadInput(reg prometheus.Registerer) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kproxy_bad_input_total",
 		Help: "Client input the proxy refused, by reason: frames (their connection closed) and, reasons produce_*, Produce partitions whose record data failed validation (answered with Kafka's error code).",

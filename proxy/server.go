@@ -1,43 +1,35 @@
-// Package proxy is the client-facing server: it accepts Kafka client
-// connections, reads size-prefixed frames, pipelines each connection's
-// requests through the apis dispatcher, writes responses strictly in request
-// order, stops reading from a connection that has too much outstanding
-// (backpressure), and drains connections on shutdown. It also serves the
-// admin HTTP API (health, readiness, metrics, routing table).
+// Package proxy is the client-connection server: it accepts Kafka client
+// connections on bound listeners, reads size-prefixed frames, pipelines each
+// connection's requests through the dispatcher, writes responses strictly in
+// request order, stops reading from a connection that has too much
+// outstanding (backpressure), charges client quotas (throttle.go), and
+// drains connections on shutdown.
 //
 // A malformed, oversize or unknown request closes only the connection it
 // came on, with a logged reason; other clients never wait for it.
 //
-// Clients come in on Kafka-style listeners (PLAINTEXT, SSL, SASL_PLAINTEXT,
-// SASL_SSL; listener*.go): TLS and SASL end here, and each connection's
-// listener and principal travel to the dispatcher in its context.
+// Its limit: it serves what it is given. Listener security (TLS, SASL,
+// principals) is package listener's Gate, which each connection consults;
+// the routing table, the upstream pool, the dispatcher, the admin endpoint
+// and their background work are built and run by package assembly.
 package proxy
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
-	"net/http"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/kproxy/kproxy/internal/kwire"
-	"github.com/kproxy/kproxy/leasewatch"
-	"github.com/kproxy/kproxy/proxy/admin/adminui"
 	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/proxy/quota"
-	"github.com/kproxy/kproxy/proxy/security/aclstore"
-	"github.com/kproxy/kproxy/proxy/security/authz"
-	"github.com/kproxy/kproxy/proxy/security/tlsconf"
-	"github.com/kproxy/kproxy/proxy/upstream"
-	"github.com/kproxy/kproxy/proxy/zone"
-	"github.com/kproxy/kproxy/routing"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 )
 
 // dispatcher is what a connection needs of apis.Dispatcher; tests supply
@@ -56,32 +48,78 @@ func (a apisDispatcher) Begin(ctx context.Context, conn uint64, h apis.Header, b
 	return a.d.Begin(ctx, conn, h, body)
 }
 
-// deps are the parts New wires; tests replace them. Every field is
-// required: a test that needs no watch passes one that waits for its context.
+// Config configures a Server's client connections. Zero values take the
+// documented defaults.
+type Config struct {
+	MaxFrameBytes      int32         // largest client request frame (default 100 MiB)
+	MaxInFlightPerConn int           // outstanding requests per client connection (default 64)
+	DrainTimeout       time.Duration // how long shutdown waits for in-flight requests (default 10s)
+	// WriteTimeout bounds one write to a client; a client that reads
+	// nothing for this long is disconnected (default 30s).
+	WriteTimeout time.Duration
+	// BufTrimInterval is how often the frame pool gives back the large
+	// frames no request took since the last time (default 10s): after a
+	// burst, an idle proxy holds them for at most two intervals.
+	BufTrimInterval time.Duration
+
+	Limits   Limits // protection from large or hostile clients (guard.go)
+	Logger   *slog.Logger
+	Registry *prometheus.Registry // default: a new registry
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxFrameBytes <= 0 {
+		c.MaxFrameBytes = 100 << 20
+	}
+	if c.MaxInFlightPerConn <= 0 {
+		c.MaxInFlightPerConn = 64
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 10 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
+	if c.BufTrimInterval <= 0 {
+		c.BufTrimInterval = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.Limits.setDefaults()
+	if c.Registry == nil {
+		c.Registry = prometheus.NewRegistry()
+	}
+}
+
+// Parts are what a Server serves with; the assembly builds them.
+type Parts struct {
+	Dispatcher *apis.Dispatcher
+	Security   *listener.Auth // nil: listeners without authentication
+	Quotas     *quota.Manager // nil: no client quotas
+	Bufs       *kwire.BufPool // the proxy's one frame pool (nil: its own)
+	// AcceptAfter, if set, holds accepting until it is closed (the
+	// authorizer's complete bindings: before them it would deny what they
+	// allow); connections wait in the listen backlog meanwhile.
+	AcceptAfter <-chan struct{}
+}
+
+// deps are a Server's parts as the connections use them; tests replace
+// them.
 type deps struct {
-	disp   dispatcher
-	routes *routing.Table
-	status func() leasewatch.Status
-	watch  func(ctx context.Context) error // keeps routes current until ctx ends
-	prune  func()                          // drop connections to brokers that left
-	close  func()                          // release upstream connections
-	quotas *quota.Manager                  // nil: no client quotas
-	// quotaRun keeps quotas current until ctx ends (nil: nothing to run).
-	quotaRun func(ctx context.Context) error
-	// acls, if set, keeps the authorizer's bindings current until ctx
-	// ends; aclsSynced is closed once they are complete, and accepting
-	// waits for it when enforce is set.
-	acls       func(ctx context.Context) error
-	aclsSynced <-chan struct{}
-	enforce    bool
-	// bufs is the proxy's one frame pool, shared with the layers wire
-	// builds (nil: newServer makes one). trimTicks starts the ticker that
-	// paces its Trim (nil: time.NewTicker); stop ends it.
+	disp        dispatcher
+	sec         *listener.Auth
+	quotas      *quota.Manager
+	acceptAfter <-chan struct{}
+	// bufs is the proxy's one frame pool, shared with the layers the
+	// assembly builds (nil: newServer makes one). trimTicks starts the
+	// ticker that paces its Trim (nil: time.NewTicker); stop ends it.
 	bufs      *kwire.BufPool
 	trimTicks func(every time.Duration) (ticks <-chan time.Time, stop func())
 }
 
-// Server is a running proxy: create it with New, then call Run once.
+// Server serves Kafka clients on bound listeners: create it with
+// NewServer, then call Run once.
 type Server struct {
 	cfg  Config
 	log  *slog.Logger
@@ -91,12 +129,8 @@ type Server struct {
 	g    *guard
 	d    deps
 
-	lns        []*boundListener // Kafka listeners, in Config.Listeners order
-	sec        *security        // authentication state shared by connections; nil: none
-	adminLn    net.Listener
-	adminCerts *tlsconf.Server // the admin endpoint's TLS files, when it serves TLS
-	http       *http.Server
-	ui         *adminui.UI // the routing page
+	lns []*listener.Bound // Kafka listeners, in their configured order
+	sec *listener.Auth    // authentication state shared by connections; nil: none
 
 	connCtx    context.Context // parent of every client connection's context
 	cancelConn context.CancelCauseFunc
@@ -107,128 +141,17 @@ type Server struct {
 	connWG     sync.WaitGroup
 }
 
-// New binds both listeners and wires the routing table, its etcd watch, the
-// upstream broker pool and the request dispatcher. Nothing runs until Run.
-func New(ctx context.Context, cfg Config) (*Server, error) {
-	if cfg.Etcd == nil {
-		return nil, errors.New("proxy: Config.Etcd is required")
-	}
+// NewServer returns a server for listeners lns (bound, and closed by Run
+// or by Close) serving with p. Nothing runs until Run.
+func NewServer(cfg Config, lns []*listener.Bound, p Parts) *Server {
+	return newServer(cfg, lns, deps{
+		disp: apisDispatcher{p.Dispatcher}, sec: p.Security, quotas: p.Quotas,
+		acceptAfter: p.AcceptAfter, bufs: p.Bufs,
+	})
+}
+
+func newServer(cfg Config, lns []*listener.Bound, d deps) *Server {
 	cfg.setDefaults()
-	if err := cfg.setListeners(); err != nil {
-		return nil, err
-	}
-	lns, adminLn, err := listen(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	closeAll := func() {
-		closeListeners(lns)
-		adminLn.Close()
-	}
-	sec, err := wireSecurity(cfg)
-	if err != nil {
-		closeAll()
-		return nil, err
-	}
-	d, err := wire(cfg, lns[0].advertise(), sec.admin, new(kwire.BufPool))
-	if err != nil {
-		closeAll()
-		return nil, err
-	}
-	s := newServer(cfg, lns, adminLn, d)
-	s.sec = sec
-	if err := s.secureAdmin(); err != nil {
-		closeAll()
-		d.close()
-		return nil, err
-	}
-	return s, nil
-}
-
-func listen(ctx context.Context, cfg Config) ([]*boundListener, net.Listener, error) {
-	lns, err := bindListeners(ctx, cfg.Listeners)
-	if err != nil {
-		return nil, nil, err
-	}
-	var lc net.ListenConfig
-	adminLn, err := lc.Listen(ctx, "tcp", cfg.AdminListen)
-	if err != nil {
-		closeListeners(lns)
-		return nil, nil, fmt.Errorf("listen for admin http on %q: %w", cfg.AdminListen, err)
-	}
-	return lns, adminLn, nil
-}
-
-// wire builds the production dependencies.
-func wire(cfg Config, bound string, scram apis.SCRAMAdmin, bufs *kwire.BufPool) (deps, error) {
-	advertise := bound // the first listener's: for requests without a listener
-	host, portStr, err := net.SplitHostPort(advertise)
-	if err != nil {
-		return deps{}, fmt.Errorf("proxy: advertise address %q: %w", advertise, err)
-	}
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil || port == 0 {
-		return deps{}, fmt.Errorf("proxy: advertise address %q: bad port", advertise)
-	}
-	routes := routing.NewTable()
-	w, err := newSource(cfg, routes)
-	if err != nil {
-		return deps{}, fmt.Errorf("proxy: routing watch: %w", err)
-	}
-	az := authz.New(cfg.Authz)
-	rec, err := authz.NewRecorder(authz.RecorderConfig{
-		Registerer: cfg.Registry, Logger: cfg.Logger.With("component", "authz"),
-		Audit: authzAudit(cfg), AuditAllowsEvery: cfg.AuditAllowsEvery,
-	})
-	if err != nil {
-		return deps{}, fmt.Errorf("proxy: authorizer: %w", err)
-	}
-	acls := aclstore.New(aclstore.Config{
-		Client: cfg.Etcd, Layout: cfg.Layout, Authorizer: az,
-		Logger: cfg.Logger.With("component", "aclstore"), OnBadValue: rec.BadBinding,
-	})
-	pool := upstream.NewPool(upstream.Config{
-		Resolve: func(id int32) (string, bool) {
-			b, ok := routes.Broker(id)
-			return b.Addr, ok
-		},
-		ConnsPerBroker: cfg.UpstreamConnsPerBroker,
-		TLS:            cfg.UpstreamTLS,
-		SASL:           cfg.UpstreamSASL,
-		Bufs:           bufs,
-		Logger:         cfg.Logger.With("component", "upstream"),
-		Registerer:     cfg.Registry,
-	})
-	qm, qs, err := newQuotas(cfg)
-	if err != nil {
-		return deps{}, err
-	}
-	disp, err := apis.New(apis.Config{
-		Routes: routes, Sender: pool, Quotas: qs,
-		NodeID: cfg.NodeID, AdvertisedHost: host, AdvertisedPort: int32(port), ClusterID: cfg.ClusterID,
-		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions, SCRAM: scram,
-		Authorizer: az, AuthzRecorder: rec, ACLs: acls,
-		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry, Bufs: bufs,
-		ProduceValidation: cfg.ProduceValidation, BadInput: newBadInput(cfg.Registry),
-		BadInputLogInterval: cfg.Limits.BadInputLogInterval,
-		// Each replica jitters its retries differently, or replicas retrying
-		// the same failed broker would move in lockstep.
-		Seed:  rand.Uint64(),
-		Zones: zone.Resolver{Ranges: cfg.ZoneRanges, Own: cfg.Zone},
-	})
-	if err != nil {
-		pool.Close()
-		return deps{}, fmt.Errorf("proxy: dispatcher: %w", err)
-	}
-	return deps{
-		disp: apisDispatcher{disp}, routes: routes, status: w.Status,
-		watch: w.Run, prune: pool.Prune, quotas: qm, quotaRun: qs.Run,
-		close: func() { pool.Close(); disp.Close() }, // failed by the pool, the long polls end
-		acls:  acls.Run, aclsSynced: acls.Synced(), enforce: az.Enabled(), bufs: bufs,
-	}, nil
-}
-
-func newServer(cfg Config, lns []*boundListener, adminLn net.Listener, d deps) *Server {
 	if d.bufs == nil {
 		d.bufs = new(kwire.BufPool)
 	}
@@ -240,82 +163,49 @@ func newServer(cfg Config, lns []*boundListener, adminLn net.Listener, d deps) *
 	}
 	s := &Server{
 		cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registry, d.bufs), flex: kwire.NewFlexTable(), d: d, bufs: d.bufs,
-		lns: lns, adminLn: adminLn, conns: make(map[*clientConn]struct{}),
+		lns: lns, sec: d.sec, conns: make(map[*clientConn]struct{}),
 	}
 	s.g = newGuard(cfg.Limits, cfg.Logger, cfg.Registry)
 	s.connCtx, s.cancelConn = context.WithCancelCause(context.Background())
-	s.ui = adminui.New(adminui.Config{
-		Table: d.routes, Gatherer: cfg.Registry, State: s.readiness,
-		Logger: cfg.Logger.With("component", "adminui"),
-	})
-	s.http = &http.Server{
-		Handler:           s.adminMux(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
-	}
-	s.http.RegisterOnShutdown(s.ui.CloseStreams)
 	return s
 }
 
 // Addr is the bound address of the first Kafka listener.
-func (s *Server) Addr() string { return s.lns[0].ln.Addr().String() }
+func (s *Server) Addr() string { return s.lns[0].Ln.Addr().String() }
 
-// AdminAddr is the bound admin HTTP address.
-func (s *Server) AdminAddr() string { return s.adminLn.Addr().String() }
+// ListenerAddr is the bound address of the named listener ("" if none).
+func (s *Server) ListenerAddr(name string) string {
+	for _, b := range s.lns {
+		if b.Name == name {
+			return b.Ln.Addr().String()
+		}
+	}
+	return ""
+}
+
+// Draining reports whether the server has begun shutting down.
+func (s *Server) Draining() bool { return s.draining.Load() }
+
+// Close closes the listeners of a server that will not Run.
+func (s *Server) Close() { listener.Close(s.lns) }
 
 // Run serves until ctx ends, then stops accepting, lets outstanding requests
-// finish within DrainTimeout, closes everything and returns nil. It returns
-// an error if a part of the server fails first (it shuts down the same way).
+// finish within DrainTimeout, closes the connections and returns nil. It
+// returns an error if accepting fails first (it shuts down the same way).
 func (s *Server) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(context.Background())
 	defer stopBG()
 	var bgWG sync.WaitGroup
-	errc := make(chan error, 6+len(s.lns)) // one per sender: routing, acl and quota watches, http, security, accept loops
-	bgWG.Go(func() {
-		if err := s.d.watch(bg); err != nil && bg.Err() == nil {
-			errc <- fmt.Errorf("routing watch: %w", err)
-		}
-	})
-	if s.d.acls != nil {
-		bgWG.Go(func() {
-			if err := s.d.acls(bg); err != nil && bg.Err() == nil {
-				errc <- fmt.Errorf("acl watch: %w", err)
-			}
-		})
-	}
-	bgWG.Go(func() { s.pruneLoop(bg) })
+	errc := make(chan error, len(s.lns)) // one per accept loop
 	bgWG.Go(func() { s.trimLoop(bg) })
-	bgWG.Go(func() { s.ui.Run(bg) })
-	if s.d.quotaRun != nil {
-		bgWG.Go(func() {
-			if err := s.d.quotaRun(bg); err != nil && bg.Err() == nil {
-				errc <- fmt.Errorf("quota watch: %w", err)
-			}
-		})
-	}
-	if s.adminCerts != nil {
-		bgWG.Go(func() { _ = s.adminCerts.Run(bg) })
-	}
-	bgWG.Go(func() {
-		if err := s.http.Serve(s.adminLn); !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("admin http: %w", err)
-		}
-	})
 	var acceptWG sync.WaitGroup
 	for _, bl := range s.lns {
 		acceptWG.Go(func() {
-			if !s.aclsReady(ctx) {
+			if !s.acceptReady(ctx) {
 				return
 			}
 			if err := s.acceptLoop(bl); err != nil {
 				errc <- err
-			}
-		})
-	}
-	if s.sec != nil {
-		bgWG.Go(func() {
-			if err := s.sec.run(bg); err != nil && bg.Err() == nil {
-				errc <- fmt.Errorf("security: %w", err)
 			}
 		})
 	}
@@ -328,43 +218,21 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.drain()
 	acceptWG.Wait()
-
-	hctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if err := s.http.Shutdown(hctx); err != nil {
-		s.http.Close()
-	}
 	stopBG()
 	bgWG.Wait()
-	s.d.close()
 	return runErr
 }
 
-// aclsReady waits, when the authorizer enforces, until it holds the
-// complete bindings: before that it would deny what they allow. Connections
-// wait in the listen backlog meanwhile.
-func (s *Server) aclsReady(ctx context.Context) bool {
-	if !s.d.enforce || s.d.aclsSynced == nil {
+// acceptReady waits for Parts.AcceptAfter, if set.
+func (s *Server) acceptReady(ctx context.Context) bool {
+	if s.d.acceptAfter == nil {
 		return true
 	}
 	select {
-	case <-s.d.aclsSynced:
+	case <-s.d.acceptAfter:
 		return true
 	case <-ctx.Done():
 		return false
-	}
-}
-
-// pruneLoop drops upstream connections to brokers that left the table.
-func (s *Server) pruneLoop(ctx context.Context) {
-	for {
-		ch := s.d.routes.Changed()
-		select {
-		case <-ch:
-			s.d.prune()
-		case <-ctx.Done():
-			return
-		}
 	}
 }
 
@@ -397,10 +265,10 @@ func (s *Server) trimLoop(ctx context.Context) {
 	}
 }
 
-func (s *Server) acceptLoop(bl *boundListener) error {
+func (s *Server) acceptLoop(bl *listener.Bound) error {
 	var backoff time.Duration
 	for {
-		nc, err := bl.ln.Accept()
+		nc, err := bl.Ln.Accept()
 		if err != nil {
 			if s.draining.Load() || errors.Is(err, net.ErrClosed) {
 				return nil
@@ -416,7 +284,7 @@ func (s *Server) acceptLoop(bl *boundListener) error {
 	}
 }
 
-func (s *Server) startConn(nc net.Conn, bl *boundListener) {
+func (s *Server) startConn(nc net.Conn, bl *listener.Bound) {
 	release, refused := s.g.admit(nc)
 	if refused != "" {
 		s.g.refuse(nc, refused)
@@ -460,7 +328,7 @@ func (s *Server) drain() {
 		conns = append(conns, c)
 	}
 	s.mu.Unlock()
-	closeListeners(s.lns)
+	listener.Close(s.lns)
 	for _, c := range conns {
 		c.drain()
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/kproxy/kproxy/proxy/admin"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/routing"
@@ -290,7 +291,7 @@ func TestAdminEndpoints(t *testing.T) {
 }
 
 func TestPprofWhenEnabled(t *testing.T) {
-	ts := startServer(t, Config{EnablePprof: true}, newFakeDispatcher(false))
+	ts := startServerWith(t, Config{}, newFakeDispatcher(false), func(_ *deps, a *admin.Config) { a.EnablePprof = true })
 	resp, err := http.Get("http://" + ts.AdminAddr() + "/debug/pprof/")
 	if err != nil {
 		t.Fatal(err)

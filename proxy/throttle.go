@@ -2,9 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -12,27 +9,6 @@ import (
 	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/proxy/quota"
 )
-
-// newQuotas builds this replica's client quota manager and its etcd store,
-// registered under a fresh replica id.
-func newQuotas(cfg Config) (*quota.Manager, *quota.Store, error) {
-	qc := cfg.Quota
-	qc.Registerer = cfg.Registry
-	m, err := quota.New(qc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("proxy: quotas: %w", err)
-	}
-	var id [8]byte
-	rand.Read(id[:]) // never fails (Go 1.24+)
-	s, err := quota.NewStore(quota.StoreConfig{
-		Client: cfg.Etcd, Layout: cfg.Layout, Manager: m, ID: hex.EncodeToString(id[:]),
-		Logger: cfg.Logger.With("component", "quota"),
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("proxy: quotas: %w", err)
-	}
-	return m, s, nil
-}
 
 // quotaCost is what a request charges to its client's quotas, gathered as
 // it is read and handled.

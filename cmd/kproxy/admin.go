@@ -3,10 +3,10 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/security/adminauth"
 )
 
-// adminFlags protect the proxy's admin endpoint (proxy.AdminSecurity).
+// adminFlags protect the proxy's admin endpoint (adminauth.Config).
 func adminFlags() []cli.Flag {
 	return []cli.Flag{
 		stringFlag("admin-tls-cert", "", "PEM certificate: the admin endpoint serves HTTPS (with --admin-tls-key)"),
@@ -17,8 +17,8 @@ func adminFlags() []cli.Flag {
 	}
 }
 
-func adminSecurityFrom(c *cli.Context) proxy.AdminSecurity {
-	return proxy.AdminSecurity{
+func adminSecurityFrom(c *cli.Context) adminauth.Config {
+	return adminauth.Config{
 		CertFile: c.String("admin-tls-cert"), KeyFile: c.String("admin-tls-key"),
 		ClientCAFile: c.String("admin-tls-client-ca"), TokenFile: c.String("admin-token-file"),
 		ProtectAll: c.Bool("admin-auth-all"),

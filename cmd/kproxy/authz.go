@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 
 	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/proxy/security/principal"
@@ -40,7 +40,7 @@ func authzConfig(c *cli.Context, super []principal.Principal) (authz.Config, err
 // user, may change any user's password (AlterUserScramCredentials), ACLs,
 // quotas and topics, so authentication would protect nothing. Giving
 // --authorizer allow-all explicitly accepts that.
-func checkSecureAuthorizer(c *cli.Context, listeners []proxy.Listener, mode authz.Mode) error {
+func checkSecureAuthorizer(c *cli.Context, listeners []listener.Listener, mode authz.Mode) error {
 	if mode != authz.AllowAll || c.IsSet("authorizer") {
 		return nil
 	}

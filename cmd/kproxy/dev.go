@@ -8,7 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/kproxy/kproxy/internal/assembly/devcluster"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/principal"
 )
 
@@ -86,8 +86,8 @@ func runDev(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "try: kcat -b %s -L    (Ctrl-C stops everything)\n", cl.ProxyAddrs()[0])
 	if secure != nil {
-		fmt.Fprintf(c.App.Writer, "  SASL_SSL:  %s (user %s, password in %s)\n", cl.Proxy(0).ListenerAddr(string(proxy.SASLSSL)), devAdmin, filepath.Join(secure.dir, "client.properties"))
-		fmt.Fprintf(c.App.Writer, "kcat -F %s -b %s -L\n", filepath.Join(secure.dir, "client.properties"), cl.Proxy(0).ListenerAddr(string(proxy.SASLSSL)))
+		fmt.Fprintf(c.App.Writer, "  SASL_SSL:  %s (user %s, password in %s)\n", cl.Proxy(0).ListenerAddr(string(listener.SASLSSL)), devAdmin, filepath.Join(secure.dir, "client.properties"))
+		fmt.Fprintf(c.App.Writer, "kcat -F %s -b %s -L\n", filepath.Join(secure.dir, "client.properties"), cl.Proxy(0).ListenerAddr(string(listener.SASLSSL)))
 		fmt.Fprintf(c.App.Writer, "  ACLs: enforced on every listener, deny by default; User:%s is a super user (kafka-acls, kadm or kproxy acls --etcd-endpoints %s)\n", devAdmin, cl.EtcdEndpoint)
 		fmt.Fprintf(c.App.Writer, "  PLAINTEXT: %s may produce and consume (any topic, group, transactional id), nothing else: create topics and manage ACLs, quotas and users as %s\n", principal.Anonymous, devAdmin)
 	}

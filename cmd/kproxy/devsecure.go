@@ -14,10 +14,11 @@ import (
 
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/security/aclstore"
 	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/proxy/security/credstore"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/principal"
 	"github.com/kproxy/kproxy/proxy/security/sasl"
 	"github.com/kproxy/kproxy/proxy/security/tlsconf"
@@ -78,10 +79,10 @@ func (d *devSecure) properties() []byte {
 }
 
 // configure adds the SASL_SSL listener next to the plaintext one.
-func (d *devSecure) configure(_ int, cfg *proxy.Config) {
-	cfg.Listeners = []proxy.Listener{
-		{Name: string(proxy.Plaintext), Protocol: proxy.Plaintext, Addr: cfg.Listen},
-		{Name: string(proxy.SASLSSL), Protocol: proxy.SASLSSL, Addr: d.listen, TLSFiles: d.files},
+func (d *devSecure) configure(_ int, cfg *assembly.Config) {
+	cfg.Listeners = []listener.Listener{
+		{Name: string(listener.Plaintext), Protocol: listener.Plaintext, Addr: cfg.Listen},
+		{Name: string(listener.SASLSSL), Protocol: listener.SASLSSL, Addr: d.listen, TLSFiles: d.files},
 	}
 	cfg.Security.SASL = &sasl.Config{Mechanisms: []string{sasl.ScramSHA512, sasl.ScramSHA256, sasl.Plain}}
 	cfg.Security.SuperUsers = []principal.Principal{principal.User(devAdmin)}

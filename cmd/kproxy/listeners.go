@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 )
 
 // listenerFlags are Kafka's listener settings; --listen and --advertise
@@ -20,14 +20,14 @@ func listenerFlags() []cli.Flag {
 
 // listenersFromFlags returns the configured listeners, or nil when only
 // --listen (and --advertise) are set.
-func listenersFromFlags(c *cli.Context) ([]proxy.Listener, error) {
+func listenersFromFlags(c *cli.Context) ([]listener.Listener, error) {
 	if c.String("listeners") == "" {
 		if c.String("advertised-listeners") != "" {
 			return nil, fmt.Errorf("--advertised-listeners needs --listeners")
 		}
 		return nil, nil
 	}
-	ls, err := proxy.ParseListeners(c.String("listeners"), c.String("advertised-listeners"), c.String("listener-security-protocol-map"))
+	ls, err := listener.ParseListeners(c.String("listeners"), c.String("advertised-listeners"), c.String("listener-security-protocol-map"))
 	if err != nil {
 		return nil, fmt.Errorf("--listeners: %w", err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/kproxy/kproxy/internal/commalist"
-	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/security/audit"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/principal"
 	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
@@ -33,7 +33,7 @@ func securityFlags() []cli.Flag {
 }
 
 // withTLS gives the TLS listeners their reloading certificate.
-func withTLS(c *cli.Context, ls []proxy.Listener) ([]proxy.Listener, error) {
+func withTLS(c *cli.Context, ls []listener.Listener) ([]listener.Listener, error) {
 	need := false
 	for _, l := range ls {
 		need = need || l.Protocol.TLS()
@@ -60,22 +60,22 @@ func withTLS(c *cli.Context, ls []proxy.Listener) ([]proxy.Listener, error) {
 	return ls, nil
 }
 
-func securityFromFlags(c *cli.Context, log *slog.Logger) (proxy.Security, error) {
+func securityFromFlags(c *cli.Context, log *slog.Logger) (listener.Security, error) {
 	mapper, err := tlsconf.ParseRules(c.String("ssl-principal-mapping-rules"))
 	if err != nil {
-		return proxy.Security{}, fmt.Errorf("--ssl-principal-mapping-rules: %w", err)
+		return listener.Security{}, fmt.Errorf("--ssl-principal-mapping-rules: %w", err)
 	}
-	sec := proxy.Security{PrincipalMapper: mapper, HandshakeTimeout: c.Duration("auth-handshake-timeout")}
+	sec := listener.Security{PrincipalMapper: mapper, HandshakeTimeout: c.Duration("auth-handshake-timeout")}
 	if sec.SuperUsers, err = parsePrincipals(c.String("super-users")); err != nil {
-		return proxy.Security{}, fmt.Errorf("--super-users: %w", err)
+		return listener.Security{}, fmt.Errorf("--super-users: %w", err)
 	}
 	if path := c.String("audit-log"); path != "" {
 		if sec.Audit, err = audit.Open(path); err != nil {
-			return proxy.Security{}, err
+			return listener.Security{}, err
 		}
 	}
 	if sec.SASL, err = saslFromFlags(c, log, &sec.Runners); err != nil {
-		return proxy.Security{}, err
+		return listener.Security{}, err
 	}
 	return sec, nil
 }
@@ -92,5 +92,5 @@ func parsePrincipals(s string) ([]principal.Principal, error) {
 	return out, nil
 }
 
-// runner adapts a Run method to proxy.Security.Runners.
+// runner adapts a Run method to listener.Security.Runners.
 type runner = func(ctx context.Context) error

@@ -12,6 +12,7 @@ import (
 	"github.com/kproxy/kproxy/leasewatch/kafscale"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
+	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/proxy/zone"
 )
@@ -33,7 +34,7 @@ func serveCommand() *cli.Command {
 		stringFlag("zone-cidrs", "", "client address ranges and their zones, CIDR=ZONE,... (e.g. 10.0.0.0/20=us-east-1a,10.0.16.0/20=us-east-1b)"),
 		stringFlag("fetch-from", "", "where fetches go: zone (a broker in the client's zone, any broker serves committed data) or owner; default zone for --etcd-layout kproxy, owner for kafscale (zone is refused there)"),
 		boolFlag("acquire-in-zone", false, "send the first produce to a partition without a live owner to a broker in the producer's zone, so its lease lands there; owned partitions' writes always go to the owner"),
-		stringFlag("etcd-layout", proxy.LayoutKproxy, "whose etcd keys to route from: kproxy (kproxy's brokers) or kafscale (KafScale's brokers; --etcd-prefix then defaults to /kafscale, see docs/kafscale.md)"),
+		stringFlag("etcd-layout", assembly.LayoutKproxy, "whose etcd keys to route from: kproxy (kproxy's brokers) or kafscale (KafScale's brokers; --etcd-prefix then defaults to /kafscale, see docs/kafscale.md)"),
 	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags(), quotaFlags(), adminFlags(), upstreamFlags())
 }
 
@@ -115,31 +116,33 @@ func runServe(c *cli.Context) error {
 		return fmt.Errorf("--zone-cidrs: %w", err)
 	}
 	reg := newRegistry()
-	srv, err := proxy.New(c.Context, proxy.Config{
-		Zone:                   c.String("zone"),
-		ZoneRanges:             ranges,
-		FetchFrom:              c.String("fetch-from"),
-		AcquireInZone:          c.Bool("acquire-in-zone"),
-		Authz:                  az,
-		AuditAllowsEvery:       uint64(c.Int("audit-allows-every")),
-		Listen:                 c.String("listen"),
-		Listeners:              listeners,
-		Security:               sec,
-		AdminListen:            c.String("admin"),
-		Advertise:              advertise,
-		NodeID:                 int32(c.Int("node-id")),
-		ClusterID:              c.String("cluster-id"),
-		Etcd:                   cli,
-		Layout:                 layout.New(etcdPrefix(c)),
-		EtcdLayout:             c.String("etcd-layout"),
-		AutoCreateTopics:       c.Bool("auto-create-topics"),
-		DefaultPartitions:      int32(c.Int("default-partitions")),
-		MaxFrameBytes:          int32(c.Int("max-frame-bytes")),
-		MaxInFlightPerConn:     c.Int("max-inflight-per-conn"),
-		DrainTimeout:           c.Duration("drain-timeout"),
-		BufTrimInterval:        c.Duration("buffer-trim-interval"),
+	srv, err := assembly.New(c.Context, assembly.Config{
+		Zone:              c.String("zone"),
+		ZoneRanges:        ranges,
+		FetchFrom:         c.String("fetch-from"),
+		AcquireInZone:     c.Bool("acquire-in-zone"),
+		Authz:             az,
+		AuditAllowsEvery:  uint64(c.Int("audit-allows-every")),
+		Listen:            c.String("listen"),
+		Listeners:         listeners,
+		Security:          sec,
+		AdminListen:       c.String("admin"),
+		Advertise:         advertise,
+		NodeID:            int32(c.Int("node-id")),
+		ClusterID:         c.String("cluster-id"),
+		Etcd:              cli,
+		Layout:            layout.New(etcdPrefix(c)),
+		EtcdLayout:        c.String("etcd-layout"),
+		AutoCreateTopics:  c.Bool("auto-create-topics"),
+		DefaultPartitions: int32(c.Int("default-partitions")),
+		Server: proxy.Config{
+			MaxFrameBytes:      int32(c.Int("max-frame-bytes")),
+			MaxInFlightPerConn: c.Int("max-inflight-per-conn"),
+			DrainTimeout:       c.Duration("drain-timeout"),
+			BufTrimInterval:    c.Duration("buffer-trim-interval"),
+			Limits:             limits,
+		},
 		ProduceValidation:      validation,
-		Limits:                 limits,
 		Quota:                  quotas,
 		Admin:                  adminSecurityFrom(c),
 		UpstreamConnsPerBroker: c.Int("upstream-conns"),
@@ -162,7 +165,7 @@ func runServe(c *cli.Context) error {
 
 // etcdPrefix is --etcd-prefix, whose default depends on --etcd-layout.
 func etcdPrefix(c *cli.Context) string {
-	if c.String("etcd-layout") == proxy.LayoutKafScale && !c.IsSet("etcd-prefix") {
+	if c.String("etcd-layout") == assembly.LayoutKafScale && !c.IsSet("etcd-prefix") {
 		return kafscale.DefaultPrefix
 	}
 	return c.String("etcd-prefix")

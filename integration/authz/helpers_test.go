@@ -12,11 +12,11 @@ import (
 
 	"github.com/kproxy/kproxy/internal/assembly/devcluster"
 	"github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/security/authz"
 )
 
-func startCluster(t *testing.T, proxies int, az authz.Config, adjust ...func(i int, cfg *proxy.Config)) *devcluster.Cluster {
+func startCluster(t *testing.T, proxies int, az authz.Config, adjust ...func(i int, cfg *assembly.Config)) *devcluster.Cluster {
 	t.Helper()
 	cfg := devcluster.Config{Brokers: 2, Proxies: proxies, StoreMemory: true, AutoCreateTopics: true, Authz: az}
 	if len(adjust) > 0 {

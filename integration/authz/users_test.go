@@ -24,10 +24,11 @@ import (
 	"github.com/kproxy/kproxy/internal/testtools/saramascram"
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/security/audit"
 	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/proxy/security/credstore"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/principal"
 	"github.com/kproxy/kproxy/proxy/security/sasl"
 )
@@ -51,9 +52,9 @@ func startUsers(t *testing.T) *usersEnv {
 	t.Helper()
 	log := &testrig.SyncBuffer{}
 	c := startCluster(t, 1, authz.Config{Mode: authz.DenyByDefault, SuperUsers: []string{"User:admin"}},
-		func(_ int, cfg *proxy.Config) {
+		func(_ int, cfg *assembly.Config) {
 			cfg.Security.Audit = audit.New(log)
-			cfg.Listeners = []proxy.Listener{{Name: "SASL_PLAINTEXT", Protocol: proxy.SASLPlaintext, Addr: "127.0.0.1:0"}}
+			cfg.Listeners = []listener.Listener{{Name: "SASL_PLAINTEXT", Protocol: listener.SASLPlaintext, Addr: "127.0.0.1:0"}}
 			cfg.Security.SASL = &sasl.Config{Mechanisms: []string{sasl.ScramSHA512, sasl.ScramSHA256}}
 			cfg.Security.SuperUsers = []principal.Principal{principal.User("admin")}
 		})

@@ -12,8 +12,9 @@ import (
 
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/security/credstore"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/sasl"
 	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
@@ -82,10 +83,10 @@ func newDevSecurity() (*devSecurity, error) {
 	return &devSecurity{dir: dir, files: files, ca: ca}, nil
 }
 
-func (s *devSecurity) configure(_ int, cfg *proxy.Config) {
-	cfg.Listeners = []proxy.Listener{
-		{Name: string(proxy.Plaintext), Protocol: proxy.Plaintext, Addr: cfg.Listen},
-		{Name: string(proxy.SASLSSL), Protocol: proxy.SASLSSL, Addr: "127.0.0.1:0", TLSFiles: s.files},
+func (s *devSecurity) configure(_ int, cfg *assembly.Config) {
+	cfg.Listeners = []listener.Listener{
+		{Name: string(listener.Plaintext), Protocol: listener.Plaintext, Addr: cfg.Listen},
+		{Name: string(listener.SASLSSL), Protocol: listener.SASLSSL, Addr: "127.0.0.1:0", TLSFiles: s.files},
 	}
 	cfg.Security.SASL = &sasl.Config{Mechanisms: []string{sasl.ScramSHA512, sasl.ScramSHA256}}
 }

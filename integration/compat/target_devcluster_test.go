@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/internal/assembly/devcluster"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 )
 
 // compatLeaseTTL is the brokers' lease TTL: how long a killed broker's
@@ -71,7 +71,7 @@ func (d *devTarget) close() {
 }
 
 func (d *devTarget) secure() *secureTarget {
-	return d.sec.target(d.c.Proxy(0).ListenerAddr(string(proxy.SASLSSL)))
+	return d.sec.target(d.c.Proxy(0).ListenerAddr(string(listener.SASLSSL)))
 }
 
 func (d *devTarget) killOwner(ctx context.Context, topic string, p int32) (int32, error) {

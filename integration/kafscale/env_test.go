@@ -23,6 +23,7 @@ import (
 	"github.com/kproxy/kproxy/leasewatch/kafscale/kafscaletest"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
+	"github.com/kproxy/kproxy/proxy/assembly"
 )
 
 const (
@@ -46,7 +47,7 @@ type env struct {
 	t    testing.TB
 	etcd *clientv3.Client
 	fake *kf.Cluster
-	srv  *proxy.Server
+	srv  *assembly.Proxy
 	reg  *prometheus.Registry
 
 	mu      sync.Mutex
@@ -147,10 +148,10 @@ func (e *env) putSnapshot(ctx context.Context, ids ...int32) int64 {
 func (e *env) startProxy() {
 	e.t.Helper()
 	e.reg = prometheus.NewRegistry()
-	e.srv = proxytest.Start(e.t, proxy.Config{
+	e.srv = proxytest.Start(e.t, assembly.Config{
 		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Etcd: e.etcd,
-		Layout: layout.New(prefix), EtcdLayout: proxy.LayoutKafScale,
-		ClusterID: "kproxy-over-kafscale", Registry: e.reg, Logger: testLogger(e.t), DrainTimeout: 2 * time.Second,
+		Layout: layout.New(prefix), EtcdLayout: assembly.LayoutKafScale,
+		ClusterID: "kproxy-over-kafscale", Registry: e.reg, Logger: testLogger(e.t), Server: proxy.Config{DrainTimeout: 2 * time.Second},
 		// kfake serves one request at a time per connection: long polls
 		// must not hold up the other clients' requests.
 		UpstreamConnsPerBroker: 1024,

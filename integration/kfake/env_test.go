@@ -24,6 +24,7 @@ import (
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
+	"github.com/kproxy/kproxy/proxy/assembly"
 )
 
 // numBrokers is the size of every kfake cluster here: enough that
@@ -52,7 +53,7 @@ type env struct {
 	etcd   *clientv3.Client
 	fake   *kf.Cluster
 	direct *kgo.Client
-	srv    *proxy.Server
+	srv    *assembly.Proxy
 	reg    *prometheus.Registry
 	nodes  map[int32]string // kfake node id -> host:port
 	ids    map[string][16]byte
@@ -265,9 +266,9 @@ func (e *env) put(ctx context.Context, key, val string) int64 {
 func (e *env) startProxy(log *slog.Logger, upstreamConns int) {
 	e.t.Helper()
 	e.reg = prometheus.NewRegistry()
-	e.srv = proxytest.Start(e.t, proxy.Config{
+	e.srv = proxytest.Start(e.t, assembly.Config{
 		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Etcd: e.etcd, Layout: e.lay,
-		ClusterID: "kproxy-over-kfake", Registry: e.reg, Logger: log, DrainTimeout: 2 * time.Second,
+		ClusterID: "kproxy-over-kfake", Registry: e.reg, Logger: log, Server: proxy.Config{DrainTimeout: 2 * time.Second},
 		UpstreamConnsPerBroker: upstreamConns,
 	})
 }

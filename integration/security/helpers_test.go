@@ -12,12 +12,12 @@ import (
 
 	"github.com/kproxy/kproxy/internal/assembly/devcluster"
 	"github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/assembly"
 )
 
 // startCluster runs one broker and the given number of proxies, each
 // configured by adjust.
-func startCluster(t *testing.T, proxies int, adjust func(i int, cfg *proxy.Config)) *devcluster.Cluster {
+func startCluster(t *testing.T, proxies int, adjust func(i int, cfg *assembly.Config)) *devcluster.Cluster {
 	t.Helper()
 	return devtest.Start(t, devcluster.Config{Brokers: 1, Proxies: proxies, StoreMemory: true, AutoCreateTopics: true, DefaultPartitions: 2, ProxyConfig: adjust})
 }

@@ -9,18 +9,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/assembly"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 )
 
 // TestListenersAdvertiseTheirOwnAddress: Metadata, FindCoordinator and
 // DescribeCluster answer each client with the advertised address of the
 // listener it came in on.
 func TestListenersAdvertiseTheirOwnAddress(t *testing.T) {
-	ls, err := proxy.ParseListeners("INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0", "EXTERNAL://kafka.example.com:19093", "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT")
+	ls, err := listener.ParseListeners("INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0", "EXTERNAL://kafka.example.com:19093", "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := startCluster(t, 1, func(_ int, cfg *proxy.Config) { cfg.Listeners = ls })
+	c := startCluster(t, 1, func(_ int, cfg *assembly.Config) { cfg.Listeners = ls })
 	internal := c.Proxy(0).ListenerAddr("INTERNAL")
 	external := c.Proxy(0).ListenerAddr("EXTERNAL")
 	if internal == "" || external == "" || internal == external {

@@ -14,8 +14,9 @@ import (
 	"github.com/xdg-go/scram"
 
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/security/audit"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/sasl"
 	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
@@ -54,7 +55,7 @@ func (c *memCreds) add(t *testing.T, user, password string) {
 
 // saslEnv is a proxy with SASL_SSL and SASL_PLAINTEXT listeners.
 type saslEnv struct {
-	p         *proxy.Server
+	p         *assembly.Proxy
 	secure    string // SASL_SSL address
 	plain     string // SASL_PLAINTEXT address
 	tls       *tls.Config
@@ -67,7 +68,7 @@ type saslEnv struct {
 
 // startSASL runs the proxy; adjust changes its SASL settings, more its
 // whole configuration.
-func startSASL(t *testing.T, adjust func(*sasl.Config), more ...func(*proxy.Config)) *saslEnv {
+func startSASL(t *testing.T, adjust func(*sasl.Config), more ...func(*assembly.Config)) *saslEnv {
 	t.Helper()
 	dir := t.TempDir()
 	ca := newCA(t, "server CA")
@@ -86,11 +87,11 @@ func startSASL(t *testing.T, adjust func(*sasl.Config), more ...func(*proxy.Conf
 	if adjust != nil {
 		adjust(sc)
 	}
-	c := startCluster(t, 1, func(_ int, cfg *proxy.Config) {
-		cfg.Listeners = []proxy.Listener{
-			{Name: "SASL_SSL", Protocol: proxy.SASLSSL, Addr: "127.0.0.1:0", TLSFiles: files},
-			{Name: "SASL_PLAINTEXT", Protocol: proxy.SASLPlaintext, Addr: "127.0.0.1:0"},
-			{Name: "PLAINTEXT", Protocol: proxy.Plaintext, Addr: "127.0.0.1:0"},
+	c := startCluster(t, 1, func(_ int, cfg *assembly.Config) {
+		cfg.Listeners = []listener.Listener{
+			{Name: "SASL_SSL", Protocol: listener.SASLSSL, Addr: "127.0.0.1:0", TLSFiles: files},
+			{Name: "SASL_PLAINTEXT", Protocol: listener.SASLPlaintext, Addr: "127.0.0.1:0"},
+			{Name: "PLAINTEXT", Protocol: listener.Plaintext, Addr: "127.0.0.1:0"},
 		}
 		cfg.Security.SASL = sc
 		cfg.Security.HandshakeTimeout = 5 * time.Second

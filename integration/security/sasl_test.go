@@ -12,7 +12,7 @@ import (
 	kplain "github.com/twmb/franz-go/pkg/sasl/plain"
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/security/sasl"
 )
 
@@ -195,7 +195,7 @@ func TestSASLRefusals(t *testing.T) {
 // TestHandshakeTimeout: a client that connects to a SASL listener and does
 // not authenticate in time is disconnected, on TLS listeners too.
 func TestHandshakeTimeout(t *testing.T) {
-	env := startSASL(t, nil, func(c *proxy.Config) { c.Security.HandshakeTimeout = 300 * time.Millisecond })
+	env := startSASL(t, nil, func(c *assembly.Config) { c.Security.HandshakeTimeout = 300 * time.Millisecond })
 	start := time.Now()
 	r := dialRaw(t, env.plain)
 	h := kmsg.NewPtrSASLHandshakeRequest()

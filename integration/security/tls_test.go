@@ -15,13 +15,14 @@ import (
 
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/security/audit"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
 
 // sslCluster runs a proxy with one SSL listener serving the files in dir.
-func sslCluster(t *testing.T, files tlsconf.Config, rules string, auditTo *testrig.SyncBuffer) (*proxy.Server, *tlsconf.Server) {
+func sslCluster(t *testing.T, files tlsconf.Config, rules string, auditTo *testrig.SyncBuffer) (*assembly.Proxy, *tlsconf.Server) {
 	t.Helper()
 	files.ReloadInterval = 50 * time.Millisecond
 	srv, err := tlsconf.New(files)
@@ -32,8 +33,8 @@ func sslCluster(t *testing.T, files tlsconf.Config, rules string, auditTo *testr
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := startCluster(t, 1, func(_ int, cfg *proxy.Config) {
-		cfg.Listeners = []proxy.Listener{{Name: "SSL", Protocol: proxy.SSL, Addr: "127.0.0.1:0", TLSFiles: srv}}
+	c := startCluster(t, 1, func(_ int, cfg *assembly.Config) {
+		cfg.Listeners = []listener.Listener{{Name: "SSL", Protocol: listener.SSL, Addr: "127.0.0.1:0", TLSFiles: srv}}
 		cfg.Security.PrincipalMapper = mapper
 		if auditTo != nil {
 			cfg.Security.Audit = audit.New(auditTo)

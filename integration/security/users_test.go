@@ -14,9 +14,10 @@ import (
 	"github.com/kproxy/kproxy/internal/assembly/devcluster"
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/security/audit"
 	"github.com/kproxy/kproxy/proxy/security/credstore"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/principal"
 	"github.com/kproxy/kproxy/proxy/security/sasl"
 )
@@ -25,8 +26,8 @@ import (
 // users come from etcd; User:admin may manage them.
 func twoReplicas(t *testing.T, auditLog *testrig.SyncBuffer) (*devcluster.Cluster, [2]string) {
 	t.Helper()
-	c := startCluster(t, 2, func(_ int, cfg *proxy.Config) {
-		cfg.Listeners = []proxy.Listener{{Name: "SASL_PLAINTEXT", Protocol: proxy.SASLPlaintext, Addr: "127.0.0.1:0"}}
+	c := startCluster(t, 2, func(_ int, cfg *assembly.Config) {
+		cfg.Listeners = []listener.Listener{{Name: "SASL_PLAINTEXT", Protocol: listener.SASLPlaintext, Addr: "127.0.0.1:0"}}
 		cfg.Security.SASL = &sasl.Config{Mechanisms: []string{sasl.ScramSHA512, sasl.ScramSHA256}, FailureDelay: 20 * time.Millisecond}
 		cfg.Security.SuperUsers = []principal.Principal{principal.User("admin")}
 		cfg.Security.Audit = audit.New(auditLog)

@@ -1,10 +1,13 @@
-package proxy
+package assembly
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -13,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
+	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 )
@@ -68,15 +72,58 @@ func TestNewWiresRealParts(t *testing.T) {
 	}
 	waitFor(t, func() bool { code, _ := ready(); return code == http.StatusOK }, "/readyz 200 after a broker registered")
 
-	c := dial(t, &testServer{Server: srv})
 	req := kmsg.NewPtrApiVersionsRequest()
 	req.Version = 3
 	req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1"
-	c.send(18, 3, 42, req.AppendTo(nil))
-	corr, body := c.read()
+	corr, body := roundTrip(t, srv.Addr(), 18, 3, 42, true, req.AppendTo(nil))
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = 3
 	if err := resp.ReadFrom(body); err != nil || corr != 42 || resp.ErrorCode != 0 || len(resp.ApiKeys) == 0 {
 		t.Fatalf("ApiVersions: corr %d err %v response %+v", corr, err, resp)
 	}
+}
+
+const testWait = 5 * time.Second
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(string(p))
+	return len(p), nil
+}
+
+func waitFor(t testing.TB, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(testWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// roundTrip sends one request frame to addr on a new connection and
+// returns the response's correlation id and what follows it.
+func roundTrip(t testing.TB, addr string, key, version int16, corr int32, flexible bool, payload []byte) (int32, []byte) {
+	t.Helper()
+	nc, err := net.DialTimeout("tcp", addr, testWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	id := "test"
+	frame := kwire.AppendRequestHeader(nil, key, version, corr, &id, flexible)
+	frame = append(frame, payload...)
+	kwire.FinishFrame(frame)
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(testWait))
+	f, err := kwire.ReadFrame(bufio.NewReader(nc), 4, 1<<30, nil)
+	if err != nil {
+		t.Fatalf("read response: %v", err)
+	}
+	buf := *f
+	return int32(binary.BigEndian.Uint32(buf)), buf[4:]
 }

@@ -1,30 +1,33 @@
-package proxy
+package assembly
 
 import (
 	"crypto/tls"
 	"log/slog"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/sasl"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/quota"
+	"github.com/kproxy/kproxy/proxy/security/adminauth"
 	"github.com/kproxy/kproxy/proxy/security/authz"
+	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/zone"
 )
 
-// Config configures a Server. Zero values take the documented defaults.
+// Config configures a whole proxy. Zero values take the documented
+// defaults.
 type Config struct {
 	Listen string // Kafka listener, host:port (a PLAINTEXT listener when Listeners is empty)
 	// Listeners, if set, replace Listen and Advertise: each is bound and
-	// advertised to the clients that come in on it (listener.go).
-	Listeners []Listener
-	// Security configures authentication on the listeners
-	// (listener_security.go).
-	Security    Security
+	// advertised to the clients that come in on it (package listener).
+	Listeners []listener.Listener
+	// Security configures authentication on the listeners (package
+	// listener).
+	Security    listener.Security
 	AdminListen string // admin HTTP listener, host:port
 	// Advertise is the host:port clients see, the same on every replica
 	// (default: the bound Kafka listener address).
@@ -55,16 +58,10 @@ type Config struct {
 	// lease lands near the producer. Refused with KafScale's layout.
 	AcquireInZone bool
 
-	MaxFrameBytes      int32         // largest client request frame (default 100 MiB)
-	MaxInFlightPerConn int           // outstanding requests per client connection (default 64)
-	DrainTimeout       time.Duration // how long shutdown waits for in-flight requests (default 10s)
-	// WriteTimeout bounds one write to a client; a client that reads
-	// nothing for this long is disconnected (default 30s).
-	WriteTimeout time.Duration
-	// BufTrimInterval is how often the frame pool gives back the large
-	// frames no request took since the last time (default 10s): after a
-	// burst, an idle proxy holds them for at most two intervals.
-	BufTrimInterval time.Duration
+	// Server configures the client connections: frame sizes, requests in
+	// flight, drain and write timeouts, limits (New sets its Logger and
+	// Registry).
+	Server proxy.Config
 
 	// ProduceValidation is how much of each Produce partition's record
 	// data is checked by Kafka's broker rules before it is forwarded
@@ -84,8 +81,7 @@ type Config struct {
 	Audit            func(authz.Event)
 	AuditAllowsEvery uint64
 
-	Limits Limits        // protection from large or hostile clients (guard.go)
-	Admin  AdminSecurity // TLS and credentials of the admin endpoint (adminsec.go)
+	Admin adminauth.Config // TLS and credentials of the admin endpoint
 
 	UpstreamConnsPerBroker int // default 4
 	// UpstreamTLS, if set, gives the TLS configuration of each new broker
@@ -99,26 +95,20 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.MaxFrameBytes <= 0 {
-		c.MaxFrameBytes = 100 << 20
-	}
-	if c.MaxInFlightPerConn <= 0 {
-		c.MaxInFlightPerConn = 64
-	}
-	if c.DrainTimeout <= 0 {
-		c.DrainTimeout = 10 * time.Second
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 30 * time.Second
-	}
-	if c.BufTrimInterval <= 0 {
-		c.BufTrimInterval = 10 * time.Second
-	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	c.Limits.setDefaults()
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
+	c.Server.Logger, c.Server.Registry = c.Logger, c.Registry
+}
+
+// setListeners turns Listen and Advertise into the one PLAINTEXT listener
+// when no Listeners are configured, and checks the ones that are.
+func (c *Config) setListeners() error {
+	if len(c.Listeners) == 0 {
+		c.Listeners = []listener.Listener{{Name: string(listener.Plaintext), Protocol: listener.Plaintext, Addr: c.Listen, Advertise: c.Advertise}}
+	}
+	return listener.Check(c.Listeners, c.Security.SASL != nil)
 }

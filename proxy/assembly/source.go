@@ -1,4 +1,4 @@
-package proxy
+package assembly
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/kproxy/kproxy/leasewatch"
 	"github.com/kproxy/kproxy/leasewatch/kafscale"
+	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -15,10 +16,11 @@ const (
 	LayoutKafScale = "kafscale" // KafScale's brokers (docs/kafscale.md)
 )
 
-// Where fetches go (Config.FetchFrom).
+// Where fetches go (Config.FetchFrom); the readiness answer reports the
+// same values.
 const (
-	FetchZone  = "zone"  // a broker of the client's zone (routing.RouteRead)
-	FetchOwner = "owner" // the partition's owner
+	FetchZone  = adminapi.FetchZone  // a broker of the client's zone (routing.RouteRead)
+	FetchOwner = adminapi.FetchOwner // the partition's owner
 )
 
 // setFetchFrom applies cfg.FetchFrom to routes.

@@ -1,4 +1,4 @@
-package proxy
+package assembly
 
 import (
 	"log/slog"

@@ -35,8 +35,8 @@ import (
 	"github.com/kproxy/kproxy/internal/etcdlocal"
 	"github.com/kproxy/kproxy/internal/promreg"
 	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
+	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/security/authz"
 )
 
@@ -59,7 +59,7 @@ type Config struct {
 	Logger *slog.Logger
 	// ProxyConfig, if set, adjusts proxy i's configuration before it starts
 	// (listeners, security).
-	ProxyConfig func(i int, cfg *proxy.Config)
+	ProxyConfig func(i int, cfg *assembly.Config)
 	// BrokerVersions, if set, narrows every broker's ApiVersions table
 	// (broker.Config.Versions).
 	BrokerVersions []kmsg.ApiVersionsResponseApiKey
@@ -90,7 +90,7 @@ type brokerProc struct {
 }
 
 type proxyProc struct {
-	s      *proxy.Server
+	s      *assembly.Proxy
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -230,7 +230,7 @@ func (c *Cluster) startProxy(ctx context.Context, listen, admin string) error {
 			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})))
 		promreg.Register(reg, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	pcfg := proxy.Config{
+	pcfg := assembly.Config{
 		Listen: listen, AdminListen: admin, Etcd: c.cli, Layout: c.layout,
 		AutoCreateTopics: c.cfg.AutoCreateTopics, DefaultPartitions: c.cfg.DefaultPartitions,
 		Authz:  c.cfg.Authz,
@@ -239,7 +239,7 @@ func (c *Cluster) startProxy(ctx context.Context, listen, admin string) error {
 	if c.cfg.ProxyConfig != nil {
 		c.cfg.ProxyConfig(len(c.proxies), &pcfg)
 	}
-	s, err := proxy.New(ctx, pcfg)
+	s, err := assembly.New(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("start proxy %d: %w", len(c.proxies), err)
 	}
@@ -265,7 +265,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 }
 
 // Proxy is proxy i, in start order.
-func (c *Cluster) Proxy(i int) *proxy.Server {
+func (c *Cluster) Proxy(i int) *assembly.Proxy {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.proxies[i].s

@@ -24,11 +24,18 @@ type Readiness struct {
 	// get retriable errors (KafScale's snapshot can lag its brokers).
 	MissingBrokers []int32 `json:"missing_brokers,omitempty"`
 	Draining       bool    `json:"draining"`
-	// Zone is the proxy's own zone; FetchFrom is where fetches go (zone:
-	// a broker of the client's zone, owner: the partition's owner).
+	// Zone is the proxy's own zone; FetchFrom is where fetches go
+	// (FetchZone or FetchOwner).
 	Zone      string `json:"zone,omitempty"`
 	FetchFrom string `json:"fetch_from,omitempty"`
 }
+
+// Where fetches go (Readiness.FetchFrom, and the values of the proxy's
+// fetch-from setting).
+const (
+	FetchZone  = "zone"  // a broker of the client's zone (routing.RouteRead)
+	FetchOwner = "owner" // the partition's owner
+)
 
 // FetchReadiness reads a proxy's /readyz answer (200 and 503 both carry it).
 func FetchReadiness(ctx context.Context, adminAddr string) (Readiness, error) {

@@ -1,4 +1,10 @@
-package proxy
+// Package adminauth protects the admin HTTP endpoint: HTTPS from reloading
+// certificate files, and a bearer token (compared in constant time) or a
+// verified client certificate for the paths that need credentials.
+//
+// Its limit: it says who may reach the endpoint, not what the endpoint
+// serves (package admin).
+package adminauth
 
 import (
 	"bytes"
@@ -6,6 +12,8 @@ import (
 	"crypto/subtle"
 	"crypto/tls"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -13,9 +21,9 @@ import (
 	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
 
-// AdminSecurity protects the admin HTTP endpoint. The zero value serves
-// plain HTTP to anyone, as before.
-type AdminSecurity struct {
+// Config protects the admin HTTP endpoint. The zero value serves plain
+// HTTP to anyone, as before.
+type Config struct {
 	// CertFile and KeyFile, if set, make the endpoint serve HTTPS.
 	CertFile, KeyFile string
 	// ClientCAFile: a client certificate chaining to these CAs is accepted
@@ -33,55 +41,55 @@ type AdminSecurity struct {
 // openPaths answer without credentials unless ProtectAll is set.
 var openPaths = map[string]bool{"/metrics": true, "/healthz": true, "/readyz": true}
 
-// secureAdmin applies cfg.Admin to the admin listener and handler; it is a
-// no-op for the zero value.
-func (s *Server) secureAdmin() error {
-	a := s.cfg.Admin
+// Secure applies a to the admin listener ln and its handler h; for the
+// zero Config it returns them as they are. certs, when not nil, are the
+// endpoint's certificate files: its Run reloads them and must run with the
+// endpoint.
+func Secure(a Config, ln net.Listener, h http.Handler, log *slog.Logger) (_ net.Listener, _ http.Handler, certs *tlsconf.Server, _ error) {
 	if (a.CertFile == "") != (a.KeyFile == "") {
-		return fmt.Errorf("proxy: admin TLS needs both a certificate and a key file")
+		return nil, nil, nil, fmt.Errorf("proxy: admin TLS needs both a certificate and a key file")
 	}
 	if a.ClientCAFile != "" && a.CertFile == "" {
-		return fmt.Errorf("proxy: admin client certificates need admin TLS")
+		return nil, nil, nil, fmt.Errorf("proxy: admin client certificates need admin TLS")
 	}
 	var token []byte
 	if a.TokenFile != "" {
 		b, err := os.ReadFile(a.TokenFile)
 		if err != nil {
-			return fmt.Errorf("proxy: admin token: %w", err)
+			return nil, nil, nil, fmt.Errorf("proxy: admin token: %w", err)
 		}
 		if token = bytes.TrimSpace(b); len(token) == 0 {
-			return fmt.Errorf("proxy: admin token file %s is empty", a.TokenFile)
+			return nil, nil, nil, fmt.Errorf("proxy: admin token file %s is empty", a.TokenFile)
 		}
 	}
 	if a.CertFile != "" {
-		tc, err := s.adminTLS(a)
+		ts, err := adminTLS(a, log)
 		if err != nil {
-			return err
+			return nil, nil, nil, err
 		}
-		s.adminLn = tls.NewListener(s.adminLn, tc)
+		certs, ln = ts, tls.NewListener(ln, ts.TLSConfig())
 	}
 	if token != nil || a.ClientCAFile != "" {
-		s.http.Handler = requireCredentials(s.http.Handler, token, a.ProtectAll)
+		h = requireCredentials(h, token, a.ProtectAll)
 	}
-	return nil
+	return ln, h, certs, nil
 }
 
 // adminTLS serves the admin endpoint's files through tlsconf, which
-// reloads them when they change (Server.Run runs its checks).
-func (s *Server) adminTLS(a AdminSecurity) (*tls.Config, error) {
+// reloads them when they change (its Run runs the checks).
+func adminTLS(a Config, log *slog.Logger) (*tlsconf.Server, error) {
 	auth := tlsconf.ClientAuthNone
 	if a.ClientCAFile != "" {
 		auth = tlsconf.ClientAuthRequest // a certificate sent must verify; none is fine
 	}
 	ts, err := tlsconf.New(tlsconf.Config{
 		CertFile: a.CertFile, KeyFile: a.KeyFile, ClientCAFile: a.ClientCAFile, ClientAuth: auth,
-		Logger: s.log.With("component", "admin-tls"),
+		Logger: log.With("component", "admin-tls"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("proxy: admin TLS: %w", err)
 	}
-	s.adminCerts = ts
-	return ts.TLSConfig(), nil
+	return ts, nil
 }
 
 // requireCredentials lets a request through if it is for an open path, has

@@ -1,15 +1,59 @@
-package proxy
+package adminauth_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509/pkix"
+	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kproxy/kproxy/internal/devcert"
+	"github.com/kproxy/kproxy/leasewatch"
+	"github.com/kproxy/kproxy/proxy/admin"
+	"github.com/kproxy/kproxy/proxy/security/adminauth"
+	"github.com/kproxy/kproxy/routing"
 )
+
+// startEndpoint serves the admin endpoint protected by sec on 127.0.0.1
+// until the test ends.
+func startEndpoint(t *testing.T, pprof bool, sec adminauth.Config) *admin.Endpoint {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := admin.New(admin.Config{
+		Routes: routing.NewTable(), Status: func() leasewatch.Status { return leasewatch.Status{} },
+		Draining: func() bool { return false }, Registry: prometheus.NewRegistry(),
+		EnablePprof: pprof, Security: sec, Logger: slog.New(slog.DiscardHandler),
+	}, ln)
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ep.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Error("admin endpoint did not stop within 10s")
+		}
+	})
+	return ep
+}
 
 func writeFile(t *testing.T, dir, name string, b []byte) string {
 	t.Helper()
@@ -41,8 +85,8 @@ func TestAdminBearerToken(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := writeFile(t, dir, "token", []byte("tok-123\n"))
 	for _, protectAll := range []bool{false, true} {
-		ts := startServer(t, Config{EnablePprof: true, Admin: AdminSecurity{TokenFile: tokenFile, ProtectAll: protectAll}}, newFakeDispatcher(false))
-		base := "http://" + ts.AdminAddr()
+		ts := startEndpoint(t, true, adminauth.Config{TokenFile: tokenFile, ProtectAll: protectAll})
+		base := "http://" + ts.Addr()
 		open := http.StatusOK
 		if protectAll {
 			open = http.StatusUnauthorized
@@ -82,10 +126,10 @@ func TestAdminTLSWithClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := startServer(t, Config{Admin: AdminSecurity{
+	ts := startEndpoint(t, false, adminauth.Config{
 		CertFile: writeFile(t, dir, "cert.pem", sc), KeyFile: writeFile(t, dir, "key.pem", sk),
 		ClientCAFile: writeFile(t, dir, "ca.pem", ca.PEM),
-	}}, newFakeDispatcher(false))
+	})
 	client := func(signer *devcert.CA, force ...bool) *http.Client {
 		tc := &tls.Config{RootCAs: ca.Pool()}
 		if signer != nil {
@@ -104,8 +148,8 @@ func TestAdminTLSWithClientCertificates(t *testing.T) {
 		}
 		return &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
 	}
-	base := "https://" + ts.AdminAddr()
-	if code, err := get(t, http.DefaultClient, "http://"+ts.AdminAddr()+"/healthz", ""); err == nil && code == http.StatusOK {
+	base := "https://" + ts.Addr()
+	if code, err := get(t, http.DefaultClient, "http://"+ts.Addr()+"/healthz", ""); err == nil && code == http.StatusOK {
 		t.Error("plain HTTP served on a TLS admin endpoint")
 	}
 	for _, tc := range []struct {

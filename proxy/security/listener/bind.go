@@ -1,4 +1,4 @@
-package proxy
+package listener
 
 import (
 	"context"
@@ -9,27 +9,26 @@ import (
 	"strconv"
 )
 
-// boundListener is a Listener with its socket and advertised address.
-type boundListener struct {
+// Bound is a Listener with its socket and advertised address.
+type Bound struct {
 	Listener
-	ln   net.Listener
-	host string // advertised
-	port int32
+	Ln   net.Listener
+	Host string // advertised
+	Port int32
 }
 
-func (b *boundListener) advertise() string {
-	return net.JoinHostPort(b.host, strconv.Itoa(int(b.port)))
+// AdvertisedAddr is the host:port clients on this listener are told.
+func (b *Bound) AdvertisedAddr() string {
+	return net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
 }
 
-// setListeners turns Listen and Advertise into the one PLAINTEXT listener
-// when no Listeners are configured, and checks the ones that are.
-func (c *Config) setListeners() error {
-	if len(c.Listeners) == 0 {
-		c.Listeners = []Listener{{Name: string(Plaintext), Protocol: Plaintext, Addr: c.Listen, Advertise: c.Advertise}}
-	}
+// Check turns a listener's TLSFiles into its TLS and checks that names are
+// unique, protocols known, TLS listeners have TLS and SASL listeners SASL
+// settings (haveSASL).
+func Check(ls []Listener, haveSASL bool) error {
 	names := map[string]bool{}
-	for i := range c.Listeners {
-		l := &c.Listeners[i]
+	for i := range ls {
+		l := &ls[i]
 		if l.TLS == nil && l.TLSFiles != nil {
 			l.TLS = l.TLSFiles.TLSConfig()
 		}
@@ -38,7 +37,7 @@ func (c *Config) setListeners() error {
 			return fmt.Errorf("proxy: listener name %q used twice", l.Name)
 		case l.Protocol.TLS() && l.TLS == nil:
 			return fmt.Errorf("proxy: listener %s (%s) needs a TLS configuration", l.Name, l.Protocol)
-		case l.Protocol.SASL() && c.Security.SASL == nil:
+		case l.Protocol.SASL() && !haveSASL:
 			return fmt.Errorf("proxy: listener %s (%s) needs SASL settings", l.Name, l.Protocol)
 		}
 		if _, ok := parseProtocol(string(l.Protocol)); !ok {
@@ -49,25 +48,25 @@ func (c *Config) setListeners() error {
 	return nil
 }
 
-// bindListeners binds every listener; an advertised address defaults to
-// the bound one.
-func bindListeners(ctx context.Context, ls []Listener) ([]*boundListener, error) {
+// Bind binds every listener; an advertised address defaults to the bound
+// one.
+func Bind(ctx context.Context, ls []Listener) ([]*Bound, error) {
 	var lc net.ListenConfig
-	var out []*boundListener
+	var out []*Bound
 	for _, l := range ls {
 		ln, err := lc.Listen(ctx, "tcp", l.Addr)
 		if err != nil {
-			closeListeners(out)
+			Close(out)
 			return nil, fmt.Errorf("listen for clients on %s %q: %w", l.Name, l.Addr, err)
 		}
-		b := &boundListener{Listener: l, ln: ln}
+		b := &Bound{Listener: l, Ln: ln}
 		adv := l.Advertise
 		if adv == "" {
 			adv = ln.Addr().String()
 		}
-		if b.host, b.port, err = hostPort(adv); err != nil {
+		if b.Host, b.Port, err = HostPort(adv); err != nil {
 			ln.Close()
-			closeListeners(out)
+			Close(out)
 			return nil, fmt.Errorf("proxy: listener %s: advertise address %q: %w", l.Name, adv, err)
 		}
 		out = append(out, b)
@@ -75,7 +74,8 @@ func bindListeners(ctx context.Context, ls []Listener) ([]*boundListener, error)
 	return out, nil
 }
 
-func hostPort(addr string) (string, int32, error) {
+// HostPort splits an advertised host:port; the port must be 1-65535.
+func HostPort(addr string) (string, int32, error) {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", 0, err
@@ -87,26 +87,17 @@ func hostPort(addr string) (string, int32, error) {
 	return host, int32(port), nil
 }
 
-func closeListeners(lns []*boundListener) {
+// Close closes every listener's socket.
+func Close(lns []*Bound) {
 	for _, b := range lns {
-		b.ln.Close()
+		b.Ln.Close()
 	}
 }
 
-// ListenerAddr is the bound address of the named listener ("" if none).
-func (s *Server) ListenerAddr(name string) string {
-	for _, b := range s.lns {
-		if b.Name == name {
-			return b.ln.Addr().String()
-		}
-	}
-	return ""
-}
-
-// wrapTLS returns the connection a listener serves: TLS listeners
-// terminate TLS (the handshake runs on the connection's first read or in
-// handshake, not in the accept loop).
-func (b *boundListener) wrap(nc net.Conn) net.Conn {
+// Wrap returns the connection a listener serves: TLS listeners terminate
+// TLS (the handshake runs on the connection's first read or in
+// Gate.Open, not in the accept loop).
+func (b *Bound) Wrap(nc net.Conn) net.Conn {
 	if b.Protocol.TLS() {
 		return tls.Server(nc, b.TLS)
 	}

@@ -1,10 +1,12 @@
-package proxy
+package listener
 
 import (
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"sync/atomic"
 	"time"
 
@@ -19,69 +21,85 @@ const (
 	keyApiVersions      = int16(kmsg.ApiVersions)
 	keySaslHandshake    = int16(kmsg.SASLHandshake)
 	keySaslAuthenticate = int16(kmsg.SASLAuthenticate)
-	keyFetch            = int16(kmsg.Fetch) // one at a time per connection (sequencer.fetchTurn)
 )
 
-// authGate is a connection's authentication state. The reader goroutine
-// alone uses sess; authed is read by the handshake timer too.
-type authGate struct {
+// Conn is what a Gate knows of its client connection.
+type Conn struct {
+	ID       uint64
+	NC       net.Conn // as Bound.Wrap returned it
+	Listener *Bound
+	Info     *apis.ConnInfo // the principal is set here
+	Log      *slog.Logger
+	// Close ends the connection at once with a cause; the handshake timer
+	// calls it from its own goroutine.
+	Close func(cause error)
+}
+
+// Gate is one client connection's authentication state. The zero Gate,
+// or one Init gave no Auth, lets every request through. The connection's
+// reader goroutine alone calls its methods; authed is read by the
+// handshake timer too.
+type Gate struct {
+	a      *Auth
+	c      Conn
 	sess   *sasl.Session // nil on listeners without SASL
 	authed atomic.Bool
 	timer  *time.Timer // closes a connection that does not authenticate in time
 }
 
-// authError closes a connection for a security reason.
-type authError struct {
-	reason string // label of kproxy_connections_rejected_total
-	err    error
+// Init readies g for connection c under a (nil: no security).
+func (g *Gate) Init(a *Auth, c Conn) { g.a, g.c = a, c }
+
+// Refused closes a connection for a security reason (Gate.Refuse).
+type Refused struct {
+	Reason string // label of kproxy_connections_rejected_total
+	Err    error
 }
 
-func (e *authError) Error() string { return e.err.Error() }
-func (e *authError) Unwrap() error { return e.err }
+func (e *Refused) Error() string { return e.Err.Error() }
+func (e *Refused) Unwrap() error { return e.Err }
 
-// errLastRequest: the request just begun is the last one served; its answer
-// is written, then the connection closes.
-var errLastRequest = errors.New("last request of the connection")
-
-// secure runs the TLS handshake and sets the connection's principal (from
+// Open runs the TLS handshake and sets the connection's principal (from
 // its certificate on SSL listeners) and SASL state, before any request is
-// read. It returns false if the connection was refused.
-func (c *clientConn) secure() bool {
-	sec := c.s.sec
+// read; ctx is the connection's. It returns false if the connection was
+// refused (and closed).
+func (g *Gate) Open(ctx context.Context) bool {
+	sec := g.a
 	if sec == nil {
 		return true
 	}
-	sec.m.accepted.WithLabelValues(c.ln.Name).Inc()
-	c.auditEvent(audit.Event{Event: audit.ConnAccepted})
-	if tc, ok := c.nc.(*tls.Conn); ok {
-		ctx, cancel := context.WithTimeout(c.ctx, sec.timeout)
-		err := tc.HandshakeContext(ctx)
+	ln := g.c.Listener
+	sec.m.accepted.WithLabelValues(ln.Name).Inc()
+	g.auditEvent(audit.Event{Event: audit.ConnAccepted})
+	if tc, ok := g.c.NC.(*tls.Conn); ok {
+		hctx, cancel := context.WithTimeout(ctx, sec.timeout)
+		err := tc.HandshakeContext(hctx)
 		cancel()
 		if err != nil {
-			c.reject(rejectTLSHandshake, fmt.Errorf("TLS handshake: %w", err))
+			g.Refuse(rejectTLSHandshake, fmt.Errorf("TLS handshake: %w", err))
 			return false
 		}
-		if c.ln.Protocol == SSL {
+		if ln.Protocol == SSL {
 			p, err := sec.mapper.Principal(first(tc.ConnectionState().PeerCertificates))
 			if err != nil {
-				c.reject(rejectNoPrincipal, err)
+				g.Refuse(rejectNoPrincipal, err)
 				return false
 			}
-			c.info.SetPrincipal(p)
+			g.c.Info.SetPrincipal(p)
 			if !p.IsAnonymous() {
 				sec.m.auths.WithLabelValues("SSL", "success").Inc()
-				c.auditEvent(audit.Event{Event: audit.AuthSuccess, Mechanism: "SSL"})
+				g.auditEvent(audit.Event{Event: audit.AuthSuccess, Mechanism: "SSL"})
 			}
 		}
 	}
-	if c.ln.Protocol.SASL() {
-		if !c.awaitCredentials() {
+	if ln.Protocol.SASL() {
+		if !g.awaitCredentials(ctx) {
 			return false
 		}
-		c.gate.sess = sec.auth.NewSession(c.ln.Protocol.TLS())
-		c.gate.timer = time.AfterFunc(sec.timeout, func() {
-			if !c.gate.authed.Load() {
-				c.reject(rejectAuthTimeout, fmt.Errorf("not authenticated within %v", sec.timeout))
+		g.sess = sec.auth.NewSession(ln.Protocol.TLS())
+		g.timer = time.AfterFunc(sec.timeout, func() {
+			if !g.authed.Load() {
+				g.Refuse(rejectAuthTimeout, fmt.Errorf("not authenticated within %v", sec.timeout))
 			}
 		})
 	}
@@ -91,8 +109,8 @@ func (c *clientConn) secure() bool {
 // awaitCredentials holds a connection that arrives before this replica has
 // loaded the credentials (just after start), rather than failing a valid
 // login; the wait is bounded by the handshake timeout.
-func (c *clientConn) awaitCredentials() bool {
-	ready := c.s.sec.credsReady
+func (g *Gate) awaitCredentials(ctx context.Context) bool {
+	ready := g.a.credsReady
 	if ready == nil {
 		return true
 	}
@@ -101,14 +119,14 @@ func (c *clientConn) awaitCredentials() bool {
 		return true
 	default:
 	}
-	t := time.NewTimer(c.s.sec.timeout)
+	t := time.NewTimer(g.a.timeout)
 	defer t.Stop()
 	select {
 	case <-ready:
 		return true
 	case <-t.C:
-		c.reject(rejectAuthTimeout, errors.New("credentials not loaded from etcd yet"))
-	case <-c.ctx.Done():
+		g.Refuse(rejectAuthTimeout, errors.New("credentials not loaded from etcd yet"))
+	case <-ctx.Done():
 	}
 	return false
 }
@@ -120,112 +138,122 @@ func first[T any](s []*T) *T {
 	return s[0]
 }
 
-// reject closes the connection for a security reason, counted and audited.
-func (c *clientConn) reject(reason string, err error) {
-	c.s.sec.m.rejected.WithLabelValues(reason).Inc()
-	if c.s.sec.logs.Allow() {
-		c.log.Info("client connection refused", "reason", reason, "err", err)
+// Refuse closes the connection for a security reason, counted and audited.
+func (g *Gate) Refuse(reason string, err error) {
+	g.a.m.rejected.WithLabelValues(reason).Inc()
+	if g.a.logs.Allow() {
+		g.c.Log.Info("client connection refused", "reason", reason, "err", err)
 	}
-	c.close(fmt.Errorf("%s: %w", reason, err))
+	g.c.Close(fmt.Errorf("%s: %w", reason, err))
 }
 
-func (c *clientConn) auditEvent(e audit.Event) {
-	if c.s.sec == nil || c.s.sec.audit == nil {
+func (g *Gate) auditEvent(e audit.Event) {
+	if g.a == nil || g.a.audit == nil {
 		return
 	}
-	e.Listener, e.Client, e.Conn = c.ln.Name, c.nc.RemoteAddr().String(), c.id
+	e.Listener, e.Client, e.Conn = g.c.Listener.Name, g.c.NC.RemoteAddr().String(), g.c.ID
 	if e.Principal == "" {
-		e.Principal = c.info.Principal().String()
+		e.Principal = g.c.Info.Principal().String()
 	}
-	c.s.sec.audit.Write(e)
+	g.a.audit.Write(e)
 }
 
-// frameLimit is the largest frame the connection may send now: 512 KiB
-// until it has authenticated.
-func (c *clientConn) frameLimit() int32 {
-	if c.gate.sess != nil && !c.gate.sess.Authenticated() {
-		return min(c.s.cfg.MaxFrameBytes, maxUnauthenticatedFrame)
+// FrameLimit is the largest frame the connection may send now, of at most
+// max: 512 KiB until it has authenticated.
+func (g *Gate) FrameLimit(max int32) int32 {
+	if g.sess != nil && !g.sess.Authenticated() {
+		return min(max, maxUnauthenticatedFrame)
 	}
-	return c.s.cfg.MaxFrameBytes
+	return max
 }
 
-// gateRequest lets a request through (nil call), answers it here (SASL),
-// or refuses it. last means the call is the connection's last.
-func (c *clientConn) gateRequest(h *reqHeader, body []byte) (cl call, last bool, err error) {
-	g := &c.gate
-	isSASL := h.Key == keySaslHandshake || h.Key == keySaslAuthenticate
+// RawNext says whether the next frame is a raw SASL token (after
+// SaslHandshake v0) rather than a request.
+func (g *Gate) RawNext() bool { return g.sess != nil && g.sess.RawNext() }
+
+// Request lets a request through (nil answer), answers it here (SASL), or
+// refuses it (a *Refused error). last means the answer is the
+// connection's last.
+func (g *Gate) Request(key, version int16, body []byte) (a *Answer, last bool, err error) {
+	isSASL := key == keySaslHandshake || key == keySaslAuthenticate
 	switch {
 	case g.sess == nil: // the dispatcher answers SASL with ILLEGAL_SASL_STATE
 		return nil, false, nil
 	case !isSASL && g.sess.Authenticated():
 		if g.sess.Expired(time.Now()) {
-			return nil, false, &authError{rejectExpired, errors.New("session expired without re-authentication")}
+			return nil, false, &Refused{rejectExpired, errors.New("session expired without re-authentication")}
 		}
 		return nil, false, nil
-	case !isSASL && h.Key == keyApiVersions:
+	case !isSASL && key == keyApiVersions:
 		return nil, false, nil
 	case !isSASL:
-		return nil, false, &authError{rejectBeforeAuth, fmt.Errorf("%s before authentication", apiName(h.Key))}
+		name := kmsg.NameForKey(key)
+		if name == "" {
+			name = "Unknown"
+		}
+		return nil, false, &Refused{rejectBeforeAuth, fmt.Errorf("%s before authentication", name)}
 	}
 	var o sasl.Outcome
-	if h.Key == keySaslHandshake {
-		o, err = g.sess.Handshake(h.Version, body)
+	if key == keySaslHandshake {
+		o, err = g.sess.Handshake(version, body)
 	} else {
-		o, err = g.sess.Authenticate(h.Version, body)
+		o, err = g.sess.Authenticate(version, body)
 	}
 	if err != nil {
-		return nil, false, &authError{rejectSASLProtocol, err}
+		return nil, false, &Refused{rejectSASLProtocol, err}
 	}
-	return c.outcome(o), o.Fail || o.Close, nil
+	return g.outcome(o), o.Fail || o.Close, nil
 }
 
-// rawToken answers a raw SASL token (after SaslHandshake v0).
-func (c *clientConn) rawToken(token []byte) (call, bool) {
-	o := c.gate.sess.RawToken(token)
-	return c.outcome(o), o.Fail
+// RawToken answers a raw SASL token (after SaslHandshake v0).
+func (g *Gate) RawToken(token []byte) (*Answer, bool) {
+	o := g.sess.RawToken(token)
+	return g.outcome(o), o.Fail
 }
 
 // outcome records what a SASL step did and returns its answer.
-func (c *clientConn) outcome(o sasl.Outcome) call {
-	sec := c.s.sec
-	lc := &localCall{reply: apis.Reply{Body: o.Body, NoResponse: o.Body == nil}}
+func (g *Gate) outcome(o sasl.Outcome) *Answer {
+	sec := g.a
+	lc := &Answer{reply: apis.Reply{Body: o.Body, NoResponse: o.Body == nil}}
 	switch {
 	case o.Done:
-		c.info.SetPrincipal(o.Principal)
-		c.gate.authed.Store(true)
-		c.gate.timer.Stop()
+		g.c.Info.SetPrincipal(o.Principal)
+		g.authed.Store(true)
+		g.timer.Stop()
 		sec.m.auths.WithLabelValues(o.Mechanism, "success").Inc()
 		kind := audit.AuthSuccess
 		if o.Reauth {
 			kind = audit.Reauthenticated
 		}
-		c.auditEvent(audit.Event{Event: kind, Mechanism: o.Mechanism, Principal: o.Principal.String()})
-		c.log.Debug("client authenticated", "principal", o.Principal.String(), "mechanism", o.Mechanism, "reauth", o.Reauth, "lifetime", o.Lifetime)
+		g.auditEvent(audit.Event{Event: kind, Mechanism: o.Mechanism, Principal: o.Principal.String()})
+		g.c.Log.Debug("client authenticated", "principal", o.Principal.String(), "mechanism", o.Mechanism, "reauth", o.Reauth, "lifetime", o.Lifetime)
 	case o.Fail:
 		lc.delay = sec.auth.FailureDelay()
 		sec.m.auths.WithLabelValues(o.Mechanism, "failure").Inc()
 		sec.m.rejected.WithLabelValues(rejectAuthFailed).Inc()
-		c.auditEvent(audit.Event{Event: audit.AuthFailure, Mechanism: o.Mechanism, Reason: o.Reason})
+		g.auditEvent(audit.Event{Event: audit.AuthFailure, Mechanism: o.Mechanism, Reason: o.Reason})
 		if sec.logs.Allow() {
-			c.log.Info("client authentication failed", "mechanism", o.Mechanism, "reason", o.Reason)
+			g.c.Log.Info("client authentication failed", "mechanism", o.Mechanism, "reason", o.Reason)
 		}
 	case o.Close:
 		sec.m.rejected.WithLabelValues(rejectSASLProtocol).Inc()
-		c.auditEvent(audit.Event{Event: audit.AuthFailure, Mechanism: o.Mechanism, Reason: o.Reason})
+		g.auditEvent(audit.Event{Event: audit.AuthFailure, Mechanism: o.Mechanism, Reason: o.Reason})
 		if sec.logs.Allow() {
-			c.log.Info("client SASL exchange refused", "mechanism", o.Mechanism, "reason", o.Reason)
+			g.c.Log.Info("client SASL exchange refused", "mechanism", o.Mechanism, "reason", o.Reason)
 		}
 	}
 	return lc
 }
 
-// localCall is a request the connection answered itself, after delay.
-type localCall struct {
+// Answer is a request the gate answered itself, after a delay (a failed
+// authentication waits before it is told).
+type Answer struct {
 	reply apis.Reply
 	delay time.Duration
 }
 
-func (l *localCall) Finish(ctx context.Context) (apis.Reply, error) {
+// Finish waits out the delay and returns the answer.
+func (l *Answer) Finish(ctx context.Context) (apis.Reply, error) {
 	if l.delay > 0 {
 		t := time.NewTimer(l.delay)
 		defer t.Stop()
@@ -238,16 +266,17 @@ func (l *localCall) Finish(ctx context.Context) (apis.Reply, error) {
 	return l.reply, nil
 }
 
-// closeSecurity ends the connection's security state.
-func (c *clientConn) closeSecurity() {
-	if c.gate.timer != nil {
-		c.gate.timer.Stop()
+// Close ends the connection's security state; cause is why the connection
+// closed (nil: the ordinary end), audited.
+func (g *Gate) Close(cause error) {
+	if g.timer != nil {
+		g.timer.Stop()
 	}
-	if c.s.sec != nil {
+	if g.a != nil {
 		e := audit.Event{Event: audit.ConnClosed}
-		if cause := context.Cause(c.ctx); cause != nil && !errors.Is(cause, errConnClosed) {
+		if cause != nil {
 			e.Reason = cause.Error()
 		}
-		c.auditEvent(e)
+		g.auditEvent(e)
 	}
 }

@@ -1,4 +1,13 @@
-package proxy
+// Package listener is the proxy's listener security: Kafka-style listeners
+// (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) bound and advertised, and each
+// client connection's TLS handshake, principal and SASL gate (Gate) before
+// its requests reach the dispatcher. It also serves the SCRAM credential
+// APIs from the etcd store (users.go).
+//
+// Its limit: it decides who a connection is and whether it may send a
+// request yet; what a principal may do is package authz's, and the
+// connection itself (frames, order, backpressure) is package proxy's.
+package listener
 
 import (
 	"crypto/tls"

@@ -1,7 +1,8 @@
-package proxy
+package listener
 
 import (
 	"context"
+	"log/slog"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,7 +14,6 @@ import (
 
 	"github.com/kproxy/kproxy/internal/promreg"
 	"github.com/kproxy/kproxy/proxy/security/audit"
-	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/proxy/security/credstore"
 	"github.com/kproxy/kproxy/proxy/security/principal"
 	"github.com/kproxy/kproxy/proxy/security/sasl"
@@ -42,15 +42,15 @@ type Security struct {
 	Audit *audit.Log
 }
 
-// security is the authentication state every connection shares.
-type security struct {
+// Auth is the authentication state every connection shares; New builds
+// it and Run runs its background work.
+type Auth struct {
 	auth    *sasl.Authenticator // nil without SASL listeners
 	mapper  *tlsconf.Mapper
 	timeout time.Duration
 	audit   *audit.Log
 	m       *securityMetrics
 	runners []func(ctx context.Context) error
-	admin   *scramAdmin // the SCRAM credential APIs
 	// credsReady is closed once the credentials from etcd are loaded; nil
 	// when SASL checks credentials from elsewhere.
 	credsReady <-chan struct{}
@@ -63,11 +63,15 @@ type security struct {
 // maxUnauthenticatedFrame is Kafka's sasl.server.max.receive.size.
 const maxUnauthenticatedFrame = 512 << 10
 
-func wireSecurity(cfg Config) (*security, error) {
-	sec := &security{
-		mapper: cfg.Security.PrincipalMapper, timeout: cfg.Security.HandshakeTimeout,
-		audit: cfg.Security.Audit, m: newSecurityMetrics(cfg.Registry),
-		runners: slices.Clone(cfg.Security.Runners),
+// New builds the authentication state of listeners ls: SASL checks the
+// credentials of cfg.SASL or, when it names none, those in store (and a
+// SASL connection waits until store has loaded them). store's Run is
+// among what Run runs.
+func New(cfg Security, ls []Listener, store *credstore.Store, reg prometheus.Registerer, log *slog.Logger) (*Auth, error) {
+	sec := &Auth{
+		mapper: cfg.PrincipalMapper, timeout: cfg.HandshakeTimeout,
+		audit: cfg.Audit, m: newSecurityMetrics(reg),
+		runners: slices.Clone(cfg.Runners),
 		logs:    rate.NewLimiter(rate.Limit(5), 20),
 	}
 	if sec.timeout <= 0 {
@@ -77,19 +81,17 @@ func wireSecurity(cfg Config) (*security, error) {
 		sec.mapper, _ = tlsconf.ParseRules("DEFAULT")
 	}
 	needSASL := false
-	for _, l := range cfg.Listeners {
+	for _, l := range ls {
 		needSASL = needSASL || l.Protocol.SASL()
 		if l.TLSFiles != nil {
 			sec.runners = append(sec.runners, l.TLSFiles.Run)
 		}
 	}
 	// Every replica keeps a view of the SCRAM credentials in etcd: SASL
-	// checks them and the Kafka API manages them.
-	store := credstore.New(cfg.Etcd, cfg.Layout, cfg.Logger.With("component", "credstore"))
+	// checks them and the Kafka API manages them (users.go).
 	sec.runners = append(sec.runners, store.Run)
-	sec.admin = &scramAdmin{store: store, cli: cfg.Etcd, layout: cfg.Layout, sec: &cfg.Security, audit: cfg.Security.Audit}
-	if cfg.Security.SASL != nil && needSASL {
-		sc := *cfg.Security.SASL
+	if cfg.SASL != nil && needSASL {
+		sc := *cfg.SASL
 		if sc.Credentials == nil {
 			sc.Credentials = store
 			sec.credsReady = store.Synced()
@@ -102,14 +104,15 @@ func wireSecurity(cfg Config) (*security, error) {
 	} else if needSASL {
 		return nil, errors.New("proxy: SASL listeners need SASL settings")
 	}
-	if needSASL && len(cfg.Security.SuperUsers) == 0 {
-		cfg.Logger.Warn("no super users configured: any client may manage SCRAM credentials through the Kafka API, as on a Kafka broker without an authorizer")
+	if needSASL && len(cfg.SuperUsers) == 0 {
+		log.Warn("no super users configured: any client may manage SCRAM credentials through the Kafka API, as on a Kafka broker without an authorizer")
 	}
 	return sec, nil
 }
 
-// run runs the security background work until ctx ends.
-func (s *security) run(ctx context.Context) error {
+// Run runs the security background work (credential view, JWKS
+// refreshes, certificate reloads) until ctx ends.
+func (s *Auth) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, len(s.runners))
 	for _, r := range s.runners {
@@ -164,20 +167,4 @@ func newSecurityMetrics(reg prometheus.Registerer) *securityMetrics {
 // mayManageUsers says whether p may describe and alter SCRAM credentials.
 func (s *Security) mayManageUsers(p principal.Principal) bool {
 	return len(s.SuperUsers) == 0 || slices.Contains(s.SuperUsers, p)
-}
-
-// authzAudit sends authorization decisions to cfg.Audit, or else to the
-// security audit log.
-func authzAudit(cfg Config) func(authz.Event) {
-	if cfg.Audit != nil || cfg.Security.Audit == nil {
-		return cfg.Audit
-	}
-	l := cfg.Security.Audit
-	return func(e authz.Event) {
-		l.Write(audit.Event{
-			Event: audit.Authorization, Listener: e.Listener, Client: e.Client, Principal: e.Principal,
-			Reason: e.Reason, API: e.API, ResourceType: e.ResourceType, Resource: e.Resource,
-			Operation: e.Operation, Decision: e.Decision, Binding: e.Binding,
-		})
-	}
 }

@@ -1,4 +1,4 @@
-// Package proxytest starts one proxy.Server for a test, against whatever
+// Package proxytest starts one assembly.Proxy for a test, against whatever
 // brokers and etcd the test set up (kfake, a KafScale emulation), and stops
 // and joins it when the test ends. It is devtest's sibling for tests that
 // need the proxy alone rather than a whole devcluster. Only tests import
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/proxy"
+	"github.com/kproxy/kproxy/proxy/assembly"
 )
 
 // stopWait bounds how long the end of a test waits for the proxy to stop.
@@ -22,14 +22,14 @@ const stopWait = 15 * time.Second
 // stops it and fails the test if Run returned an error or did not return
 // within 15s. KPROXY_TEST_LOG=1 sends the proxy's debug log to stderr when
 // cfg has no Logger.
-func Start(t testing.TB, cfg proxy.Config) *proxy.Server {
+func Start(t testing.TB, cfg assembly.Config) *assembly.Proxy {
 	t.Helper()
 	if cfg.Logger == nil && os.Getenv("KPROXY_TEST_LOG") != "" {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	srv, err := proxy.New(ctx, cfg)
+	srv, err := assembly.New(ctx, cfg)
 	if err != nil {
 		t.Fatalf("proxy: %v", err)
 	}

@@ -1,4 +1,4 @@
-package proxy
+package assembly
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
+	"github.com/kproxy/kproxy/proxy"
 )
 
 // TestMetricsAtZero: a fresh proxy, before any client or etcd event,
@@ -21,7 +22,7 @@ func TestMetricsAtZero(t *testing.T) {
 	defer cancel()
 	srv, err := New(ctx, Config{
 		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Etcd: cli,
-		Registry: prometheus.NewRegistry(), DrainTimeout: time.Second,
+		Registry: prometheus.NewRegistry(), Server: proxy.Config{DrainTimeout: time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)
