@@ -62,6 +62,43 @@ var ranks = map[string]int{
 	"leasewatch/kafscale/kafscaletest":       rankTool,
 }
 
+// proxyLevels order the proxy family inside its rank, bottom to top (the
+// longest prefix wins; "proxy" is the root package alone): the security
+// libraries, quotas and the upstream pool; the per-API dispatcher; the
+// listener security a connection consults (it speaks the dispatcher's
+// types); the client-connection server and the admin endpoint; and the
+// assembly that wires them all. A proxy package imports only its own level
+// or below, so the root never reaches the assembly or the admin endpoint.
+var proxyLevels = map[string]int{
+	"proxy/security":          0,
+	"proxy/quota":             0,
+	"proxy/upstream":          0,
+	"proxy/apis":              1,
+	"proxy/security/listener": 2,
+	"proxy":                   3,
+	"proxy/admin":             3,
+	"proxy/assembly":          4,
+}
+
+// proxyLevel is pkg's level in the proxy family and the entry that gives
+// it; false for a package of the family that no entry but the root's
+// covers.
+func proxyLevel(pkg string) (int, string, bool) {
+	if pkg == "proxy" {
+		return proxyLevels["proxy"], "proxy", true
+	}
+	best := ""
+	for p := range proxyLevels {
+		if p != "proxy" && under(pkg, p) && len(p) > len(best) {
+			best = p
+		}
+	}
+	if best == "" {
+		return 0, "", false
+	}
+	return proxyLevels[best], best, true
+}
+
 // forbidden are imports the ranks allow but the roles do not: the stub
 // broker stands for brokers outside this repository, which have no
 // routing table; the routing side knows no broker; a bench or a test tool
@@ -118,6 +155,23 @@ func edgeProblem(from, to string) string {
 		return "imports " + to + ", which sits above it"
 	case rt == rf && rf != rankTool && family(from) != family(to):
 		return "imports " + to + ", a sibling of another family at its own level"
+	}
+	if family(from) == "proxy" && family(to) == "proxy" {
+		lf, ef, okf := proxyLevel(from)
+		lt, et, okt := proxyLevel(to)
+		switch {
+		case !okf:
+			return "has no level in proxyLevels (layering_test.go)"
+		case !okt:
+			return "imports " + to + ", which has no level in proxyLevels (layering_test.go)"
+		case lt > lf:
+			return "imports " + to + ", which sits above it in the proxy family"
+		case lt == lf && ef != et && lf > 0:
+			// Above the libraries, parts at one level stay apart: the
+			// connection server and the admin endpoint meet only in the
+			// assembly.
+			return "imports " + to + ", a sibling at its level of the proxy family"
+		}
 	}
 	if p := longest(forbidden, from); p != "" {
 		for _, bad := range forbidden[p] {
@@ -209,7 +263,7 @@ func TestEdgeProblem(t *testing.T) {
 		bad      bool
 	}{
 		{"proxy", "routing", false},
-		{"proxy", "leasewatch", false},
+		{"proxy/assembly", "leasewatch", false},
 		{"proxy/apis", "proxy/security/authz", false},
 		{"leasewatch", "internal/etcdmirror", false},
 		{"broker-stub/broker", "internal/etcdmirror", false},
@@ -236,6 +290,19 @@ func TestEdgeProblem(t *testing.T) {
 		{"internal/testtools/testrig", "integration/chaos/cluster", true},
 		{"internal/testtools/hostile", "bench/harness", true},
 		{"somewhere/new", "layout", true},
+		{"proxy/assembly", "proxy", false},
+		{"proxy/assembly", "proxy/admin", false},
+		{"proxy", "proxy/security/listener", false},
+		{"proxy/security/listener", "proxy/apis", false},
+		{"proxy/security/authz", "proxy/security/principal", false},
+		{"proxy", "proxy/assembly", true},
+		{"proxy", "proxy/admin", true},
+		{"proxy/admin", "proxy/assembly", true},
+		{"proxy/apis", "proxy", true},
+		{"proxy/apis", "proxy/security/listener", true},
+		{"proxy/security/listener", "proxy", true},
+		{"proxy/upstream", "proxy/apis", true},
+		{"proxy/somewhere", "proxy/apis", true},
 	}
 	for _, tt := range tests {
 		if got := edgeProblem(tt.from, tt.to) != ""; got != tt.bad {
