@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,34 @@ import (
 // testOnly are packages the product binary must not link: the testing
 // package (and its sub-packages) and the rigs only tests use.
 var testOnly = []string{"testing", "github.com/kproxy/kproxy/internal/testtools",
-	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest", "github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"}
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest", "github.com/kproxy/kproxy/internal/assembly/devcluster/devtest",
+	"github.com/kproxy/kproxy/internal/assembly/devcluster/proxytest"}
+
+// wiredByAssembly are the parts proxy/assembly builds: the binary takes
+// flags into their configurations and leaves the building to it, so it
+// imports none of them itself.
+var wiredByAssembly = []string{
+	"github.com/kproxy/kproxy/proxy/apis", "github.com/kproxy/kproxy/proxy/upstream",
+	"github.com/kproxy/kproxy/proxy/admin", "github.com/kproxy/kproxy/leasewatch",
+}
+
+// TestBinaryWiresThroughAssembly: cmd/kproxy stays thin, flags and wiring
+// only; the proxy is assembled by proxy/assembly.
+func TestBinaryWiresThroughAssembly(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, ".").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := strings.Fields(string(out))
+	if !slices.Contains(imports, "github.com/kproxy/kproxy/proxy/assembly") {
+		t.Fatalf("cmd/kproxy does not import proxy/assembly; its imports:\n%s", out)
+	}
+	for _, imp := range imports {
+		if slices.Contains(wiredByAssembly, imp) {
+			t.Errorf("cmd/kproxy imports %s, which proxy/assembly wires", imp)
+		}
+	}
+}
 
 // TestProductLinksNoTestCode lists kproxy's dependencies, as built for
 // release and as built for the fault suite: neither may link a test-only
