@@ -141,8 +141,8 @@ type Server struct {
 	connWG     sync.WaitGroup
 }
 
-// NewServer returns a server for listeners lns (bound, and closed by Run
-// or by Close) serving with p. Nothing runs until Run.
+// NewServer returns a server for listeners lns (bound; Run closes them)
+// serving with p. Nothing runs until Run.
 func NewServer(cfg Config, lns []*listener.Bound, p Parts) *Server {
 	return newServer(cfg, lns, deps{
 		disp: apisDispatcher{p.Dispatcher}, sec: p.Security, quotas: p.Quotas,
@@ -185,9 +185,6 @@ func (s *Server) ListenerAddr(name string) string {
 
 // Draining reports whether the server has begun shutting down.
 func (s *Server) Draining() bool { return s.draining.Load() }
-
-// Close closes the listeners of a server that will not Run.
-func (s *Server) Close() { listener.Close(s.lns) }
 
 // Run serves until ctx ends, then stops accepting, lets outstanding requests
 // finish within DrainTimeout, closes the connections and returns nil. It

@@ -52,8 +52,7 @@ type Endpoint struct {
 	ui    *adminui.UI // the routing page
 }
 
-// New serves cfg on ln (bound; closed by Run, or by Close if Run is not
-// called).
+// New serves cfg on ln (bound; Run closes it).
 func New(cfg Config, ln net.Listener) (*Endpoint, error) {
 	e := &Endpoint{cfg: cfg, ln: ln}
 	e.ui = adminui.New(adminui.Config{
@@ -76,9 +75,6 @@ func New(cfg Config, ln net.Listener) (*Endpoint, error) {
 
 // Addr is the bound admin HTTP address.
 func (e *Endpoint) Addr() string { return e.ln.Addr().String() }
-
-// Close closes the listener of an endpoint that will not Run.
-func (e *Endpoint) Close() { e.ln.Close() }
 
 // Run serves until ctx ends, then shuts the server down (waiting up to a
 // second for open requests) and returns nil; it returns an error if
