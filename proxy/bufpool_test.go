@@ -3,8 +3,6 @@ package proxy
 import (
 	"testing"
 	"time"
-
-	"github.com/kproxy/kproxy/proxy/admin"
 )
 
 // TestFramePoolTrimmer: the Server's trimmer trims its frame pool on each
@@ -25,7 +23,7 @@ func TestFramePoolTrimmer(t *testing.T) {
 			ticks := make(chan time.Time) // unbuffered: a send returns once the trimmer is back for more
 			stopped := make(chan struct{})
 			var every time.Duration
-			ts := startServerWith(t, Config{BufTrimInterval: tc.interval}, newFakeDispatcher(false), func(d *deps, _ *admin.Config) {
+			ts := startServerWith(t, Config{BufTrimInterval: tc.interval}, newFakeDispatcher(false), func(d *deps) {
 				d.trimTicks = func(e time.Duration) (<-chan time.Time, func()) {
 					every = e
 					return ticks, func() { close(stopped) }

@@ -129,9 +129,16 @@ func startServer(t testing.TB, cfg Config, d dispatcher) *testServer {
 	return startServerWith(t, cfg, d, nil)
 }
 
-// startServerWith is startServer with deps and the admin endpoint's
-// configuration changed by edit (if not nil) before they are built.
-func startServerWith(t testing.TB, cfg Config, d dispatcher, edit func(*deps, *admin.Config)) *testServer {
+// startServerWith is startServer with deps changed by edit (if not nil)
+// before the server is built.
+func startServerWith(t testing.TB, cfg Config, d dispatcher, edit func(*deps)) *testServer {
+	t.Helper()
+	return startServerAdmin(t, cfg, d, edit, nil)
+}
+
+// startServerAdmin is startServerWith with the admin endpoint's
+// configuration changed by editAdmin (if not nil) before it is built.
+func startServerAdmin(t testing.TB, cfg Config, d dispatcher, edit func(*deps), editAdmin func(*admin.Config)) *testServer {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -154,7 +161,10 @@ func startServerWith(t testing.TB, cfg Config, d dispatcher, edit func(*deps, *a
 		},
 	}
 	if edit != nil {
-		edit(&dp, &acfg)
+		edit(&dp)
+	}
+	if editAdmin != nil {
+		editAdmin(&acfg)
 	}
 	ts.Server = newServer(cfg, lns, dp)
 	acfg.Draining = ts.Server.Draining

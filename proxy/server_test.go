@@ -291,7 +291,7 @@ func TestAdminEndpoints(t *testing.T) {
 }
 
 func TestPprofWhenEnabled(t *testing.T) {
-	ts := startServerWith(t, Config{}, newFakeDispatcher(false), func(_ *deps, a *admin.Config) { a.EnablePprof = true })
+	ts := startServerAdmin(t, Config{}, newFakeDispatcher(false), nil, func(a *admin.Config) { a.EnablePprof = true })
 	resp, err := http.Get("http://" + ts.AdminAddr() + "/debug/pprof/")
 	if err != nil {
 		t.Fatal(err)
