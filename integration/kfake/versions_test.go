@@ -86,8 +86,8 @@ type sweep struct {
 	px     *rawConn
 	direct map[int32]*rawConn
 	kmax   map[kmsg.Key]int16 // the highest version kfake serves, per API
-	acked  map[int64]string // partition 0 offsets of produces through the proxy
-	commit int64            // the offset the last OffsetCommit sweep wrote
+	acked  map[int64]string   // partition 0 offsets of produces through the proxy
+	commit int64              // the offset the last OffsetCommit sweep wrote
 }
 
 // viaProxy and viaKfake send req; on a transport or decoding error they
