@@ -177,7 +177,7 @@ func wire(cfg Config, bound string, scram apis.SCRAMAdmin, bufs *kwire.BufPool) 
 	}
 	az := authz.New(cfg.Authz)
 	rec, err := authz.NewRecorder(authz.RecorderConfig{
-		Registerer: cfg.Registry, Logger: cfg.Logger.With("component", "authz"),
+		APIs: apis.AuthorizedKeys(), Registerer: cfg.Registry, Logger: cfg.Logger.With("component", "authz"),
 		Audit: authzAudit(cfg), AuditAllowsEvery: cfg.AuditAllowsEvery,
 	})
 	if err != nil {

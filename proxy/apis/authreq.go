@@ -15,8 +15,10 @@ import (
 // code (GROUP_, TRANSACTIONAL_ID_ or CLUSTER_AUTHORIZATION_FAILED); a
 // request naming several topics, groups or resources of which some are
 // denied goes on without them, and their answers (TOPIC_AUTHORIZATION_
-// FAILED and so on) are added to the broker's. Partition-split requests
-// are authorized as they are split (topicCheck).
+// FAILED and so on) are added to the broker's. Which rule applies is the
+// API's row (table.go); the request is decoded once, for the rule and the
+// handler. Partition-split requests are authorized as they are split
+// (topicCheck).
 
 // verdict is what a rule decided about one request.
 type verdict struct {
@@ -35,23 +37,24 @@ func (v *verdict) add(p func(kmsg.Response)) {
 // rule decides one request type.
 type rule func(g guard, d *Dispatcher, req kmsg.Request, v *verdict)
 
-// authorizedBegin runs begin on what the principal may do of the request.
-func (d *Dispatcher) authorizedBegin(ctx context.Context, conn uint64, h Header, body []byte, begin beginFunc) (op, Reply, error) {
-	r := authRules[h.Key]
-	if r == nil {
-		return begin(d, ctx, conn, h, body)
+// serveDecoded decodes a request once and runs its row's handler on what
+// the principal may do of it: the rule (if the row has one and checks are
+// on) sees the request first and may refuse it, strip entries from it or
+// patch the answer; the handler gets the same request.
+func (d *Dispatcher) serveDecoded(ctx context.Context, conn uint64, h Header, body []byte, a *api) (op, Reply, error) {
+	req, err := decodeRequest(h, body, a.kind == kindLocal)
+	if err != nil {
+		return nil, Reply{}, err
+	}
+	if a.auth.rule == nil {
+		return a.serve(d, ctx, conn, h, req, body)
 	}
 	g := d.guard(ctx, h.Key)
 	if !g.on() {
-		return begin(d, ctx, conn, h, body)
-	}
-	req := kmsg.RequestForKey(h.Key)
-	req.SetVersion(h.Version)
-	if err := req.ReadFrom(body); err != nil {
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
+		return a.serve(d, ctx, conn, h, req, body)
 	}
 	var v verdict
-	r(g, d, req, &v)
+	a.auth.rule(g, d, req, &v)
 	if v.refuse != 0 {
 		return nil, Reply{Body: refuse(req, v.refuse).AppendTo(nil)}, nil
 	}
@@ -63,7 +66,7 @@ func (d *Dispatcher) authorizedBegin(ctx context.Context, conn uint64, h Header,
 	if v.stripped {
 		body = req.AppendTo(nil) // lives until Finish: the op holds it
 	}
-	o, reply, err := begin(d, ctx, conn, h, body)
+	o, reply, err := a.serve(d, ctx, conn, h, req, body)
 	if err != nil || len(v.patch) == 0 {
 		return o, reply, err
 	}
@@ -73,6 +76,24 @@ func (d *Dispatcher) authorizedBegin(ctx context.Context, conn uint64, h Header,
 		return nil, reply, err
 	}
 	return p, Reply{}, nil
+}
+
+// decodeRequest decodes a request of h's key and version. Requests the
+// proxy answers itself are copied out of body (what they keep outlives
+// it); forwarded ones are decoded in place, as body lives until Finish.
+func decodeRequest(h Header, body []byte, copied bool) (kmsg.Request, error) {
+	req := kmsg.RequestForKey(h.Key)
+	req.SetVersion(h.Version)
+	var err error
+	if copied {
+		err = req.ReadFrom(body)
+	} else {
+		err = req.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	return req, nil
 }
 
 // patchOp adds local answers to a begun request's answer.

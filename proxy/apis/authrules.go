@@ -9,122 +9,140 @@ import (
 	"github.com/kproxy/kproxy/proxy/authz"
 )
 
-// authRules is what Kafka's broker checks for each API that is not split
-// by partition (Kafka's KafkaApis; kafka.apache.org/documentation's
-// operations-and-resources table).
-var authRules = func() (t [numKeys]rule) {
-	const (
-		read     = kmsg.ACLOperationRead
-		write    = kmsg.ACLOperationWrite
-		describe = kmsg.ACLOperationDescribe
-		del      = kmsg.ACLOperationDelete
-	)
-	oneGroup := func(op kmsg.ACLOperation, group func(kmsg.Request) string) rule {
-		return func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) { v.refuse = g.groupCode(op, group(req)) }
-	}
-	t[kmsg.JoinGroup] = oneGroup(read, func(r kmsg.Request) string { return r.(*kmsg.JoinGroupRequest).Group })
-	t[kmsg.SyncGroup] = oneGroup(read, func(r kmsg.Request) string { return r.(*kmsg.SyncGroupRequest).Group })
-	t[kmsg.Heartbeat] = oneGroup(read, func(r kmsg.Request) string { return r.(*kmsg.HeartbeatRequest).Group })
-	t[kmsg.LeaveGroup] = oneGroup(read, func(r kmsg.Request) string { return r.(*kmsg.LeaveGroupRequest).Group })
-	t[kmsg.ConsumerGroupHeartbeat] = oneGroup(read, func(r kmsg.Request) string { return r.(*kmsg.ConsumerGroupHeartbeatRequest).Group })
-	t[kmsg.OffsetCommit] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		r := req.(*kmsg.OffsetCommitRequest)
-		if v.refuse = g.groupCode(read, r.Group); v.refuse == 0 {
-			strip(req, &r.Topics, "Topics", func(t *kmsg.OffsetCommitRequestTopic) int16 { return g.topicCode(read, t.Topic) }, v)
-		}
-	}
-	t[kmsg.TxnOffsetCommit] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		r := req.(*kmsg.TxnOffsetCommitRequest)
-		if v.refuse = first(func() int16 { return g.txnCode(r.TransactionalID) }, func() int16 { return g.groupCode(read, r.Group) }); v.refuse == 0 {
-			strip(req, &r.Topics, "Topics", func(t *kmsg.TxnOffsetCommitRequestTopic) int16 { return g.topicCode(read, t.Topic) }, v)
-		}
-	}
-	t[kmsg.OffsetDelete] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		r := req.(*kmsg.OffsetDeleteRequest)
-		if v.refuse = g.groupCode(del, r.Group); v.refuse == 0 {
-			strip(req, &r.Topics, "Topics", func(t *kmsg.OffsetDeleteRequestTopic) int16 { return g.topicCode(read, t.Topic) }, v)
-		}
-	}
-	t[kmsg.OffsetFetch] = offsetFetchRule
-	groups := func(op kmsg.ACLOperation, list func(kmsg.Request) *[]string) rule {
-		return func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-			strip(req, list(req), "Groups", func(s *string) int16 { return g.groupCode(op, *s) }, v)
-		}
-	}
-	describeGroups := groups(describe, func(r kmsg.Request) *[]string { return &r.(*kmsg.DescribeGroupsRequest).Groups })
-	t[kmsg.DescribeGroups] = func(g guard, d *Dispatcher, req kmsg.Request, v *verdict) {
-		describeGroups(g, d, req, v)
-		if req.(*kmsg.DescribeGroupsRequest).IncludeAuthorizedOperations {
-			v.add(func(resp kmsg.Response) {
-				for i := range resp.(*kmsg.DescribeGroupsResponse).Groups {
-					x := &resp.(*kmsg.DescribeGroupsResponse).Groups[i]
-					if x.ErrorCode == 0 {
-						x.AuthorizedOperations = g.ops(kmsg.ACLResourceTypeGroup, x.Group, authz.GroupOperations)
-					}
-				}
-			})
-		}
-	}
-	t[kmsg.DeleteGroups] = groups(del, func(r kmsg.Request) *[]string { return &r.(*kmsg.DeleteGroupsRequest).Groups })
-	t[kmsg.ConsumerGroupDescribe] = groups(describe, func(r kmsg.Request) *[]string { return &r.(*kmsg.ConsumerGroupDescribeRequest).Groups })
-	t[kmsg.ListGroups] = listGroupsRule
-	t[kmsg.FindCoordinator] = findCoordinatorRule
-	t[kmsg.DescribeCluster] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		if v.refuse = g.clusterCode(describe); v.refuse == 0 && req.(*kmsg.DescribeClusterRequest).IncludeClusterAuthorizedOperations {
-			v.add(func(resp kmsg.Response) {
-				resp.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations = g.ops(kmsg.ACLResourceTypeCluster, authz.ClusterName, authz.ClusterOperations)
-			})
-		}
-	}
-	transactionRules(&t)
-	adminRules(&t)
-	return t
-}()
+// The rules of the APIs authorized before they are begun, as Kafka's
+// broker checks them (Kafka's KafkaApis; kafka.apache.org/documentation's
+// operations-and-resources table). Each is named by the row of its API in
+// table.go.
 
-func transactionRules(t *[numKeys]rule) {
-	t[kmsg.InitProducerID] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		r := req.(*kmsg.InitProducerIDRequest)
-		if r.TransactionalID != nil {
-			v.refuse = g.txnCode(*r.TransactionalID)
-			return
-		}
-		// Idempotent producers: IdempotentWrite on the cluster, or Write on
-		// any topic (KIP-679).
-		if !g.cluster(kmsg.ACLOperationIdempotentWrite) && !g.anyTopicWrite() {
-			v.refuse = kerr.ClusterAuthorizationFailed.Code
-		}
+// oneGroup: op on the request's one group.
+func oneGroup[R any](op kmsg.ACLOperation, group func(*R) string) rule {
+	return func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		v.refuse = g.groupCode(op, group(any(req).(*R)))
 	}
-	t[kmsg.AddPartitionsToTxn] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		r := req.(*kmsg.AddPartitionsToTxnRequest)
-		if r.Version >= 4 { // broker to broker
-			v.refuse = g.clusterCode(kmsg.ACLOperationClusterAction)
-			return
-		}
-		if v.refuse = g.txnCode(r.TransactionalID); v.refuse != 0 {
-			return
-		}
-		// Kafka: any unauthorized topic fails the request; the authorized
-		// partitions answer OPERATION_NOT_ATTEMPTED.
-		denied := false
-		for _, tp := range r.Topics {
-			denied = denied || g.topicCode(kmsg.ACLOperationWrite, tp.Topic) != 0
-		}
-		if denied {
-			strip(req, &r.Topics, "Topics", func(tp *kmsg.AddPartitionsToTxnRequestTopic) int16 {
-				if c := g.topicCode(kmsg.ACLOperationWrite, tp.Topic); c != 0 {
-					return c
+}
+
+// groupsRule: op on each listed group, denied ones answered per group.
+func groupsRule[R any](op kmsg.ACLOperation, list func(*R) *[]string) rule {
+	return func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+		strip(req, list(any(req).(*R)), "Groups", func(s *string) int16 { return g.groupCode(op, *s) }, v)
+	}
+}
+
+// clusterRule: op on the cluster.
+func clusterRule(op kmsg.ACLOperation) rule {
+	return func(g guard, _ *Dispatcher, _ kmsg.Request, v *verdict) { v.refuse = g.clusterCode(op) }
+}
+
+var (
+	joinGroupRule              = oneGroup(kmsg.ACLOperationRead, func(r *kmsg.JoinGroupRequest) string { return r.Group })
+	syncGroupRule              = oneGroup(kmsg.ACLOperationRead, func(r *kmsg.SyncGroupRequest) string { return r.Group })
+	heartbeatRule              = oneGroup(kmsg.ACLOperationRead, func(r *kmsg.HeartbeatRequest) string { return r.Group })
+	leaveGroupRule             = oneGroup(kmsg.ACLOperationRead, func(r *kmsg.LeaveGroupRequest) string { return r.Group })
+	consumerGroupHeartbeatRule = oneGroup(kmsg.ACLOperationRead,
+		func(r *kmsg.ConsumerGroupHeartbeatRequest) string { return r.Group })
+	deleteGroupsRule          = groupsRule(kmsg.ACLOperationDelete, func(r *kmsg.DeleteGroupsRequest) *[]string { return &r.Groups })
+	consumerGroupDescribeRule = groupsRule(kmsg.ACLOperationDescribe,
+		func(r *kmsg.ConsumerGroupDescribeRequest) *[]string { return &r.Groups })
+	describeGroupList = groupsRule(kmsg.ACLOperationDescribe, func(r *kmsg.DescribeGroupsRequest) *[]string { return &r.Groups })
+
+	describeLogDirsRule      = clusterRule(kmsg.ACLOperationDescribe)
+	describeClientQuotasRule = clusterRule(kmsg.ACLOperationDescribeConfigs)
+	alterClientQuotasRule    = clusterRule(kmsg.ACLOperationAlterConfigs)
+	// The SCRAM credential APIs also keep their own super-user check.
+	describeSCRAMRule = clusterRule(kmsg.ACLOperationDescribe)
+	alterSCRAMRule    = clusterRule(kmsg.ACLOperationAlter)
+)
+
+func offsetCommitRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.OffsetCommitRequest)
+	if v.refuse = g.groupCode(kmsg.ACLOperationRead, r.Group); v.refuse == 0 {
+		strip(req, &r.Topics, "Topics", func(t *kmsg.OffsetCommitRequestTopic) int16 { return g.topicCode(kmsg.ACLOperationRead, t.Topic) }, v)
+	}
+}
+
+// txnOffsetCommitRule: the transactional id is checked before the group
+// (Kafka's order).
+func txnOffsetCommitRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.TxnOffsetCommitRequest)
+	if v.refuse = first(func() int16 { return g.txnCode(r.TransactionalID) }, func() int16 { return g.groupCode(kmsg.ACLOperationRead, r.Group) }); v.refuse == 0 {
+		strip(req, &r.Topics, "Topics", func(t *kmsg.TxnOffsetCommitRequestTopic) int16 { return g.topicCode(kmsg.ACLOperationRead, t.Topic) }, v)
+	}
+}
+
+func offsetDeleteRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.OffsetDeleteRequest)
+	if v.refuse = g.groupCode(kmsg.ACLOperationDelete, r.Group); v.refuse == 0 {
+		strip(req, &r.Topics, "Topics", func(t *kmsg.OffsetDeleteRequestTopic) int16 { return g.topicCode(kmsg.ACLOperationRead, t.Topic) }, v)
+	}
+}
+
+func describeGroupsRule(g guard, d *Dispatcher, req kmsg.Request, v *verdict) {
+	describeGroupList(g, d, req, v)
+	if req.(*kmsg.DescribeGroupsRequest).IncludeAuthorizedOperations {
+		v.add(func(resp kmsg.Response) {
+			for i := range resp.(*kmsg.DescribeGroupsResponse).Groups {
+				x := &resp.(*kmsg.DescribeGroupsResponse).Groups[i]
+				if x.ErrorCode == 0 {
+					x.AuthorizedOperations = g.ops(kmsg.ACLResourceTypeGroup, x.Group, authz.GroupOperations)
 				}
-				return kerr.OperationNotAttempted.Code
-			}, v)
-		}
+			}
+		})
 	}
-	t[kmsg.AddOffsetsToTxn] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		r := req.(*kmsg.AddOffsetsToTxnRequest)
-		v.refuse = first(func() int16 { return g.txnCode(r.TransactionalID) }, func() int16 { return g.groupCode(kmsg.ACLOperationRead, r.Group) })
+}
+
+func describeClusterRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	if v.refuse = g.clusterCode(kmsg.ACLOperationDescribe); v.refuse == 0 && req.(*kmsg.DescribeClusterRequest).IncludeClusterAuthorizedOperations {
+		v.add(func(resp kmsg.Response) {
+			resp.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations = g.ops(kmsg.ACLResourceTypeCluster, authz.ClusterName, authz.ClusterOperations)
+		})
 	}
-	t[kmsg.EndTxn] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		v.refuse = g.txnCode(req.(*kmsg.EndTxnRequest).TransactionalID)
+}
+
+func initProducerIDRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.InitProducerIDRequest)
+	if r.TransactionalID != nil {
+		v.refuse = g.txnCode(*r.TransactionalID)
+		return
 	}
+	// Idempotent producers: IdempotentWrite on the cluster, or Write on
+	// any topic (KIP-679).
+	if !g.cluster(kmsg.ACLOperationIdempotentWrite) && !g.anyTopicWrite() {
+		v.refuse = kerr.ClusterAuthorizationFailed.Code
+	}
+}
+
+func addPartitionsToTxnRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.AddPartitionsToTxnRequest)
+	if r.Version >= 4 { // broker to broker
+		v.refuse = g.clusterCode(kmsg.ACLOperationClusterAction)
+		return
+	}
+	if v.refuse = g.txnCode(r.TransactionalID); v.refuse != 0 {
+		return
+	}
+	// Kafka: any unauthorized topic fails the request; the authorized
+	// partitions answer OPERATION_NOT_ATTEMPTED.
+	denied := false
+	for _, tp := range r.Topics {
+		denied = denied || g.topicCode(kmsg.ACLOperationWrite, tp.Topic) != 0
+	}
+	if denied {
+		strip(req, &r.Topics, "Topics", func(tp *kmsg.AddPartitionsToTxnRequestTopic) int16 {
+			if c := g.topicCode(kmsg.ACLOperationWrite, tp.Topic); c != 0 {
+				return c
+			}
+			return kerr.OperationNotAttempted.Code
+		}, v)
+	}
+}
+
+func addOffsetsToTxnRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.AddOffsetsToTxnRequest)
+	v.refuse = first(func() int16 { return g.txnCode(r.TransactionalID) }, func() int16 { return g.groupCode(kmsg.ACLOperationRead, r.Group) })
+}
+
+func endTxnRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	v.refuse = g.txnCode(req.(*kmsg.EndTxnRequest).TransactionalID)
 }
 
 func offsetFetchRule(g guard, d *Dispatcher, req kmsg.Request, v *verdict) {
@@ -253,46 +271,38 @@ func findCoordinatorRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
 	})
 }
 
-func adminRules(t *[numKeys]rule) {
-	t[kmsg.CreateTopics] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		if g.cluster(kmsg.ACLOperationCreate) {
-			return
-		}
-		r := req.(*kmsg.CreateTopicsRequest)
-		strip(req, &r.Topics, "Topics", func(x *kmsg.CreateTopicsRequestTopic) int16 { return g.topicCode(kmsg.ACLOperationCreate, x.Topic) }, v)
+func createTopicsRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	if g.cluster(kmsg.ACLOperationCreate) {
+		return
 	}
-	t[kmsg.DeleteTopics] = deleteTopicsRule
-	t[kmsg.CreatePartitions] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		r := req.(*kmsg.CreatePartitionsRequest)
-		strip(req, &r.Topics, "Topics", func(x *kmsg.CreatePartitionsRequestTopic) int16 { return g.topicCode(kmsg.ACLOperationAlter, x.Topic) }, v)
-	}
-	t[kmsg.DescribeConfigs] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		r := req.(*kmsg.DescribeConfigsRequest)
-		strip(req, &r.Resources, "Resources", func(x *kmsg.DescribeConfigsRequestResource) int16 {
-			return g.configCode(kmsg.ACLOperationDescribeConfigs, x.ResourceType, x.ResourceName)
-		}, v)
-	}
-	t[kmsg.AlterConfigs] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		r := req.(*kmsg.AlterConfigsRequest)
-		strip(req, &r.Resources, "Resources", func(x *kmsg.AlterConfigsRequestResource) int16 {
-			return g.configCode(kmsg.ACLOperationAlterConfigs, x.ResourceType, x.ResourceName)
-		}, v)
-	}
-	t[kmsg.IncrementalAlterConfigs] = func(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
-		r := req.(*kmsg.IncrementalAlterConfigsRequest)
-		strip(req, &r.Resources, "Resources", func(x *kmsg.IncrementalAlterConfigsRequestResource) int16 {
-			return g.configCode(kmsg.ACLOperationAlterConfigs, x.ResourceType, x.ResourceName)
-		}, v)
-	}
-	cluster := func(op kmsg.ACLOperation) rule {
-		return func(g guard, _ *Dispatcher, _ kmsg.Request, v *verdict) { v.refuse = g.clusterCode(op) }
-	}
-	t[kmsg.DescribeLogDirs] = cluster(kmsg.ACLOperationDescribe)
-	t[kmsg.DescribeClientQuotas] = cluster(kmsg.ACLOperationDescribeConfigs)
-	t[kmsg.AlterClientQuotas] = cluster(kmsg.ACLOperationAlterConfigs)
-	// The SCRAM credential APIs also keep their own super-user check.
-	t[kmsg.DescribeUserSCRAMCredentials] = cluster(kmsg.ACLOperationDescribe)
-	t[kmsg.AlterUserSCRAMCredentials] = cluster(kmsg.ACLOperationAlter)
+	r := req.(*kmsg.CreateTopicsRequest)
+	strip(req, &r.Topics, "Topics", func(x *kmsg.CreateTopicsRequestTopic) int16 { return g.topicCode(kmsg.ACLOperationCreate, x.Topic) }, v)
+}
+
+func createPartitionsRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.CreatePartitionsRequest)
+	strip(req, &r.Topics, "Topics", func(x *kmsg.CreatePartitionsRequestTopic) int16 { return g.topicCode(kmsg.ACLOperationAlter, x.Topic) }, v)
+}
+
+func describeConfigsRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.DescribeConfigsRequest)
+	strip(req, &r.Resources, "Resources", func(x *kmsg.DescribeConfigsRequestResource) int16 {
+		return g.configCode(kmsg.ACLOperationDescribeConfigs, x.ResourceType, x.ResourceName)
+	}, v)
+}
+
+func alterConfigsRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.AlterConfigsRequest)
+	strip(req, &r.Resources, "Resources", func(x *kmsg.AlterConfigsRequestResource) int16 {
+		return g.configCode(kmsg.ACLOperationAlterConfigs, x.ResourceType, x.ResourceName)
+	}, v)
+}
+
+func incrementalAlterConfigsRule(g guard, _ *Dispatcher, req kmsg.Request, v *verdict) {
+	r := req.(*kmsg.IncrementalAlterConfigsRequest)
+	strip(req, &r.Resources, "Resources", func(x *kmsg.IncrementalAlterConfigsRequestResource) int16 {
+		return g.configCode(kmsg.ACLOperationAlterConfigs, x.ResourceType, x.ResourceName)
+	}, v)
 }
 
 // configCode: topic configs by topic (29), broker configs by the cluster

@@ -174,6 +174,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	d.eng = split.Env{
 		Routes: d.routes, Sender: d.sender, Log: d.log, Now: d.now, Backoff: d.backoff, Metrics: m, Bufs: d.bufs,
 		ClientZone: d.clientZone,
+		Repeatable: repeatable,
 	}
 	d.vers = newVersions(d)
 	d.eng.Version = d.brokerVersion
@@ -229,13 +230,17 @@ func (d *Dispatcher) Begin(ctx context.Context, conn uint64, h Header, body []by
 		c.reply, c.err = d.unsupported(h, body)
 		return c
 	}
-	begin := apiTable[h.Key].begin // Supported: h.Key is in the table's range
-	if begin == nil {
+	a := &apiTable[h.Key] // Supported: h.Key is in the table's range
+	var err error
+	switch {
+	case a.begin != nil:
+		c.op, c.reply, err = a.begin(d, ctx, conn, h, body)
+	case a.serve != nil:
+		c.op, c.reply, err = d.serveDecoded(ctx, conn, h, body, a)
+	default:
 		c.err = fmt.Errorf("no handler for %s v%d", kmsg.NameForKey(h.Key), h.Version)
 		return c
 	}
-	var err error
-	c.op, c.reply, err = d.authorizedBegin(ctx, conn, h, body, begin)
 	if err != nil {
 		c.err = fmt.Errorf("%s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
 	}

@@ -128,16 +128,16 @@ func setFirstOfType(dst, v reflect.Value) {
 }
 
 // definiteCode returns the first error code in resp that retry classifies
-// as Definite for key (a refusal: not the coordinator, not the
+// as Definite for API key, repeatable as its row says (a refusal: not the coordinator, not the
 // controller), or 0. Admin and group responses are small; reflection keeps
 // this one function for every shape.
 func definiteCode(key int16, resp kmsg.Response) int16 {
-	return walkCodes(key, reflect.ValueOf(resp).Elem(), 0)
+	return walkCodes(repeatable(key), reflect.ValueOf(resp).Elem(), 0)
 }
 
-func walkCodes(key int16, v reflect.Value, depth int) int16 {
+func walkCodes(rep bool, v reflect.Value, depth int) int16 {
 	if f := v.FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 {
-		if c := int16(f.Int()); c != 0 && retry.Classify(key, c) == retry.Definite {
+		if c := int16(f.Int()); c != 0 && retry.Classify(c, rep) == retry.Definite {
 			return c
 		}
 	}
@@ -150,7 +150,7 @@ func walkCodes(key int16, v reflect.Value, depth int) int16 {
 			continue
 		}
 		for j := range f.Len() {
-			if c := walkCodes(key, f.Index(j), depth+1); c != 0 {
+			if c := walkCodes(rep, f.Index(j), depth+1); c != 0 {
 				return c
 			}
 		}

@@ -260,13 +260,9 @@ func (d *Dispatcher) topicMetadata(t routing.Topic, replicas []int32) kmsg.Metad
 	return out
 }
 
-func (d *Dispatcher) beginFindCoordinator(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
+func (d *Dispatcher) beginFindCoordinator(ctx context.Context, _ uint64, h Header, r kmsg.Request, _ []byte) (op, Reply, error) {
 	ep := d.endpoint(ctx)
-	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
-	}
+	req := r.(*kmsg.FindCoordinatorRequest)
 	code := int16(0)
 	var msg *string
 	if len(d.routes.Brokers()) == 0 {
@@ -288,12 +284,8 @@ func (d *Dispatcher) beginFindCoordinator(ctx context.Context, _ uint64, h Heade
 	return nil, Reply{Body: resp.AppendTo(nil)}, nil
 }
 
-func (d *Dispatcher) beginDescribeCluster(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
-	req := kmsg.NewPtrDescribeClusterRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
-	}
+func (d *Dispatcher) beginDescribeCluster(ctx context.Context, _ uint64, h Header, r kmsg.Request, _ []byte) (op, Reply, error) {
+	req := r.(*kmsg.DescribeClusterRequest)
 	resp := kmsg.NewPtrDescribeClusterResponse()
 	resp.Version = h.Version
 	if req.EndpointType > 1 { // only broker endpoints exist behind the proxy

@@ -27,15 +27,11 @@ const (
 
 // beginDescribeClientQuotas answers from the quotas in force on this
 // replica (the proxy enforces them; brokers behind it have none).
-func (d *Dispatcher) beginDescribeClientQuotas(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
+func (d *Dispatcher) beginDescribeClientQuotas(ctx context.Context, conn uint64, h Header, r kmsg.Request, body []byte) (op, Reply, error) {
 	if d.cfg.Quotas == nil {
-		return d.beginAdmin(ctx, conn, h, body)
+		return d.beginAdmin(ctx, conn, h, r, body)
 	}
-	req := kmsg.NewPtrDescribeClientQuotasRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
-	}
+	req := r.(*kmsg.DescribeClientQuotasRequest)
 	resp := kmsg.NewPtrDescribeClientQuotasResponse()
 	resp.Version = h.Version
 	cs, ip, msg := describeFilter(req.Components)
@@ -145,15 +141,11 @@ type alterEntry struct {
 	ops []quota.Op
 }
 
-func (d *Dispatcher) beginAlterClientQuotas(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
+func (d *Dispatcher) beginAlterClientQuotas(ctx context.Context, conn uint64, h Header, r kmsg.Request, body []byte) (op, Reply, error) {
 	if d.cfg.Quotas == nil {
-		return d.beginAdmin(ctx, conn, h, body)
+		return d.beginAdmin(ctx, conn, h, r, body)
 	}
-	req := kmsg.NewPtrAlterClientQuotasRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
-	}
+	req := r.(*kmsg.AlterClientQuotasRequest)
 	o := &alterOp{d: d, resp: kmsg.NewPtrAlterClientQuotasResponse()}
 	o.resp.Version = h.Version
 	for i, in := range req.Entries {

@@ -2,7 +2,6 @@ package apis
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,22 +34,17 @@ func scramMechanismNumber(name string) int8 {
 	return 0
 }
 
-func (d *Dispatcher) beginDescribeSCRAM(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
-	r, err := d.answerDescribeSCRAM(ctx, h, body)
+func (d *Dispatcher) beginDescribeSCRAM(ctx context.Context, _ uint64, h Header, req kmsg.Request, _ []byte) (op, Reply, error) {
+	r, err := d.answerDescribeSCRAM(ctx, h, req.(*kmsg.DescribeUserSCRAMCredentialsRequest))
 	return nil, r, err
 }
 
-func (d *Dispatcher) beginAlterSCRAM(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
-	r, err := d.answerAlterSCRAM(ctx, h, body)
+func (d *Dispatcher) beginAlterSCRAM(ctx context.Context, _ uint64, h Header, req kmsg.Request, _ []byte) (op, Reply, error) {
+	r, err := d.answerAlterSCRAM(ctx, h, req.(*kmsg.AlterUserSCRAMCredentialsRequest))
 	return nil, r, err
 }
 
-func (d *Dispatcher) answerDescribeSCRAM(ctx context.Context, h Header, body []byte) (Reply, error) {
-	req := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return Reply{}, fmt.Errorf("decode: %w", err)
-	}
+func (d *Dispatcher) answerDescribeSCRAM(ctx context.Context, h Header, req *kmsg.DescribeUserSCRAMCredentialsRequest) (Reply, error) {
 	resp := kmsg.NewPtrDescribeUserSCRAMCredentialsResponse()
 	resp.Version = h.Version
 	admin := d.cfg.SCRAM
@@ -103,12 +97,7 @@ func (d *Dispatcher) answerDescribeSCRAM(ctx context.Context, h Header, body []b
 	return Reply{Body: resp.AppendTo(nil)}, nil
 }
 
-func (d *Dispatcher) answerAlterSCRAM(ctx context.Context, h Header, body []byte) (Reply, error) {
-	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return Reply{}, fmt.Errorf("decode: %w", err)
-	}
+func (d *Dispatcher) answerAlterSCRAM(ctx context.Context, h Header, req *kmsg.AlterUserSCRAMCredentialsRequest) (Reply, error) {
 	b := &alterBatch{admin: d.cfg.SCRAM, count: map[[2]string]int{}, results: map[string]kmsg.AlterUserSCRAMCredentialsResponseResult{}}
 	b.allowed = b.admin != nil && b.admin.Allowed(ctx)
 	for _, del := range req.Deletions {
