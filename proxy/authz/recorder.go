@@ -50,7 +50,7 @@ type RecorderConfig struct {
 	// name (exported at zero from the start); others count as "other".
 	// Whoever builds the Recorder passes the keys its authorizer is asked
 	// for (apis.AuthorizedKeys, derived from the proxy's table of APIs).
-	APIs []int16
+	APIs       []int16
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger // denials, at most one line per LogEvery
 	LogEvery   time.Duration
