@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/kproxy/kproxy/proxy/apis/answer"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -59,7 +60,7 @@ func (d *Dispatcher) serveDecoded(ctx context.Context, conn uint64, h Header, bo
 		return nil, Reply{Body: refuse(req, v.refuse).AppendTo(nil)}, nil
 	}
 	if v.empty {
-		p := &patchOp{reply: Reply{Body: errorResponse(req, 0).AppendTo(nil)}, req: req, patch: v.patch}
+		p := &patchOp{reply: Reply{Body: answer.ErrorResponse(req, 0).AppendTo(nil)}, req: req, patch: v.patch}
 		reply, err := p.finish(ctx)
 		return nil, reply, err
 	}
@@ -154,7 +155,7 @@ func strip[Q any](req kmsg.Request, list *[]Q, field string, code func(*Q) int16
 	var answers []kmsg.Response
 	for _, c := range order {
 		*list = byCode[c]
-		answers = append(answers, errorResponse(req, c))
+		answers = append(answers, answer.ErrorResponse(req, c))
 	}
 	*list = kept
 	v.stripped, v.empty = true, len(kept) == 0

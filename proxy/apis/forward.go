@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/answer"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 )
 
@@ -76,7 +77,7 @@ func (o *forwardOp) Absorb(body []byte, si int) (bool, error) {
 		resp.SetVersion(v)
 		o.answer = resp.AppendTo(nil)
 	}
-	o.s.Answered(0, definiteCode(o.s.Key(), resp))
+	o.s.Answered(0, answer.DefiniteCode(repeatable(o.s.Key()), resp))
 	return true, nil
 }
 
@@ -89,7 +90,7 @@ func (o *forwardOp) Fail(_ int32, code int16) {
 		}
 		code = o.lost
 	}
-	o.answer, o.broker = errorResponse(o.req, code).AppendTo(nil), false
+	o.answer, o.broker = answer.ErrorResponse(o.req, code).AppendTo(nil), false
 }
 
 func (o *forwardOp) Merge(dst []byte) []byte { return append(dst, o.answer...) }

@@ -2,11 +2,13 @@ package apis
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/proxy/upstream"
+	"github.com/kproxy/kproxy/retry"
 )
 
 // groupHoldAllowance is how long a broker may hold a SyncGroup (until the
@@ -72,3 +74,5 @@ func (d *Dispatcher) send(ctx context.Context, broker int32, conn uint64, h Head
 		Key: h.Key, Version: h.Version, ClientID: h.ClientID, Body: body, Hold: holdOf(req),
 	})
 }
+
+func isNotSent(err error) bool { return errors.Is(err, retry.ErrNotSent) }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/answer"
 	"github.com/kproxy/kproxy/proxy/authz"
 )
 
@@ -21,7 +22,7 @@ var authFailed = []int16{
 // fillRequest gives every list of a request one entry (recursively), every
 // name and id a value, so that a refusal has entries to answer.
 func fillRequest(v reflect.Value, depth int) {
-	if depth > maxMirrorDepth+1 {
+	if depth > answer.MaxDepth+1 {
 		return
 	}
 	switch v.Kind() {

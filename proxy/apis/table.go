@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/answer"
 	"github.com/kproxy/kproxy/proxy/upstream"
 )
 
@@ -132,9 +133,9 @@ func buildTable(rows map[kmsg.Key]api) (t [numKeys]api) {
 		t[k] = row
 	}
 	// Not served, but answered UNSUPPORTED_VERSION per entry.
-	t[kmsg.DescribeTransactions].refusal.answer = renamed("TransactionStates", "TransactionalIDs")
-	t[kmsg.ShareGroupDescribe].refusal.answer = renamed("Groups", "GroupIDs")
-	t[kmsg.AlterReplicaLogDirs].refusal.answer = alterReplicaLogDirsRefusal
+	t[kmsg.DescribeTransactions].refusal.answer = answer.Renamed("TransactionStates", "TransactionalIDs")
+	t[kmsg.ShareGroupDescribe].refusal.answer = answer.Renamed("Groups", "GroupIDs")
+	t[kmsg.AlterReplicaLogDirs].refusal.answer = answer.AlterReplicaLogDirsRefusal
 	for k := range t {
 		t[k].refusal.unsupported = kerr.UnsupportedVersion.Code
 	}
@@ -164,18 +165,18 @@ func rows() map[kmsg.Key]api {
 		kmsg.Metadata:    {kind: kindLocal, begin: (*Dispatcher).beginMetadata, auth: perPartition, repeatable: true, refusal: topic},
 		kmsg.ApiVersions: {kind: kindLocal, begin: (*Dispatcher).beginApiVersions, auth: noAuth, repeatable: true},
 		kmsg.FindCoordinator: {kind: kindLocal, serve: (*Dispatcher).beginFindCoordinator, auth: byRule(findCoordinatorRule), repeatable: true,
-			refusal: refusal{denied: kerr.GroupAuthorizationFailed.Code, answer: renamed("Coordinators", "CoordinatorKeys")}},
+			refusal: refusal{denied: kerr.GroupAuthorizationFailed.Code, answer: answer.Renamed("Coordinators", "CoordinatorKeys")}},
 		kmsg.DescribeCluster: {kind: kindLocal, serve: (*Dispatcher).beginDescribeCluster, auth: byRule(describeClusterRule), repeatable: true, refusal: cluster},
 		// ACLs: Describe or Alter on the cluster, per filter or creation (aclOp).
 		kmsg.DescribeACLs: {kind: kindLocal, begin: (*Dispatcher).beginACLs, auth: perPartition, refusal: cluster},
-		kmsg.CreateACLs:   {kind: kindLocal, begin: (*Dispatcher).beginACLs, auth: perPartition, refusal: clusterAs(renamed("Results", "Creations"))},
-		kmsg.DeleteACLs:   {kind: kindLocal, begin: (*Dispatcher).beginACLs, auth: perPartition, refusal: clusterAs(renamed("Results", "Filters"))},
+		kmsg.CreateACLs:   {kind: kindLocal, begin: (*Dispatcher).beginACLs, auth: perPartition, refusal: clusterAs(answer.Renamed("Results", "Creations"))},
+		kmsg.DeleteACLs:   {kind: kindLocal, begin: (*Dispatcher).beginACLs, auth: perPartition, refusal: clusterAs(answer.Renamed("Results", "Filters"))},
 		// SASL exchanges run in the client connection (package proxy); these
 		// answer SASL outside one, and the SCRAM credential APIs (KIP-554).
 		kmsg.SASLHandshake:                {kind: kindLocal, begin: (*Dispatcher).beginSASL, auth: noAuth},
 		kmsg.SASLAuthenticate:             {kind: kindLocal, begin: (*Dispatcher).beginSASL, auth: noAuth},
 		kmsg.DescribeUserSCRAMCredentials: {kind: kindLocal, serve: (*Dispatcher).beginDescribeSCRAM, auth: byRule(describeSCRAMRule), refusal: cluster},
-		kmsg.AlterUserSCRAMCredentials:    {kind: kindLocal, serve: (*Dispatcher).beginAlterSCRAM, auth: byRule(alterSCRAMRule), refusal: clusterAs(alterSCRAMRefusal)},
+		kmsg.AlterUserSCRAMCredentials:    {kind: kindLocal, serve: (*Dispatcher).beginAlterSCRAM, auth: byRule(alterSCRAMRule), refusal: clusterAs(answer.AlterSCRAMRefusal)},
 		kmsg.DescribeClientQuotas:         {kind: kindLocal, serve: (*Dispatcher).beginDescribeClientQuotas, auth: byRule(describeClientQuotasRule), refusal: cluster},
 		kmsg.AlterClientQuotas:            {kind: kindLocal, serve: (*Dispatcher).beginAlterClientQuotas, auth: byRule(alterClientQuotasRule), refusal: cluster},
 
@@ -209,7 +210,7 @@ func rows() map[kmsg.Key]api {
 
 		// Sent to any broker, by rendezvous on route (admin.go).
 		kmsg.DeleteTopics: {kind: kindAny, serve: admin, auth: byRule(deleteTopicsRule), hold: convergeHold,
-			refusal: refusal{denied: kerr.TopicAuthorizationFailed.Code, answer: renamed("Topics", "TopicNames")}}, // TopicNames before v6
+			refusal: refusal{denied: kerr.TopicAuthorizationFailed.Code, answer: answer.Renamed("Topics", "TopicNames")}}, // TopicNames before v6
 		kmsg.CreateTopics: {kind: kindAny, serve: admin, auth: byRule(createTopicsRule), hold: convergeHold, refusal: topic,
 			route: func(r kmsg.Request) string { return firstOf(r.(*kmsg.CreateTopicsRequest).Topics, createdTopic) }},
 		kmsg.CreatePartitions: {kind: kindAny, serve: admin, auth: byRule(createPartitionsRule), hold: convergeHold, refusal: topic,
@@ -230,7 +231,7 @@ func rows() map[kmsg.Key]api {
 			route: func(r kmsg.Request) string { return r.(*kmsg.AddOffsetsToTxnRequest).TransactionalID }},
 		kmsg.EndTxn: {kind: kindAny, serve: admin, auth: byRule(endTxnRule), refusal: txn,
 			route: func(r kmsg.Request) string { return r.(*kmsg.EndTxnRequest).TransactionalID }},
-		kmsg.DescribeLogDirs: {kind: kindAny, serve: admin, auth: byRule(describeLogDirsRule), refusal: clusterAs(describeLogDirsRefusal)},
+		kmsg.DescribeLogDirs: {kind: kindAny, serve: admin, auth: byRule(describeLogDirsRule), refusal: clusterAs(answer.DescribeLogDirsRefusal)},
 	}
 }
 
