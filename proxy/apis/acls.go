@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/authz"
 )
 
@@ -25,7 +26,7 @@ type ACLAdmin interface {
 // work happens in finish, off the connection's read loop.
 type aclOp struct {
 	d   *Dispatcher
-	g   guard
+	g   authrule.Guard
 	req kmsg.Request
 }
 
@@ -57,7 +58,7 @@ func (o *aclOp) refusal(op kmsg.ACLOperation) int16 {
 	switch {
 	case o.d.cfg.ACLs == nil:
 		return kerr.SecurityDisabled.Code
-	case !o.g.cluster(op):
+	case !o.g.Cluster(op):
 		return kerr.ClusterAuthorizationFailed.Code
 	}
 	return 0

@@ -3,8 +3,10 @@ package apis
 import (
 	"context"
 
+	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/authz"
 	"github.com/kproxy/kproxy/proxy/principal"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // connSession is a connection's authorizer session for one principal.
@@ -30,4 +32,27 @@ func (d *Dispatcher) session(ctx context.Context, a *authz.Authorizer) *authz.Se
 	cs := &connSession{p: p, s: a.Session(p.String(), c.Client, c.Listener)}
 	c.authz.Store(cs)
 	return cs.s
+}
+
+// guard is one request's view of the authorizer (authrule.Guard).
+func (d *Dispatcher) guard(ctx context.Context, key int16) authrule.Guard {
+	var s *authz.Session
+	if a := d.cfg.Authorizer; a != nil && a.Enabled() {
+		s = d.session(ctx, a)
+	}
+	return authrule.NewGuard(ctx, key, s, d.cfg.AuthzRecorder, (*idNames)(d))
+}
+
+// topicCheck authorizes op on the topics of one partition-split request.
+func (d *Dispatcher) topicCheck(ctx context.Context, key int16, op kmsg.ACLOperation) *authrule.TopicCheck {
+	return authrule.NewTopicCheck(d.guard(ctx, key), op)
+}
+
+// idNames is the Dispatcher as authrule.Names: a pointer conversion, so a
+// guard costs no allocation.
+type idNames Dispatcher
+
+func (n *idNames) TopicName(id [16]byte) (string, bool) {
+	d := (*Dispatcher)(n)
+	return d.ids.name(d.routes, id)
 }

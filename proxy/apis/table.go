@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/proxy/apis/answer"
+	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/upstream"
 )
 
@@ -78,10 +79,10 @@ const (
 
 type auth struct {
 	mode authMode
-	rule rule
+	rule authrule.Rule
 }
 
-func byRule(r rule) auth { return auth{mode: authRule, rule: r} }
+func byRule(r authrule.Rule) auth { return auth{mode: authRule, rule: r} }
 
 var (
 	perPartition = auth{mode: authPerPartition}
@@ -164,9 +165,9 @@ func rows() map[kmsg.Key]api {
 		// Answered by the proxy.
 		kmsg.Metadata:    {kind: kindLocal, begin: (*Dispatcher).beginMetadata, auth: perPartition, repeatable: true, refusal: topic},
 		kmsg.ApiVersions: {kind: kindLocal, begin: (*Dispatcher).beginApiVersions, auth: noAuth, repeatable: true},
-		kmsg.FindCoordinator: {kind: kindLocal, serve: (*Dispatcher).beginFindCoordinator, auth: byRule(findCoordinatorRule), repeatable: true,
+		kmsg.FindCoordinator: {kind: kindLocal, serve: (*Dispatcher).beginFindCoordinator, auth: byRule(authrule.FindCoordinator), repeatable: true,
 			refusal: refusal{denied: kerr.GroupAuthorizationFailed.Code, answer: answer.Renamed("Coordinators", "CoordinatorKeys")}},
-		kmsg.DescribeCluster: {kind: kindLocal, serve: (*Dispatcher).beginDescribeCluster, auth: byRule(describeClusterRule), repeatable: true, refusal: cluster},
+		kmsg.DescribeCluster: {kind: kindLocal, serve: (*Dispatcher).beginDescribeCluster, auth: byRule(authrule.DescribeCluster), repeatable: true, refusal: cluster},
 		// ACLs: Describe or Alter on the cluster, per filter or creation (aclOp).
 		kmsg.DescribeACLs: {kind: kindLocal, begin: (*Dispatcher).beginACLs, auth: perPartition, refusal: cluster},
 		kmsg.CreateACLs:   {kind: kindLocal, begin: (*Dispatcher).beginACLs, auth: perPartition, refusal: clusterAs(answer.Renamed("Results", "Creations"))},
@@ -175,63 +176,63 @@ func rows() map[kmsg.Key]api {
 		// answer SASL outside one, and the SCRAM credential APIs (KIP-554).
 		kmsg.SASLHandshake:                {kind: kindLocal, begin: (*Dispatcher).beginSASL, auth: noAuth},
 		kmsg.SASLAuthenticate:             {kind: kindLocal, begin: (*Dispatcher).beginSASL, auth: noAuth},
-		kmsg.DescribeUserSCRAMCredentials: {kind: kindLocal, serve: (*Dispatcher).beginDescribeSCRAM, auth: byRule(describeSCRAMRule), refusal: cluster},
-		kmsg.AlterUserSCRAMCredentials:    {kind: kindLocal, serve: (*Dispatcher).beginAlterSCRAM, auth: byRule(alterSCRAMRule), refusal: clusterAs(answer.AlterSCRAMRefusal)},
-		kmsg.DescribeClientQuotas:         {kind: kindLocal, serve: (*Dispatcher).beginDescribeClientQuotas, auth: byRule(describeClientQuotasRule), refusal: cluster},
-		kmsg.AlterClientQuotas:            {kind: kindLocal, serve: (*Dispatcher).beginAlterClientQuotas, auth: byRule(alterClientQuotasRule), refusal: cluster},
+		kmsg.DescribeUserSCRAMCredentials: {kind: kindLocal, serve: (*Dispatcher).beginDescribeSCRAM, auth: byRule(authrule.DescribeSCRAM), refusal: cluster},
+		kmsg.AlterUserSCRAMCredentials:    {kind: kindLocal, serve: (*Dispatcher).beginAlterSCRAM, auth: byRule(authrule.AlterSCRAM), refusal: clusterAs(answer.AlterSCRAMRefusal)},
+		kmsg.DescribeClientQuotas:         {kind: kindLocal, serve: (*Dispatcher).beginDescribeClientQuotas, auth: byRule(authrule.DescribeClientQuotas), refusal: cluster},
+		kmsg.AlterClientQuotas:            {kind: kindLocal, serve: (*Dispatcher).beginAlterClientQuotas, auth: byRule(authrule.AlterClientQuotas), refusal: cluster},
 
 		// Sent to the group's coordinator (split if batched: route nil).
-		kmsg.OffsetCommit: {kind: kindGroup, serve: g, auth: byRule(offsetCommitRule), refusal: group,
+		kmsg.OffsetCommit: {kind: kindGroup, serve: g, auth: byRule(authrule.OffsetCommit), refusal: group,
 			route: func(r kmsg.Request) string { return r.(*kmsg.OffsetCommitRequest).Group }},
-		kmsg.OffsetFetch: {kind: kindGroup, serve: g, auth: byRule(offsetFetchRule), repeatable: true, refusal: group,
+		kmsg.OffsetFetch: {kind: kindGroup, serve: g, auth: byRule(authrule.OffsetFetch), repeatable: true, refusal: group,
 			route: func(r kmsg.Request) string { return r.(*kmsg.OffsetFetchRequest).Group }}, // before v8
-		kmsg.JoinGroup: {kind: kindGroup, serve: g, auth: byRule(joinGroupRule), hold: joinGroupHold, refusal: group,
+		kmsg.JoinGroup: {kind: kindGroup, serve: g, auth: byRule(authrule.JoinGroup), hold: joinGroupHold, refusal: group,
 			route: func(r kmsg.Request) string { return r.(*kmsg.JoinGroupRequest).Group }},
-		kmsg.Heartbeat: {kind: kindGroup, serve: g, auth: byRule(heartbeatRule), repeatable: true, refusal: group,
+		kmsg.Heartbeat: {kind: kindGroup, serve: g, auth: byRule(authrule.Heartbeat), repeatable: true, refusal: group,
 			route: func(r kmsg.Request) string { return r.(*kmsg.HeartbeatRequest).Group }},
-		kmsg.LeaveGroup: {kind: kindGroup, serve: g, auth: byRule(leaveGroupRule), refusal: group,
+		kmsg.LeaveGroup: {kind: kindGroup, serve: g, auth: byRule(authrule.LeaveGroup), refusal: group,
 			route: func(r kmsg.Request) string { return r.(*kmsg.LeaveGroupRequest).Group }},
-		kmsg.SyncGroup: {kind: kindGroup, serve: g, auth: byRule(syncGroupRule), hold: syncGroupHold, refusal: group,
+		kmsg.SyncGroup: {kind: kindGroup, serve: g, auth: byRule(authrule.SyncGroup), hold: syncGroupHold, refusal: group,
 			route: func(r kmsg.Request) string { return r.(*kmsg.SyncGroupRequest).Group }},
-		kmsg.DescribeGroups: {kind: kindGroup, serve: g, auth: byRule(describeGroupsRule), repeatable: true, refusal: group},
-		kmsg.DeleteGroups:   {kind: kindGroup, serve: g, auth: byRule(deleteGroupsRule), refusal: group},
-		kmsg.OffsetDelete: {kind: kindGroup, serve: g, auth: byRule(offsetDeleteRule), refusal: group,
+		kmsg.DescribeGroups: {kind: kindGroup, serve: g, auth: byRule(authrule.DescribeGroups), repeatable: true, refusal: group},
+		kmsg.DeleteGroups:   {kind: kindGroup, serve: g, auth: byRule(authrule.DeleteGroups), refusal: group},
+		kmsg.OffsetDelete: {kind: kindGroup, serve: g, auth: byRule(authrule.OffsetDelete), refusal: group,
 			route: func(r kmsg.Request) string { return r.(*kmsg.OffsetDeleteRequest).Group }},
-		kmsg.ConsumerGroupHeartbeat: {kind: kindGroup, serve: g, auth: byRule(consumerGroupHeartbeatRule), refusal: group,
+		kmsg.ConsumerGroupHeartbeat: {kind: kindGroup, serve: g, auth: byRule(authrule.ConsumerGroupHeartbeat), refusal: group,
 			route: func(r kmsg.Request) string { return r.(*kmsg.ConsumerGroupHeartbeatRequest).Group }},
-		kmsg.ConsumerGroupDescribe: {kind: kindGroup, serve: g, auth: byRule(consumerGroupDescribeRule), repeatable: true, refusal: group},
+		kmsg.ConsumerGroupDescribe: {kind: kindGroup, serve: g, auth: byRule(authrule.ConsumerGroupDescribe), repeatable: true, refusal: group},
 		// The transactional id is checked before the group (Kafka's order).
-		kmsg.TxnOffsetCommit: {kind: kindGroup, serve: g, auth: byRule(txnOffsetCommitRule), refusal: txn,
+		kmsg.TxnOffsetCommit: {kind: kindGroup, serve: g, auth: byRule(authrule.TxnOffsetCommit), refusal: txn,
 			route: func(r kmsg.Request) string { return r.(*kmsg.TxnOffsetCommitRequest).Group }},
 
 		// Sent to every live broker, merged.
-		kmsg.ListGroups: {kind: kindFanOut, serve: (*Dispatcher).beginListGroups, auth: byRule(listGroupsRule), repeatable: true,
+		kmsg.ListGroups: {kind: kindFanOut, serve: (*Dispatcher).beginListGroups, auth: byRule(authrule.ListGroups), repeatable: true,
 			refusal: refusal{filtered: true}},
 
 		// Sent to any broker, by rendezvous on route (admin.go).
-		kmsg.DeleteTopics: {kind: kindAny, serve: admin, auth: byRule(deleteTopicsRule), hold: convergeHold,
+		kmsg.DeleteTopics: {kind: kindAny, serve: admin, auth: byRule(authrule.DeleteTopics), hold: convergeHold,
 			refusal: refusal{denied: kerr.TopicAuthorizationFailed.Code, answer: answer.Renamed("Topics", "TopicNames")}}, // TopicNames before v6
-		kmsg.CreateTopics: {kind: kindAny, serve: admin, auth: byRule(createTopicsRule), hold: convergeHold, refusal: topic,
+		kmsg.CreateTopics: {kind: kindAny, serve: admin, auth: byRule(authrule.CreateTopics), hold: convergeHold, refusal: topic,
 			route: func(r kmsg.Request) string { return firstOf(r.(*kmsg.CreateTopicsRequest).Topics, createdTopic) }},
-		kmsg.CreatePartitions: {kind: kindAny, serve: admin, auth: byRule(createPartitionsRule), hold: convergeHold, refusal: topic,
+		kmsg.CreatePartitions: {kind: kindAny, serve: admin, auth: byRule(authrule.CreatePartitions), hold: convergeHold, refusal: topic,
 			route: func(r kmsg.Request) string { return firstOf(r.(*kmsg.CreatePartitionsRequest).Topics, partitionsTopic) }},
 		// Configs: a topic's by the topic (29), a broker's by the cluster (31).
-		kmsg.DescribeConfigs: {kind: kindAny, serve: admin, auth: byRule(describeConfigsRule), repeatable: true, refusal: topic,
+		kmsg.DescribeConfigs: {kind: kindAny, serve: admin, auth: byRule(authrule.DescribeConfigs), repeatable: true, refusal: topic,
 			route: func(r kmsg.Request) string { return firstOf(r.(*kmsg.DescribeConfigsRequest).Resources, describedName) }},
-		kmsg.AlterConfigs: {kind: kindAny, serve: admin, auth: byRule(alterConfigsRule), refusal: topic,
+		kmsg.AlterConfigs: {kind: kindAny, serve: admin, auth: byRule(authrule.AlterConfigs), refusal: topic,
 			route: func(r kmsg.Request) string { return firstOf(r.(*kmsg.AlterConfigsRequest).Resources, alteredName) }},
-		kmsg.IncrementalAlterConfigs: {kind: kindAny, serve: admin, auth: byRule(incrementalAlterConfigsRule), refusal: topic,
+		kmsg.IncrementalAlterConfigs: {kind: kindAny, serve: admin, auth: byRule(authrule.IncrementalAlterConfigs), refusal: topic,
 			route: func(r kmsg.Request) string {
 				return firstOf(r.(*kmsg.IncrementalAlterConfigsRequest).Resources, incrementallyAlteredName)
 			}},
-		kmsg.InitProducerID: {kind: kindAny, serve: admin, auth: byRule(initProducerIDRule), refusal: txn,
+		kmsg.InitProducerID: {kind: kindAny, serve: admin, auth: byRule(authrule.InitProducerID), refusal: txn,
 			route: func(r kmsg.Request) string { return deref(r.(*kmsg.InitProducerIDRequest).TransactionalID) }},
-		kmsg.AddPartitionsToTxn: {kind: kindAny, serve: admin, auth: byRule(addPartitionsToTxnRule), refusal: txn, route: addPartitionsKey},
-		kmsg.AddOffsetsToTxn: {kind: kindAny, serve: admin, auth: byRule(addOffsetsToTxnRule), refusal: txn,
+		kmsg.AddPartitionsToTxn: {kind: kindAny, serve: admin, auth: byRule(authrule.AddPartitionsToTxn), refusal: txn, route: addPartitionsKey},
+		kmsg.AddOffsetsToTxn: {kind: kindAny, serve: admin, auth: byRule(authrule.AddOffsetsToTxn), refusal: txn,
 			route: func(r kmsg.Request) string { return r.(*kmsg.AddOffsetsToTxnRequest).TransactionalID }},
-		kmsg.EndTxn: {kind: kindAny, serve: admin, auth: byRule(endTxnRule), refusal: txn,
+		kmsg.EndTxn: {kind: kindAny, serve: admin, auth: byRule(authrule.EndTxn), refusal: txn,
 			route: func(r kmsg.Request) string { return r.(*kmsg.EndTxnRequest).TransactionalID }},
-		kmsg.DescribeLogDirs: {kind: kindAny, serve: admin, auth: byRule(describeLogDirsRule), refusal: clusterAs(answer.DescribeLogDirsRefusal)},
+		kmsg.DescribeLogDirs: {kind: kindAny, serve: admin, auth: byRule(authrule.DescribeLogDirs), refusal: clusterAs(answer.DescribeLogDirsRefusal)},
 	}
 }
 

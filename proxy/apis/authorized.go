@@ -3,10 +3,9 @@ package apis
 import (
 	"context"
 	"fmt"
-	"reflect"
 
 	"github.com/kproxy/kproxy/proxy/apis/answer"
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -21,23 +20,6 @@ import (
 // handler. Partition-split requests are authorized as they are split
 // (topicCheck).
 
-// verdict is what a rule decided about one request.
-type verdict struct {
-	refuse   int16                 // answer the whole request with this code
-	stripped bool                  // entries were removed from the request
-	empty    bool                  // nothing is left to send: answer locally
-	patch    []func(kmsg.Response) // add local answers to the broker's
-}
-
-func (v *verdict) add(p func(kmsg.Response)) {
-	if p != nil {
-		v.patch = append(v.patch, p)
-	}
-}
-
-// rule decides one request type.
-type rule func(g guard, d *Dispatcher, req kmsg.Request, v *verdict)
-
 // serveDecoded decodes a request once and runs its row's handler on what
 // the principal may do of it: the rule (if the row has one and checks are
 // on) sees the request first and may refuse it, strip entries from it or
@@ -51,27 +33,27 @@ func (d *Dispatcher) serveDecoded(ctx context.Context, conn uint64, h Header, bo
 		return a.serve(d, ctx, conn, h, req, body)
 	}
 	g := d.guard(ctx, h.Key)
-	if !g.on() {
+	if !g.On() {
 		return a.serve(d, ctx, conn, h, req, body)
 	}
-	var v verdict
-	a.auth.rule(g, d, req, &v)
-	if v.refuse != 0 {
-		return nil, Reply{Body: refuse(req, v.refuse).AppendTo(nil)}, nil
+	var v authrule.Verdict
+	a.auth.rule(g, req, &v)
+	if v.Refuse != 0 {
+		return nil, Reply{Body: refuse(req, v.Refuse).AppendTo(nil)}, nil
 	}
-	if v.empty {
-		p := &patchOp{reply: Reply{Body: answer.ErrorResponse(req, 0).AppendTo(nil)}, req: req, patch: v.patch}
+	if v.Empty {
+		p := &patchOp{reply: Reply{Body: answer.ErrorResponse(req, 0).AppendTo(nil)}, req: req, patch: v.Patch}
 		reply, err := p.finish(ctx)
 		return nil, reply, err
 	}
-	if v.stripped {
+	if v.Stripped {
 		body = req.AppendTo(nil) // lives until Finish: the op holds it
 	}
 	o, reply, err := a.serve(d, ctx, conn, h, req, body)
-	if err != nil || len(v.patch) == 0 {
+	if err != nil || len(v.Patch) == 0 {
 		return o, reply, err
 	}
-	p := &patchOp{inner: o, reply: reply, req: req, patch: v.patch}
+	p := &patchOp{inner: o, reply: reply, req: req, patch: v.Patch}
 	if o == nil {
 		reply, err = p.finish(ctx)
 		return nil, reply, err
@@ -129,79 +111,4 @@ func (p *patchOp) finish(ctx context.Context) (Reply, error) {
 		f(resp)
 	}
 	return Reply{Body: resp.AppendTo(nil)}, nil
-}
-
-// strip removes from *list the entries code denies (non-zero) and returns
-// the patch that adds their answers, built by errorResponse, to the
-// response's list named field. A list left empty is answered locally.
-func strip[Q any](req kmsg.Request, list *[]Q, field string, code func(*Q) int16, v *verdict) {
-	var kept []Q
-	byCode := map[int16][]Q{}
-	var order []int16
-	for i := range *list {
-		c := code(&(*list)[i])
-		if c == 0 {
-			kept = append(kept, (*list)[i])
-			continue
-		}
-		if _, ok := byCode[c]; !ok {
-			order = append(order, c)
-		}
-		byCode[c] = append(byCode[c], (*list)[i])
-	}
-	if len(order) == 0 {
-		return
-	}
-	var answers []kmsg.Response
-	for _, c := range order {
-		*list = byCode[c]
-		answers = append(answers, answer.ErrorResponse(req, c))
-	}
-	*list = kept
-	v.stripped, v.empty = true, len(kept) == 0
-	v.add(func(resp kmsg.Response) {
-		dst := reflect.ValueOf(resp).Elem().FieldByName(field)
-		for _, a := range answers {
-			dst.Set(reflect.AppendSlice(dst, reflect.ValueOf(a).Elem().FieldByName(field)))
-		}
-	})
-}
-
-// group and txn codes: 0 when allowed.
-func (g guard) groupCode(op kmsg.ACLOperation, group string) int16 {
-	if g.allowed(op, kmsg.ACLResourceTypeGroup, group) {
-		return 0
-	}
-	return kerr.GroupAuthorizationFailed.Code
-}
-
-func (g guard) txnCode(id string) int16 {
-	if g.allowed(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, id) {
-		return 0
-	}
-	return kerr.TransactionalIDAuthorizationFailed.Code
-}
-
-func (g guard) topicCode(op kmsg.ACLOperation, topic string) int16 {
-	if g.allowed(op, kmsg.ACLResourceTypeTopic, topic) {
-		return 0
-	}
-	return kerr.TopicAuthorizationFailed.Code
-}
-
-func (g guard) clusterCode(op kmsg.ACLOperation) int16 {
-	if g.cluster(op) {
-		return 0
-	}
-	return kerr.ClusterAuthorizationFailed.Code
-}
-
-// first returns the first non-zero code.
-func first(codes ...func() int16) int16 {
-	for _, c := range codes {
-		if code := c(); code != 0 {
-			return code
-		}
-	}
-	return 0
 }
