@@ -181,6 +181,17 @@ func TestTopicAdminRules(t *testing.T) {
 		{name: "v6 by id denied", rule: DeleteTopics, grants: []grant{{topicT, "t1", del}}, req: deleteV6,
 			kept: []string{"t1"}},
 	})
+	// The id entries are unnamed: check them here.
+	del6 := deleteV6().(*kmsg.DeleteTopicsRequest)
+	var v Verdict
+	DeleteTopics(guardOf(kmsg.DeleteTopics, grant{topicT, "t1", del}), del6, &v)
+	if len(del6.Topics) != 2 || del6.Topics[0].Topic == nil || *del6.Topics[0].Topic != "t1" || del6.Topics[1].TopicID[0] != 99 {
+		t.Errorf("v6: left %+v, want t1 by name and the unknown id", del6.Topics)
+	}
+	resp := brokerAnswer(del6, &v).(*kmsg.DeleteTopicsResponse)
+	if n := len(resp.Topics); n != 3 || resp.Topics[2].TopicID[0] != 1 || resp.Topics[2].ErrorCode != topicDenied {
+		t.Errorf("v6 answer %+v, want the id of byid denied last", resp.Topics)
+	}
 	configs := func(key kmsg.Key) func() kmsg.Request {
 		return func() kmsg.Request {
 			switch r := kmsg.RequestForKey(int16(key)).(type) {
