@@ -1,4 +1,4 @@
-package apis
+package local
 
 import (
 	"context"
@@ -34,27 +34,18 @@ func scramMechanismNumber(name string) int8 {
 	return 0
 }
 
-func (d *Dispatcher) beginDescribeSCRAM(ctx context.Context, _ uint64, h Header, req kmsg.Request, _ []byte) (op, Reply, error) {
-	r, err := d.answerDescribeSCRAM(ctx, h, req.(*kmsg.DescribeUserSCRAMCredentialsRequest))
-	return nil, r, err
-}
-
-func (d *Dispatcher) beginAlterSCRAM(ctx context.Context, _ uint64, h Header, req kmsg.Request, _ []byte) (op, Reply, error) {
-	r, err := d.answerAlterSCRAM(ctx, h, req.(*kmsg.AlterUserSCRAMCredentialsRequest))
-	return nil, r, err
-}
-
-func (d *Dispatcher) answerDescribeSCRAM(ctx context.Context, h Header, req *kmsg.DescribeUserSCRAMCredentialsRequest) (Reply, error) {
+// DescribeSCRAM answers DescribeUserScramCredentials from admin (nil: no
+// credential store).
+func DescribeSCRAM(ctx context.Context, admin SCRAMAdmin, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := kmsg.NewPtrDescribeUserSCRAMCredentialsResponse()
-	resp.Version = h.Version
-	admin := d.cfg.SCRAM
+	resp.Version = req.Version
 	switch {
 	case admin == nil:
 		resp.ErrorCode, resp.ErrorMessage = kerr.UnsupportedVersion.Code, kmsg.StringPtr("no credential store")
-		return Reply{Body: resp.AppendTo(nil)}, nil
+		return resp
 	case !admin.Allowed(ctx):
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-		return Reply{Body: resp.AppendTo(nil)}, nil
+		return resp
 	}
 	byName := map[string]credstore.User{}
 	users := admin.Users()
@@ -75,7 +66,7 @@ func (d *Dispatcher) answerDescribeSCRAM(ctx context.Context, h Header, req *kms
 		for _, u := range users {
 			resp.Results = append(resp.Results, result(u))
 		}
-		return Reply{Body: resp.AppendTo(nil)}, nil
+		return resp
 	}
 	seen := map[string]int{}
 	for _, ru := range req.Users {
@@ -94,11 +85,13 @@ func (d *Dispatcher) answerDescribeSCRAM(ctx context.Context, h Header, req *kms
 		}
 		resp.Results = append(resp.Results, r)
 	}
-	return Reply{Body: resp.AppendTo(nil)}, nil
+	return resp
 }
 
-func (d *Dispatcher) answerAlterSCRAM(ctx context.Context, h Header, req *kmsg.AlterUserSCRAMCredentialsRequest) (Reply, error) {
-	b := &alterBatch{admin: d.cfg.SCRAM, count: map[[2]string]int{}, results: map[string]kmsg.AlterUserSCRAMCredentialsResponseResult{}}
+// AlterSCRAM answers AlterUserScramCredentials, changing admin's
+// credentials (nil: no credential store).
+func AlterSCRAM(ctx context.Context, admin SCRAMAdmin, req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
+	b := &alterBatch{admin: admin, count: map[[2]string]int{}, results: map[string]kmsg.AlterUserSCRAMCredentialsResponseResult{}}
 	b.allowed = b.admin != nil && b.admin.Allowed(ctx)
 	for _, del := range req.Deletions {
 		b.count[[2]string{del.Name, scramMechanisms[del.Mechanism]}]++
@@ -113,11 +106,11 @@ func (d *Dispatcher) answerAlterSCRAM(ctx context.Context, h Header, req *kmsg.A
 		b.upsert(ctx, up)
 	}
 	resp := kmsg.NewPtrAlterUserSCRAMCredentialsResponse()
-	resp.Version = h.Version
+	resp.Version = req.Version
 	for _, u := range b.order {
 		resp.Results = append(resp.Results, b.results[u])
 	}
-	return Reply{Body: resp.AppendTo(nil)}, nil
+	return resp
 }
 
 // alterBatch is one AlterUserScramCredentials request: Kafka answers once
