@@ -42,7 +42,7 @@ type Config struct {
 	AutoCreateTopics  bool
 	DefaultPartitions int32
 	// SCRAM answers DescribeUserScramCredentials and
-	// AlterUserScramCredentials (scramusers.go); nil: not served.
+	// AlterUserScramCredentials (package local); nil: not served.
 	SCRAM SCRAMAdmin
 	// AutoCreateWait bounds how long Metadata waits for a created topic to
 	// appear in the routing table (default 5s).

@@ -72,7 +72,7 @@ type authMode uint8
 
 const (
 	authUnset        authMode = iota // no choice made: refused by TestEveryRowHasAuth
-	authRule                         // auth.rule decides the decoded request (authreq.go)
+	authRule                         // auth.rule decides the decoded request (authorized.go)
 	authPerPartition                 // the handler decides per partition, topic or entry as it splits or answers (topicCheck, metadataDenied, aclOp)
 	authNone                         // Kafka authorizes nothing of this API (ApiVersions, SASL)
 )
@@ -89,7 +89,8 @@ var (
 	noAuth       = auth{mode: authNone}
 )
 
-// refusal is Kafka's answer to a refused request of one API (refusals.go).
+// refusal is Kafka's answer to a refused request of one API (refuse, in
+// refusals.go; the builders are package answer's).
 type refusal struct {
 	// denied is the code of a request the principal may not make, as
 	// Kafka's broker answers it (KafkaApis; the operations-and-resources
@@ -117,7 +118,7 @@ type refusal struct {
 //
 // Adding an API is one row here plus one handler file: the row names the
 // kind; the handler (begin, or serve to get the request decoded once and
-// authorized by a rule); auth (byRule with a rule in authrules.go,
+// authorized by a rule); auth (byRule with a rule of package authrule,
 // perPartition when the handler checks each partition with topicCheck,
 // or noAuth); route and hold when the request goes to one broker or may be
 // held; repeatable when a repeat has no effect; and the refusal codes (the
