@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/proxy/authz"
@@ -120,6 +121,7 @@ type Dispatcher struct {
 	fetchPool   sync.Pool // *fetchOp
 	eng         split.Env // what the split engine shares across calls
 
+	authEnv  authrule.Env // what every guard shares (session.go)
 	anonOnce sync.Once
 	anon     *authz.Session
 
@@ -170,6 +172,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		now: cfg.Now, policy: cfg.Retry, m: m, rnd: cfg.Rand, bufs: cfg.Bufs,
 	}
 	d.pg = newProduceGuard(cfg)
+	d.authEnv = authrule.Env{Recorder: cfg.AuthzRecorder, Names: (*idNames)(d)}
 	crand.Read(d.secret[:]) // never fails (Go 1.24+)
 	d.eng = split.Env{
 		Routes: d.routes, Sender: d.sender, Log: d.log, Now: d.now, Backoff: d.backoff, Metrics: m, Bufs: d.bufs,

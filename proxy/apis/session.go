@@ -40,7 +40,7 @@ func (d *Dispatcher) guard(ctx context.Context, key int16) authrule.Guard {
 	if a := d.cfg.Authorizer; a != nil && a.Enabled() {
 		s = d.session(ctx, a)
 	}
-	return authrule.NewGuard(ctx, key, s, d.cfg.AuthzRecorder, (*idNames)(d))
+	return authrule.NewGuard(ctx, key, s, &d.authEnv)
 }
 
 // topicCheck authorizes op on the topics of one partition-split request.
@@ -48,8 +48,8 @@ func (d *Dispatcher) topicCheck(ctx context.Context, key int16, op kmsg.ACLOpera
 	return authrule.NewTopicCheck(d.guard(ctx, key), op)
 }
 
-// idNames is the Dispatcher as authrule.Names: a pointer conversion, so a
-// guard costs no allocation.
+// idNames is the Dispatcher as authrule.Names (Dispatcher.authEnv): a
+// pointer conversion, keeping TopicName out of the Dispatcher's methods.
 type idNames Dispatcher
 
 func (n *idNames) TopicName(id [16]byte) (string, bool) {

@@ -56,7 +56,7 @@ func guardOf(key kmsg.Key, grants ...grant) Guard {
 		})
 	}
 	a.Update(bs)
-	return NewGuard(context.Background(), int16(key), a.Session(principalName, "127.0.0.1", "PLAINTEXT"), nil, names{})
+	return NewGuard(context.Background(), int16(key), a.Session(principalName, "127.0.0.1", "PLAINTEXT"), &Env{Names: names{}})
 }
 
 // entryName is the name of an entry of a request or response list: its
