@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -148,5 +147,3 @@ func brokerAnswer(req kmsg.Request, v *Verdict) kmsg.Response {
 	}
 	return resp
 }
-
-func sorted(s []string) []string { return slices.Sorted(slices.Values(s)) }
