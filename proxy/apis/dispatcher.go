@@ -121,7 +121,7 @@ type Dispatcher struct {
 	fetchPool   sync.Pool // *fetchOp
 	eng         split.Env // what the split engine shares across calls
 
-	authEnv  authrule.Env // what every guard shares (session.go)
+	authEnv  authrule.Env // what every guard shares (authorized.go)
 	anonOnce sync.Once
 	anon     *authz.Session
 

@@ -90,7 +90,7 @@ var (
 )
 
 // refusal is Kafka's answer to a refused request of one API (refuse, in
-// refusals.go; the builders are package answer's).
+// this file; the builders are package answer's).
 type refusal struct {
 	// denied is the code of a request the principal may not make, as
 	// Kafka's broker answers it (KafkaApis; the operations-and-resources
@@ -210,7 +210,7 @@ func rows() map[kmsg.Key]api {
 		kmsg.ListGroups: {kind: kindFanOut, serve: (*Dispatcher).beginListGroups, auth: byRule(authrule.ListGroups), repeatable: true,
 			refusal: refusal{filtered: true}},
 
-		// Sent to any broker, by rendezvous on route (admin.go).
+		// Sent to any broker, by rendezvous on route (forward.go: beginAdmin).
 		kmsg.DeleteTopics: {kind: kindAny, serve: admin, auth: byRule(authrule.DeleteTopics), hold: convergeHold,
 			refusal: refusal{denied: kerr.TopicAuthorizationFailed.Code, answer: answer.Renamed("Topics", "TopicNames")}}, // TopicNames before v6
 		kmsg.CreateTopics: {kind: kindAny, serve: admin, auth: byRule(authrule.CreateTopics), hold: convergeHold, refusal: topic,
@@ -254,3 +254,16 @@ func staticTable() *vtable {
 
 // served reports whether the row has a handler.
 func (a *api) served() bool { return a.begin != nil || a.serve != nil }
+
+// refuse builds req's response refusing everything it asks about with
+// code, as the API's row says (table.go): through its own builder when the
+// response names its entries differently from the request, else
+// errorResponse.
+func refuse(req kmsg.Request, code int16) kmsg.Response {
+	if k := req.Key(); k >= 0 && int(k) < numKeys {
+		if a := apiTable[k].refusal.answer; a != nil {
+			return a(req, code)
+		}
+	}
+	return answer.ErrorResponse(req, code)
+}
