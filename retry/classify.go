@@ -13,7 +13,6 @@ import (
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Class is what a request outcome means for retrying.
@@ -46,37 +45,20 @@ func (c Class) String() string {
 	return "unknown"
 }
 
-// repeatable lists APIs for which repeating an attempt that may have been
-// processed has no further effect (reads, and Heartbeat): for them a timeout
-// is Definite, not Ambiguous. OffsetCommit is not here: a late repeat could
-// overwrite a newer commit the client made meanwhile.
-var repeatable = map[kmsg.Key]bool{
-	kmsg.Fetch:                 true,
-	kmsg.ListOffsets:           true,
-	kmsg.Metadata:              true,
-	kmsg.OffsetFetch:           true,
-	kmsg.FindCoordinator:       true,
-	kmsg.Heartbeat:             true,
-	kmsg.DescribeGroups:        true,
-	kmsg.ListGroups:            true,
-	kmsg.ApiVersions:           true,
-	kmsg.OffsetForLeaderEpoch:  true,
-	kmsg.DescribeConfigs:       true,
-	kmsg.DescribeCluster:       true,
-	kmsg.DescribeProducers:     true,
-	kmsg.ConsumerGroupDescribe: true,
-}
-
-// Classify says what a Kafka error code in a response to apiKey means for
-// retrying. It is a pure function of the table below:
+// Classify says what a Kafka error code in a response to a request means for
+// retrying. repeatable is the caller's word that repeating an attempt that
+// may have been processed has no further effect for the request's API
+// (reads, and Heartbeat; not OffsetCommit: a late repeat could overwrite a
+// newer commit): the row of the API in the proxy's table says it, so this
+// package names no API. It is a pure function of the table below:
 //
 //   - NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, NOT_COORDINATOR,
 //     COORDINATOR_NOT_AVAILABLE, NOT_CONTROLLER: the broker refused before
 //     doing anything (a stub broker checks ownership first): Definite.
 //   - REQUEST_TIMED_OUT, NETWORK_EXCEPTION, KAFKA_STORAGE_ERROR: the write
 //     may have been committed (a fenced commit can time out after it
-//     applied): Ambiguous for APIs that change state (Produce, OffsetCommit,
-//     JoinGroup, ...), Definite for repeatable ones (Fetch, ListOffsets,
+//     applied): Ambiguous when not repeatable (Produce, OffsetCommit,
+//     JoinGroup, ...), Definite when repeatable (Fetch, ListOffsets,
 //     Metadata, OffsetFetch, Heartbeat, ...).
 //   - UNKNOWN_LEADER_EPOCH (the client's epoch is newer than the owner's)
 //     and FENCED_LEADER_EPOCH (older): Final. Only the owner answers either,
@@ -91,8 +73,7 @@ var repeatable = map[kmsg.Key]bool{
 //     coordinator, so a retry that avoids it would only bounce off
 //     NOT_COORDINATOR; clients retry it after their own backoff.
 //   - Every other code: Final.
-func Classify(apiKey int16, code int16) Class {
-	key := kmsg.Key(apiKey)
+func Classify(code int16, repeatable bool) Class {
 	switch code {
 	case 0:
 		return Done
@@ -101,7 +82,7 @@ func Classify(apiKey int16, code int16) Class {
 		kerr.NotController.Code:
 		return Definite
 	case kerr.RequestTimedOut.Code, kerr.NetworkException.Code, kerr.KafkaStorageError.Code:
-		if repeatable[key] {
+		if repeatable {
 			return Definite
 		}
 		return Ambiguous
@@ -109,7 +90,7 @@ func Classify(apiKey int16, code int16) Class {
 	return Final
 }
 
-// retriedCodes are the codes Classify can call Definite, for some API.
+// retriedCodes are the codes Classify can call Definite, for some request.
 var retriedCodes = []int16{
 	kerr.NotLeaderForPartition.Code, kerr.LeaderNotAvailable.Code,
 	kerr.NotCoordinator.Code, kerr.CoordinatorNotAvailable.Code,
@@ -118,7 +99,7 @@ var retriedCodes = []int16{
 }
 
 // RetriedCodes returns every Kafka error code that Classify calls Definite
-// for at least one API: the codes a retry can be counted under, so that
+// for repeatable requests (a superset of those of other requests): the codes a retry can be counted under, so that
 // metrics can export them at zero before the first retry.
 func RetriedCodes() []int16 { return append([]int16(nil), retriedCodes...) }
 

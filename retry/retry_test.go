@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// TestClassify covers every code the package names, for a write (Produce),
-// reads (Fetch, ListOffsets, OffsetForLeaderEpoch, Metadata, OffsetFetch),
-// group writes (OffsetCommit, JoinGroup, SyncGroup), Heartbeat and an admin
-// API (CreateTopics).
+// TestClassify covers every code the package names, for a request that
+// changes state (Produce, OffsetCommit, JoinGroup, SyncGroup, CreateTopics
+// in the proxy's table) and a repeatable one (Fetch, ListOffsets,
+// OffsetForLeaderEpoch, Metadata, OffsetFetch, Heartbeat); which API is
+// which is the table's, checked in proxy/apis (TestRepeatableRows).
 func TestClassify(t *testing.T) {
 	const (
 		D = Done
@@ -24,42 +24,36 @@ func TestClassify(t *testing.T) {
 		A = Ambiguous
 		F = Final
 	)
-	apis := []kmsg.Key{kmsg.Produce, kmsg.Fetch, kmsg.ListOffsets, kmsg.OffsetForLeaderEpoch, kmsg.Metadata,
-		kmsg.OffsetFetch, kmsg.OffsetCommit, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.CreateTopics}
 	cases := []struct {
 		err  *kerr.Error // nil: no error
-		want []Class     // one per api, in the order above
+		want [2]Class    // not repeatable, repeatable
 	}{
-		//                              Prod Fetch LO OFLE Meta OFet OCom Join Sync HB Create
-		{nil, []Class{D, D, D, D, D, D, D, D, D, D, D}},
-		{kerr.NotLeaderForPartition, []Class{R, R, R, R, R, R, R, R, R, R, R}},
-		{kerr.LeaderNotAvailable, []Class{R, R, R, R, R, R, R, R, R, R, R}},
-		{kerr.NotCoordinator, []Class{R, R, R, R, R, R, R, R, R, R, R}},
-		{kerr.CoordinatorNotAvailable, []Class{R, R, R, R, R, R, R, R, R, R, R}},
-		{kerr.NotController, []Class{R, R, R, R, R, R, R, R, R, R, R}},
-		{kerr.RequestTimedOut, []Class{A, R, R, R, R, R, A, A, A, R, A}},
-		{kerr.NetworkException, []Class{A, R, R, R, R, R, A, A, A, R, A}},
-		{kerr.KafkaStorageError, []Class{A, R, R, R, R, R, A, A, A, R, A}},
-		{kerr.UnknownLeaderEpoch, []Class{F, F, F, F, F, F, F, F, F, F, F}},
-		{kerr.FencedLeaderEpoch, []Class{F, F, F, F, F, F, F, F, F, F, F}},
-		{kerr.UnknownTopicOrPartition, []Class{F, F, F, F, F, F, F, F, F, F, F}},
-		{kerr.CoordinatorLoadInProgress, []Class{F, F, F, F, F, F, F, F, F, F, F}},
-		{kerr.CorruptMessage, []Class{F, F, F, F, F, F, F, F, F, F, F}},
-		{kerr.UnknownServerError, []Class{F, F, F, F, F, F, F, F, F, F, F}},
-		{kerr.NotEnoughReplicas, []Class{F, F, F, F, F, F, F, F, F, F, F}},
+		{nil, [2]Class{D, D}},
+		{kerr.NotLeaderForPartition, [2]Class{R, R}},
+		{kerr.LeaderNotAvailable, [2]Class{R, R}},
+		{kerr.NotCoordinator, [2]Class{R, R}},
+		{kerr.CoordinatorNotAvailable, [2]Class{R, R}},
+		{kerr.NotController, [2]Class{R, R}},
+		{kerr.RequestTimedOut, [2]Class{A, R}},
+		{kerr.NetworkException, [2]Class{A, R}},
+		{kerr.KafkaStorageError, [2]Class{A, R}},
+		{kerr.UnknownLeaderEpoch, [2]Class{F, F}},
+		{kerr.FencedLeaderEpoch, [2]Class{F, F}},
+		{kerr.UnknownTopicOrPartition, [2]Class{F, F}},
+		{kerr.CoordinatorLoadInProgress, [2]Class{F, F}},
+		{kerr.CorruptMessage, [2]Class{F, F}},
+		{kerr.UnknownServerError, [2]Class{F, F}},
+		{kerr.NotEnoughReplicas, [2]Class{F, F}},
 	}
 	for _, c := range cases {
-		if len(c.want) != len(apis) {
-			t.Fatalf("row %v has %d classes for %d apis", c.err, len(c.want), len(apis))
-		}
 		var code int16
 		name := "NONE"
 		if c.err != nil {
 			code, name = c.err.Code, c.err.Message
 		}
-		for i, api := range apis {
-			if got := Classify(int16(api), code); got != c.want[i] {
-				t.Errorf("Classify(%s, %s) = %v, want %v", api.Name(), name, got, c.want[i])
+		for i, repeatable := range []bool{false, true} {
+			if got := Classify(code, repeatable); got != c.want[i] {
+				t.Errorf("Classify(%s, repeatable %v) = %v, want %v", name, repeatable, got, c.want[i])
 			}
 		}
 	}
@@ -217,8 +211,8 @@ func TestWait(t *testing.T) {
 	}
 }
 
-// TestRetriedCodes checks RetriedCodes against Classify over every code and
-// API kmsg knows: a code is listed exactly when some API retries it.
+// TestRetriedCodes checks RetriedCodes against Classify over every code,
+// repeatable or not: a code is listed exactly when some request retries it.
 func TestRetriedCodes(t *testing.T) {
 	listed := map[int16]bool{}
 	for _, c := range RetriedCodes() {
@@ -226,11 +220,11 @@ func TestRetriedCodes(t *testing.T) {
 	}
 	for code := int16(-1); code < 200; code++ {
 		definite := false
-		for key := int16(0); key <= kmsg.MaxKey; key++ {
-			definite = definite || Classify(key, code) == Definite
+		for _, repeatable := range []bool{false, true} {
+			definite = definite || Classify(code, repeatable) == Definite
 		}
 		if definite != listed[code] {
-			t.Errorf("code %d (%v): Classify says Definite for some API = %v, RetriedCodes lists it = %v",
+			t.Errorf("code %d (%v): Classify says Definite for some request = %v, RetriedCodes lists it = %v",
 				code, kerr.ErrorForCode(code), definite, listed[code])
 		}
 	}

@@ -16,8 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
-
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
 // TestDevSecurePlaintextOnlyProducesAndConsumes runs `kproxy dev --secure`:
@@ -28,33 +26,7 @@ func TestDevSecurePlaintextOnlyProducesAndConsumes(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	var out testrig.SyncBuffer
-	app := newApp()
-	app.Writer = &out
-	done := make(chan error, 1)
-	go func() {
-		done <- app.RunContext(runCtx, []string{"kproxy", "dev", "--secure", "--brokers", "1", "--data-dir", dir,
-			"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--secure-listen", "127.0.0.1:0", "--log-level", "warn"})
-	}()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("dev: %v", err)
-		}
-	}()
-	line := regexp.MustCompile(`(?s)bootstrap:\s+(\S+).*kcat -F \S+ -b (\S+) -L`)
-	var m []string
-	for deadline := time.Now().Add(60 * time.Second); m == nil; m = line.FindStringSubmatch(out.String()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no addresses in the output:\n%s", out.String())
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("dev exited: %v\n%s", err, out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	m, _ := runDevSecure(t, ctx, dir, regexp.MustCompile(`(?s)bootstrap:\s+(\S+).*kcat -F \S+ -b (\S+) -L`))
 	plain, secure := m[1], m[2]
 	admin := devAdminClient(t, dir, secure)
 	if _, err := admin.CreateTopic(ctx, 1, 1, nil, "payroll"); err != nil {

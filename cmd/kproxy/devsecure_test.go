@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
 // TestDevSecureWithKcat runs `kproxy dev --secure` and uses the kcat line
@@ -24,33 +22,7 @@ func TestDevSecureWithKcat(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	var out testrig.SyncBuffer
-	app := newApp()
-	app.Writer = &out
-	done := make(chan error, 1)
-	go func() {
-		done <- app.RunContext(runCtx, []string{"kproxy", "dev", "--secure", "--brokers", "1", "--data-dir", dir,
-			"--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--secure-listen", "127.0.0.1:0", "--log-level", "warn"})
-	}()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("dev: %v", err)
-		}
-	}()
-	line := regexp.MustCompile(`kcat -F (\S+) -b (\S+) -L`)
-	var m []string
-	for deadline := time.Now().Add(60 * time.Second); m == nil; m = line.FindStringSubmatch(out.String()) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no kcat line in the output:\n%s", out.String())
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("dev exited: %v\n%s", err, out.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	m, printed := runDevSecure(t, ctx, dir, regexp.MustCompile(`kcat -F (\S+) -b (\S+) -L`))
 	props, addr := m[1], m[2]
 	if props != filepath.Join(dir, "client.properties") {
 		t.Errorf("client.properties at %s, want in the data dir %s", props, dir)
@@ -81,7 +53,7 @@ func TestDevSecureWithKcat(t *testing.T) {
 	if got := kcat("", "-C", "-t", "devsecure", "-c", "1", "-e", "-o", "beginning"); !strings.Contains(got, "hello") {
 		t.Fatalf("kcat -C read %q, want hello", got)
 	}
-	checkDevACLs(ctx, t, out.String(), dir, addr)
+	checkDevACLs(ctx, t, printed, dir, addr)
 }
 
 // checkDevACLs: on the secure listener a user other than the admin is

@@ -7,6 +7,13 @@
 // framing and response ordering belong to package proxy; pooled broker
 // connections belong to package upstream.
 //
+// The table's row of an API is everything the proxy knows of it (kind,
+// handler, auth rule, routing key, hold, repeatable, refusal codes); the
+// packages below this one hold what the rows name and import nothing above
+// them: split (the engine), authrule (the auth rules and guards), local
+// (ACL, SCRAM and quota answers from the proxy's stores), answer (responses
+// built by reflection) and recordcheck (produce record checks).
+//
 // Ordering: a client may pipeline several produce requests for one partition
 // (idempotent producers do). The proxy keeps their order by sending every
 // request's first attempt from Begin, which the connection calls in the order

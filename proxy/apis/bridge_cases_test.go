@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
+	"github.com/kproxy/kproxy/proxy/apis/answer"
 )
 
 // The per-API cases of the bridge tests (bridge_test.go): a request with
@@ -166,7 +167,7 @@ var bridgeCases = []bridgeCase{
 			return r
 		},
 		answer: func(req kmsg.Request) kmsg.Response {
-			resp := errorResponse(req, 0).(*kmsg.OffsetCommitResponse)
+			resp := answer.ErrorResponse(req, 0).(*kmsg.OffsetCommitResponse)
 			resp.Topics[0].Partitions[0].ErrorCode = kerr.OffsetMetadataTooLarge.Code
 			resp.ThrottleMillis = 4
 			return resp

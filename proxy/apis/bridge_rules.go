@@ -1,6 +1,7 @@
 package apis
 
 import (
+	"github.com/kproxy/kproxy/proxy/apis/answer"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -84,7 +85,7 @@ func offsetFetchAnswer(resp kmsg.Response, req kmsg.Request) {
 	if q.Version >= 2 || r.ErrorCode == 0 {
 		return
 	}
-	r.Topics = errorResponse(q, r.ErrorCode).(*kmsg.OffsetFetchResponse).Topics
+	r.Topics = answer.ErrorResponse(q, r.ErrorCode).(*kmsg.OffsetFetchResponse).Topics
 }
 
 // instanceCarries: group.instance.id (SyncGroup, Heartbeat) needs since+.

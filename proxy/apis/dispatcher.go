@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/proxy/security/authz"
@@ -42,7 +43,7 @@ type Config struct {
 	AutoCreateTopics  bool
 	DefaultPartitions int32
 	// SCRAM answers DescribeUserScramCredentials and
-	// AlterUserScramCredentials (scramusers.go); nil: not served.
+	// AlterUserScramCredentials (package local); nil: not served.
 	SCRAM SCRAMAdmin
 	// AutoCreateWait bounds how long Metadata waits for a created topic to
 	// appear in the routing table (default 5s).
@@ -120,6 +121,7 @@ type Dispatcher struct {
 	fetchPool   sync.Pool // *fetchOp
 	eng         split.Env // what the split engine shares across calls
 
+	authEnv  authrule.Env // what every guard shares (authorized.go)
 	anonOnce sync.Once
 	anon     *authz.Session
 
@@ -170,10 +172,12 @@ func New(cfg Config) (*Dispatcher, error) {
 		now: cfg.Now, policy: cfg.Retry, m: m, rnd: cfg.Rand, bufs: cfg.Bufs,
 	}
 	d.pg = newProduceGuard(cfg)
+	d.authEnv = authrule.Env{Recorder: cfg.AuthzRecorder, Names: (*idNames)(d)}
 	crand.Read(d.secret[:]) // never fails (Go 1.24+)
 	d.eng = split.Env{
 		Routes: d.routes, Sender: d.sender, Log: d.log, Now: d.now, Backoff: d.backoff, Metrics: m, Bufs: d.bufs,
 		ClientZone: d.clientZone,
+		Repeatable: repeatable,
 	}
 	d.vers = newVersions(d)
 	d.eng.Version = d.brokerVersion
@@ -229,13 +233,17 @@ func (d *Dispatcher) Begin(ctx context.Context, conn uint64, h Header, body []by
 		c.reply, c.err = d.unsupported(h, body)
 		return c
 	}
-	begin := apiTable[h.Key].begin // Supported: h.Key is in the table's range
-	if begin == nil {
+	a := &apiTable[h.Key] // Supported: h.Key is in the table's range
+	var err error
+	switch {
+	case a.begin != nil:
+		c.op, c.reply, err = a.begin(d, ctx, conn, h, body)
+	case a.serve != nil:
+		c.op, c.reply, err = d.serveDecoded(ctx, conn, h, body, a)
+	default:
 		c.err = fmt.Errorf("no handler for %s v%d", kmsg.NameForKey(h.Key), h.Version)
 		return c
 	}
-	var err error
-	c.op, c.reply, err = d.authorizedBegin(ctx, conn, h, body, begin)
 	if err != nil {
 		c.err = fmt.Errorf("%s v%d: %w", kmsg.NameForKey(h.Key), h.Version, err)
 	}

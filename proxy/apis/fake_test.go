@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/answer"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/retry"
@@ -277,7 +278,7 @@ func (f *fakeSender) okResponse(broker int32, req kmsg.Request) kmsg.Response {
 	}
 	// Everything else: mirror the request with no errors, and mark
 	// group answers with the broker that gave them.
-	resp := errorResponse(req, 0)
+	resp := answer.ErrorResponse(req, 0)
 	if dg, ok := resp.(*kmsg.DescribeGroupsResponse); ok {
 		for i := range dg.Groups {
 			dg.Groups[i].State = fmt.Sprintf("b%d", broker)

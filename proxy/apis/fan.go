@@ -2,7 +2,6 @@ package apis
 
 import (
 	"context"
-	"fmt"
 	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -29,12 +28,9 @@ type listGroupsOp struct {
 // internal marker the adapter resolves, never sent to a client.
 const unroutable int16 = math.MinInt16
 
-func (d *Dispatcher) beginListGroups(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
-	req := kmsg.NewPtrListGroupsRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
-	}
+// beginListGroups forwards the request as the client encoded it; it was
+// decoded (serveDecoded) only to be checked and authorized.
+func (d *Dispatcher) beginListGroups(ctx context.Context, conn uint64, h Header, _ kmsg.Request, body []byte) (op, Reply, error) {
 	o := &listGroupsOp{}
 	s := &o.s
 	s.Init(&d.eng, o, split.Request{

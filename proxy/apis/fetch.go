@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/retry"
@@ -108,11 +109,11 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 
 // fetchCheck is Kafka's: Read on each topic for a consumer; a follower
 // (a replica id) needs ClusterAction, or every partition is refused.
-func fetchCheck(ctx context.Context, d *Dispatcher, req *kmsg.FetchRequest) *topicCheck {
+func fetchCheck(ctx context.Context, d *Dispatcher, req *kmsg.FetchRequest) *authrule.TopicCheck {
 	chk := d.topicCheck(ctx, int16(kmsg.Fetch), kmsg.ACLOperationRead)
 	follower := req.ReplicaID >= 0 || req.ReplicaState.ID >= 0
-	if follower && chk.g.on() && !chk.g.cluster(kmsg.ACLOperationClusterAction) {
-		chk.all = kerr.TopicAuthorizationFailed.Code
+	if follower && chk.Guard().On() && !chk.Guard().Cluster(kmsg.ACLOperationClusterAction) {
+		chk.RefuseAll(kerr.TopicAuthorizationFailed.Code)
 	}
 	return chk
 }

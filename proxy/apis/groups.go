@@ -16,12 +16,7 @@ import (
 // is split per coordinator and merged in the client's order (groupList);
 // ListGroups asks every live broker (fan.go).
 
-func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
-	req := kmsg.RequestForKey(h.Key)
-	req.SetVersion(h.Version)
-	if err := req.(kmsg.UnsafeReadFrom).UnsafeReadFrom(body); err != nil {
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
-	}
+func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, req kmsg.Request, body []byte) (op, Reply, error) {
 	var gl interface {
 		split.Adapter
 		op
@@ -62,7 +57,7 @@ func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, body
 			})
 	case *kmsg.OffsetFetchRequest:
 		if h.Version < 8 {
-			return d.forward(ctx, conn, h, req, body, r.Group, true)
+			return d.forward(ctx, conn, h, req, body, apiTable[h.Key].route(req), true)
 		}
 		gl = newGroupList(r, &r.Groups, func(g *kmsg.OffsetFetchRequestGroup) string { return g.Group },
 			func(x kmsg.Response) *[]kmsg.OffsetFetchResponseGroup { return &x.(*kmsg.OffsetFetchResponse).Groups },
@@ -73,11 +68,11 @@ func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, body
 				return g
 			})
 	default:
-		group, ok := groupOf(req)
-		if !ok {
+		route := apiTable[h.Key].route
+		if route == nil {
 			return nil, Reply{}, fmt.Errorf("no group in %T", req)
 		}
-		return d.forward(ctx, conn, h, req, body, group, true)
+		return d.forward(ctx, conn, h, req, body, route(req), true)
 	}
 	gl.sp().Init(&d.eng, gl, split.Request{
 		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: body, Deadline: d.budget(0),
@@ -90,29 +85,6 @@ func (d *Dispatcher) beginGroup(ctx context.Context, conn uint64, h Header, body
 }
 
 func strName(s *string) string { return *s }
-
-// groupOf returns the group of a request for one group.
-func groupOf(req kmsg.Request) (string, bool) {
-	switch r := req.(type) {
-	case *kmsg.JoinGroupRequest:
-		return r.Group, true
-	case *kmsg.SyncGroupRequest:
-		return r.Group, true
-	case *kmsg.HeartbeatRequest:
-		return r.Group, true
-	case *kmsg.LeaveGroupRequest:
-		return r.Group, true
-	case *kmsg.OffsetCommitRequest:
-		return r.Group, true
-	case *kmsg.TxnOffsetCommitRequest:
-		return r.Group, true
-	case *kmsg.OffsetDeleteRequest:
-		return r.Group, true
-	case *kmsg.ConsumerGroupHeartbeatRequest:
-		return r.Group, true
-	}
-	return "", false
-}
 
 // groupList adapts a request listing groups (request elements Q, response
 // elements R) to the split engine: items are groups, routed by coordinator.

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/answer"
 	"github.com/kproxy/kproxy/retry"
 )
 
@@ -151,7 +152,7 @@ func TestGroupRetryNotCoordinator(t *testing.T) {
 	d, f, rt := newTestDispatcher(t)
 	f.on(2, kmsg.JoinGroup, func(n int, req kmsg.Request) fakeReply {
 		rt.SetCoordinator("g1", 3) // the coordinator moved
-		resp := errorResponse(req, kerr.NotCoordinator.Code)
+		resp := answer.ErrorResponse(req, kerr.NotCoordinator.Code)
 		return fakeReply{resp: resp}
 	})
 	req := buildFor(int16(kmsg.JoinGroup), 9, []string{"g1"})
@@ -208,7 +209,7 @@ func TestGroupNoBroker(t *testing.T) {
 func TestOffsetFetchBatchedRetry(t *testing.T) {
 	d, f, rt := newTestDispatcher(t)
 	f.on(3, kmsg.OffsetFetch, func(n int, req kmsg.Request) fakeReply {
-		resp := errorResponse(req, 0).(*kmsg.OffsetFetchResponse)
+		resp := answer.ErrorResponse(req, 0).(*kmsg.OffsetFetchResponse)
 		for i := range resp.Groups {
 			resp.Groups[i].ErrorCode = kerr.NotCoordinator.Code
 			rt.SetCoordinator(resp.Groups[i].Group, 1)
@@ -253,7 +254,7 @@ func TestListGroupsFanOut(t *testing.T) {
 func TestListGroupsBrokerError(t *testing.T) {
 	d, f, _ := newTestDispatcher(t)
 	f.on(2, kmsg.ListGroups, func(_ int, req kmsg.Request) fakeReply {
-		return fakeReply{resp: errorResponse(req, kerr.CoordinatorLoadInProgress.Code)}
+		return fakeReply{resp: answer.ErrorResponse(req, kerr.CoordinatorLoadInProgress.Code)}
 	})
 	resp := roundTrip(t, d, kmsg.NewPtrListGroupsRequest()).(*kmsg.ListGroupsResponse)
 	if resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code {
@@ -268,7 +269,7 @@ func TestAdminRetryNotController(t *testing.T) {
 	req.Topics = []kmsg.CreateTopicsRequestTopic{{Topic: "new", NumPartitions: 3, ReplicationFactor: -1}}
 	first, _ := rt.AnyBroker("new", -1)
 	f.on(first, kmsg.CreateTopics, func(_ int, req kmsg.Request) fakeReply {
-		return fakeReply{resp: errorResponse(req, kerr.NotController.Code)}
+		return fakeReply{resp: answer.ErrorResponse(req, kerr.NotController.Code)}
 	})
 	resp := roundTrip(t, d, req).(*kmsg.CreateTopicsResponse)
 	creates := f.requests(kmsg.CreateTopics)
@@ -300,7 +301,7 @@ func TestGroupRefusalKeptWhenNoBrokerLeft(t *testing.T) {
 		for _, b := range []int32{1, 2, 3} {
 			rt.DeleteBroker(b)
 		}
-		return fakeReply{resp: errorResponse(req, kerr.NotCoordinator.Code)}
+		return fakeReply{resp: answer.ErrorResponse(req, kerr.NotCoordinator.Code)}
 	})
 	resp := roundTrip(t, d, buildFor(int16(kmsg.Heartbeat), 4, []string{"g1"})).(*kmsg.HeartbeatResponse)
 	if resp.ErrorCode != kerr.NotCoordinator.Code {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/answer"
 	"github.com/kproxy/kproxy/proxy/upstream"
 )
 
@@ -80,7 +81,7 @@ func (s *logSender) Send(_ context.Context, broker int32, _ uint64, ur upstream.
 	case *kmsg.ApiVersionsRequest:
 		return donePending{body: newFake(s.t).apiVersions(broker, r).AppendTo(nil)}, nil
 	}
-	return donePending{body: errorResponse(req, 0).AppendTo(nil)}, nil
+	return donePending{body: answer.ErrorResponse(req, 0).AppendTo(nil)}, nil
 }
 
 func (s *logSender) produce(r *kmsg.ProduceRequest) *kmsg.ProduceResponse {

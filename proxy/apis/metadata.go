@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -20,7 +21,7 @@ import (
 type metadataOp struct {
 	d       *Dispatcher
 	ep      endpoint // the client's listener's advertised address
-	g       guard
+	g       authrule.Guard
 	denied  map[string]int16 // named topics the principal may not see or create
 	req     *kmsg.MetadataRequest
 	pending Pending  // the CreateTopics sent to a broker
@@ -36,7 +37,7 @@ func (d *Dispatcher) beginMetadata(ctx context.Context, _ uint64, h Header, body
 	}
 	g := d.guard(ctx, h.Key)
 	missing := d.toCreate(req)
-	denied := g.metadataDenied(req, missing)
+	denied := g.MetadataDenied(req, missing)
 	missing = slices.DeleteFunc(missing, func(t string) bool { return denied[t] != 0 })
 	if len(missing) == 0 {
 		return nil, Reply{Body: d.metadataAnswer(d.endpoint(ctx), req, denied, g)}, nil
@@ -171,7 +172,7 @@ func (o *metadataOp) awaitTopics(ctx context.Context, failed map[string]int16) {
 // metadataAnswer encodes the Metadata response; failed holds error codes
 // for topics whose creation failed or is not visible yet.
 // Topics g may not describe are left out of an all-topics answer.
-func (d *Dispatcher) metadataAnswer(ep endpoint, req *kmsg.MetadataRequest, failed map[string]int16, g guard) []byte {
+func (d *Dispatcher) metadataAnswer(ep endpoint, req *kmsg.MetadataRequest, failed map[string]int16, g authrule.Guard) []byte {
 	resp := kmsg.NewPtrMetadataResponse()
 	resp.Version = req.Version
 	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: d.cfg.NodeID, Host: ep.host, Port: ep.port}}
@@ -183,7 +184,7 @@ func (d *Dispatcher) metadataAnswer(ep endpoint, req *kmsg.MetadataRequest, fail
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range d.routes.Topics() {
-			if g.describable(t.Name) {
+			if g.Describable(t.Name) {
 				resp.Topics = append(resp.Topics, d.topicMetadata(t, replicas))
 			}
 		}
@@ -192,7 +193,7 @@ func (d *Dispatcher) metadataAnswer(ep endpoint, req *kmsg.MetadataRequest, fail
 			resp.Topics = append(resp.Topics, d.requestedTopic(req.Version, rt, failed, replicas, g))
 		}
 	}
-	g.fillOperations(req, resp)
+	g.FillOperations(req, resp)
 	return resp.AppendTo(nil)
 }
 
@@ -201,7 +202,7 @@ func (d *Dispatcher) metadataAnswer(ep endpoint, req *kmsg.MetadataRequest, fail
 // Describe it answers TOPIC_AUTHORIZATION_FAILED with its id and no name
 // (Kafka's KafkaApis: ids are not secret, names are); an unknown id
 // answers UNKNOWN_TOPIC_ID.
-func (d *Dispatcher) requestedTopic(version int16, rt kmsg.MetadataRequestTopic, failed map[string]int16, replicas []int32, g guard) kmsg.MetadataResponseTopic {
+func (d *Dispatcher) requestedTopic(version int16, rt kmsg.MetadataRequestTopic, failed map[string]int16, replicas []int32, g authrule.Guard) kmsg.MetadataResponseTopic {
 	out := kmsg.NewMetadataResponseTopic()
 	out.Topic, out.TopicID = rt.Topic, rt.TopicID
 	var name string
@@ -214,7 +215,7 @@ func (d *Dispatcher) requestedTopic(version int16, rt kmsg.MetadataRequestTopic,
 			out.ErrorCode = kerr.UnknownTopicID.Code
 			return out
 		}
-		if !g.describable(n) {
+		if !g.Describable(n) {
 			out.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			return out
 		}
@@ -260,13 +261,9 @@ func (d *Dispatcher) topicMetadata(t routing.Topic, replicas []int32) kmsg.Metad
 	return out
 }
 
-func (d *Dispatcher) beginFindCoordinator(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
+func (d *Dispatcher) beginFindCoordinator(ctx context.Context, _ uint64, h Header, r kmsg.Request, _ []byte) (op, Reply, error) {
 	ep := d.endpoint(ctx)
-	req := kmsg.NewPtrFindCoordinatorRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
-	}
+	req := r.(*kmsg.FindCoordinatorRequest)
 	code := int16(0)
 	var msg *string
 	if len(d.routes.Brokers()) == 0 {
@@ -288,12 +285,8 @@ func (d *Dispatcher) beginFindCoordinator(ctx context.Context, _ uint64, h Heade
 	return nil, Reply{Body: resp.AppendTo(nil)}, nil
 }
 
-func (d *Dispatcher) beginDescribeCluster(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
-	req := kmsg.NewPtrDescribeClusterRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
-	}
+func (d *Dispatcher) beginDescribeCluster(ctx context.Context, _ uint64, h Header, r kmsg.Request, _ []byte) (op, Reply, error) {
+	req := r.(*kmsg.DescribeClusterRequest)
 	resp := kmsg.NewPtrDescribeClusterResponse()
 	resp.Version = h.Version
 	if req.EndpointType > 1 { // only broker endpoints exist behind the proxy

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/answer"
 	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -162,7 +163,7 @@ func TestMetadataAutoCreate(t *testing.T) {
 		d, f, _ := newTestDispatcher(t, func(c *Config) { c.AutoCreateTopics = true })
 		for b := int32(1); b <= 3; b++ {
 			f.on(b, kmsg.CreateTopics, func(_ int, req kmsg.Request) fakeReply {
-				return fakeReply{resp: errorResponse(req, kerr.PolicyViolation.Code)}
+				return fakeReply{resp: answer.ErrorResponse(req, kerr.PolicyViolation.Code)}
 			})
 		}
 		resp := roundTrip(t, d, metadataFor(9, true, "denied")).(*kmsg.MetadataResponse)

@@ -102,21 +102,23 @@ func (m *metrics) Upstream(key int16, local string, n int) {
 }
 
 // zero creates, at 0, every retries series the package can count: for each
-// API it routes to brokers, each code retry.Classify retries for it, not_sent,
+// API it routes to brokers, each code retry.Classify retries for it (as its
+// row says whether it is repeatable), not_sent,
 // and transport where a lost answer is retried (reads). Dashboards and alerts
 // then see a flat line instead of no data before the first retry.
 func (m *metrics) zero() {
 	for _, key := range RoutedKeys() {
 		name := kmsg.NameForKey(key)
+		rep := repeatable(key)
 		for _, code := range retry.RetriedCodes() {
-			if retry.Classify(key, code) == retry.Definite {
+			if retry.Classify(code, rep) == retry.Definite {
 				m.retries.WithLabelValues(name, reason(code, nil))
 			}
 		}
 		m.retries.WithLabelValues(name, reason(0, retry.ErrNotSent))
 		// A lost answer is retried where a maybe-processed attempt may be
 		// repeated, as the split engine decides it.
-		if retry.Classify(key, kerr.RequestTimedOut.Code) == retry.Definite {
+		if retry.Classify(kerr.RequestTimedOut.Code, rep) == retry.Definite {
 			m.retries.WithLabelValues(name, reason(0, errTransport))
 		}
 	}
@@ -134,6 +136,24 @@ func ImplementedKeys() []int16 { return keysWhere(func(k apiKind) bool { return 
 // be retried), in key order.
 func RoutedKeys() []int16 {
 	return keysWhere(func(k apiKind) bool { return k != kindNone && k != kindLocal })
+}
+
+// AuthorizedKeys lists the API keys the authorizer is asked about (those
+// with a rule or checked per partition), in key order: the label values of
+// the authorizer's decision counts (authz.RecorderConfig.APIs).
+func AuthorizedKeys() []int16 {
+	var keys []int16
+	for k := range apiTable {
+		if m := apiTable[k].auth.mode; m == authRule || m == authPerPartition {
+			keys = append(keys, int16(k))
+		}
+	}
+	return keys
+}
+
+// repeatable is the split engine's and retry.Classify's view of the rows.
+func repeatable(key int16) bool {
+	return key >= 0 && int(key) < len(apiTable) && apiTable[key].repeatable
 }
 
 func keysWhere(ok func(apiKind) bool) []int16 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/retry"
@@ -61,10 +62,10 @@ func offsetsOp(key int16) kmsg.ACLOperation {
 // offsetsCheck is Kafka's: offsetsOp on each topic, except that
 // OffsetForLeaderEpoch, which brokers' followers use too, is allowed on every
 // topic for a principal with ClusterAction on the cluster.
-func offsetsCheck(ctx context.Context, d *Dispatcher, key int16) *topicCheck {
+func offsetsCheck(ctx context.Context, d *Dispatcher, key int16) *authrule.TopicCheck {
 	chk := d.topicCheck(ctx, key, offsetsOp(key))
-	if key == int16(kmsg.OffsetForLeaderEpoch) && chk.g.on() &&
-		chk.g.quietly(kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, authz.ClusterName) {
+	if key == int16(kmsg.OffsetForLeaderEpoch) && chk.Guard().On() &&
+		chk.Guard().Quietly(kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, authz.ClusterName) {
 		return nil // a nil check denies nothing
 	}
 	return chk

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/retry"
 )
@@ -68,16 +69,16 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 
 // produceCheck is Kafka's: Write on each topic, and a transactional
 // produce needs Write on its transactional id or fails whole.
-func (o *produceOp) produceCheck(ctx context.Context) *topicCheck {
+func (o *produceOp) produceCheck(ctx context.Context) *authrule.TopicCheck {
 	chk := o.d.topicCheck(ctx, int16(kmsg.Produce), kmsg.ACLOperationWrite)
-	if id := o.req.TransactionID; id != nil && chk.g.on() &&
-		!chk.g.allowed(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *id) {
-		chk.all = kerr.TransactionalIDAuthorizationFailed.Code
+	if id := o.req.TransactionID; id != nil && chk.Guard().On() &&
+		!chk.Guard().Allowed(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *id) {
+		chk.RefuseAll(kerr.TransactionalIDAuthorizationFailed.Code)
 	}
 	return chk
 }
 
-func (o *produceOp) addItems(chk *topicCheck) {
+func (o *produceOp) addItems(chk *authrule.TopicCheck) {
 	n := split.CountParts(o.req.Topics, produceParts)
 	o.answers = slices.Grow(o.answers[:0], n)[:n]
 	o.s.Reserve(n)

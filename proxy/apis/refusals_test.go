@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/proxy/apis/answer"
 	"github.com/kproxy/kproxy/proxy/security/authz"
 )
 
@@ -21,7 +22,7 @@ var authFailed = []int16{
 // fillRequest gives every list of a request one entry (recursively), every
 // name and id a value, so that a refusal has entries to answer.
 func fillRequest(v reflect.Value, depth int) {
-	if depth > maxMirrorDepth+1 {
+	if depth > answer.MaxDepth+1 {
 		return
 	}
 	switch v.Kind() {
@@ -130,7 +131,7 @@ func TestRefusalTableCoversEveryAPI(t *testing.T) {
 		if r.unsupported != kerr.UnsupportedVersion.Code {
 			t.Errorf("%s: unsupported code %d, want UNSUPPORTED_VERSION", kmsg.NameForKey(key), r.unsupported)
 		}
-		if row.begin != nil {
+		if row.served() {
 			served++
 			switch {
 			case r.never || r.filtered:
@@ -150,7 +151,7 @@ func TestRefusalTableCoversEveryAPI(t *testing.T) {
 			}
 			filled := requestWithEntries(t, key, v)
 			checkRefused(t, filled, r.unsupported)
-			if row.begin != nil && r.denied != 0 {
+			if row.served() && r.denied != 0 {
 				checkRefused(t, filled, r.denied)
 			}
 		}

@@ -17,11 +17,11 @@ import (
 
 // produceAnswers runs a produce of spec and returns its answers by
 // partition.
-func produceAnswers(t *testing.T, d *Dispatcher, v int16, spec []tp) map[tp]answer {
+func produceAnswers(t *testing.T, d *Dispatcher, v int16, spec []tp) map[tp]partAnswer {
 	t.Helper()
 	req := partAPIs[0].build(v, spec)
 	resp := roundTrip(t, d, req)
-	out := map[tp]answer{}
+	out := map[tp]partAnswer{}
 	for _, a := range partAPIs[0].resp(resp) {
 		out[a.tp] = a
 	}

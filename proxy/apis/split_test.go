@@ -10,13 +10,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// tp is a topic partition; answer is one partition of a response.
+// tp is a topic partition; partAnswer is one partition of a response.
 type tp struct {
 	topic string
 	part  int32
 }
 
-type answer struct {
+type partAnswer struct {
 	tp
 	code int16
 	val  int64
@@ -43,7 +43,7 @@ type partAPI struct {
 	key   kmsg.Key
 	build func(v int16, spec []tp) kmsg.Request
 	parts func(kmsg.Request) []tp
-	resp  func(kmsg.Response) []answer
+	resp  func(kmsg.Response) []partAnswer
 }
 
 // group turns a flat spec into topics in first-seen order.
@@ -86,11 +86,11 @@ var partAPIs = []partAPI{
 			}
 			return out
 		},
-		resp: func(x kmsg.Response) (out []answer) {
+		resp: func(x kmsg.Response) (out []partAnswer) {
 			r := x.(*kmsg.ProduceResponse)
 			for _, t := range r.Topics {
 				for _, p := range t.Partitions {
-					out = append(out, answer{tp{topicName(t.Topic, t.TopicID, r.Version >= 13), p.Partition}, p.ErrorCode, p.BaseOffset})
+					out = append(out, partAnswer{tp{topicName(t.Topic, t.TopicID, r.Version >= 13), p.Partition}, p.ErrorCode, p.BaseOffset})
 				}
 			}
 			return out
@@ -125,11 +125,11 @@ var partAPIs = []partAPI{
 			}
 			return out
 		},
-		resp: func(x kmsg.Response) (out []answer) {
+		resp: func(x kmsg.Response) (out []partAnswer) {
 			r := x.(*kmsg.FetchResponse)
 			for _, t := range r.Topics {
 				for _, p := range t.Partitions {
-					out = append(out, answer{tp{topicName(t.Topic, t.TopicID, r.Version >= 13), p.Partition}, p.ErrorCode, p.HighWatermark})
+					out = append(out, partAnswer{tp{topicName(t.Topic, t.TopicID, r.Version >= 13), p.Partition}, p.ErrorCode, p.HighWatermark})
 				}
 			}
 			return out
@@ -160,7 +160,7 @@ var partAPIs = []partAPI{
 			}
 			return out
 		},
-		resp: func(x kmsg.Response) (out []answer) {
+		resp: func(x kmsg.Response) (out []partAnswer) {
 			r := x.(*kmsg.ListOffsetsResponse)
 			for _, t := range r.Topics {
 				for _, p := range t.Partitions {
@@ -168,7 +168,7 @@ var partAPIs = []partAPI{
 					if r.Version == 0 {
 						v = p.OldStyleOffsets[0]
 					}
-					out = append(out, answer{tp{t.Topic, p.Partition}, p.ErrorCode, v})
+					out = append(out, partAnswer{tp{t.Topic, p.Partition}, p.ErrorCode, v})
 				}
 			}
 			return out
@@ -199,10 +199,10 @@ var partAPIs = []partAPI{
 			}
 			return out
 		},
-		resp: func(x kmsg.Response) (out []answer) {
+		resp: func(x kmsg.Response) (out []partAnswer) {
 			for _, t := range x.(*kmsg.OffsetForLeaderEpochResponse).Topics {
 				for _, p := range t.Partitions {
-					out = append(out, answer{tp{t.Topic, p.Partition}, p.ErrorCode, p.EndOffset})
+					out = append(out, partAnswer{tp{t.Topic, p.Partition}, p.ErrorCode, p.EndOffset})
 				}
 			}
 			return out
@@ -231,10 +231,10 @@ var partAPIs = []partAPI{
 			}
 			return out
 		},
-		resp: func(x kmsg.Response) (out []answer) {
+		resp: func(x kmsg.Response) (out []partAnswer) {
 			for _, t := range x.(*kmsg.DeleteRecordsResponse).Topics {
 				for _, p := range t.Partitions {
-					out = append(out, answer{tp{t.Topic, p.Partition}, p.ErrorCode, p.LowWatermark})
+					out = append(out, partAnswer{tp{t.Topic, p.Partition}, p.ErrorCode, p.LowWatermark})
 				}
 			}
 			return out

@@ -5,6 +5,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kproxy/kproxy/proxy/apis/answer"
+	"github.com/kproxy/kproxy/proxy/apis/authrule"
+	"github.com/kproxy/kproxy/proxy/upstream"
 )
 
 // numKeys covers every API key kmsg knows.
@@ -23,28 +27,78 @@ const (
 )
 
 // beginFunc decodes a request, routes it and sends its first attempts; it
-// returns the op to finish, or the reply when it has it already.
+// returns the op to finish, or the reply when it has it already. It is the
+// handler of the APIs that decode only what routing needs, in place (the
+// partition-split APIs: the hot path) or answer without a rule.
 type beginFunc func(d *Dispatcher, ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error)
 
-// api is what the proxy serves of one API key: its handler, how it is
-// answered and how it is refused. Versions: 0 through what kmsg decodes,
-// limited to what every live broker can be served at (what it speaks, or
-// what bridge.go bridges to it) unless the proxy answers it itself (see
-// versions.go); ApiVersions is derived from this table.
+// serveFunc is the handler of an API decoded once, before its auth rule
+// runs: it gets the request the rule saw (and may have stripped) and body,
+// its encoding (re-encoded when the rule stripped entries).
+type serveFunc func(d *Dispatcher, ctx context.Context, conn uint64, h Header, req kmsg.Request, body []byte) (op, Reply, error)
+
+// api is everything the proxy knows of one API key. Versions: 0 through
+// what kmsg decodes, limited to what every live broker can be served at
+// (what it speaks, or what bridge.go bridges to it) unless the proxy
+// answers it itself (see versions.go); ApiVersions, the authorizer's
+// metric labels (AuthorizedKeys), the per-API metric labels (metrics.go)
+// and the split engine's repeatable set are derived from this table.
 type api struct {
-	kind    apiKind
-	begin   beginFunc
-	refusal refusal
+	kind apiKind
+	// Exactly one handler: begin (raw body) or serve (decoded once).
+	begin beginFunc
+	serve serveFunc
+	// auth is how a request is authorized: a rule run on the decoded
+	// request before serve, per partition by the handler, or not at all.
+	// The zero value is no choice, which TestEveryRowHasAuth refuses.
+	auth auth
+	// route is the routing key of a request sent to one broker: the group
+	// (kindGroup), or the rendezvous key (kindAny: the transactional id,
+	// the first topic or resource); nil: none.
+	route func(kmsg.Request) string
+	// hold is how long its broker may hold the request (hold.go); nil:
+	// not held.
+	hold func(kmsg.Request) upstream.Hold
+	// repeatable: repeating an attempt that may have been processed has no
+	// further effect (reads, Heartbeat), so a lost answer or a timeout is
+	// retried (retry.Classify). Not OffsetCommit: a late repeat could
+	// overwrite a newer commit the client made meanwhile.
+	repeatable bool
+	refusal    refusal
 }
 
-// refusal is Kafka's answer to a refused request of one API (refusals.go).
+// authMode says how an API is authorized.
+type authMode uint8
+
+const (
+	authUnset        authMode = iota // no choice made: refused by TestEveryRowHasAuth
+	authRule                         // auth.rule decides the decoded request (authorized.go)
+	authPerPartition                 // the handler decides per partition, topic or entry as it splits or answers (topicCheck, metadataDenied, aclOp)
+	authNone                         // Kafka authorizes nothing of this API (ApiVersions, SASL)
+)
+
+type auth struct {
+	mode authMode
+	rule authrule.Rule
+}
+
+func byRule(r authrule.Rule) auth { return auth{mode: authRule, rule: r} }
+
+var (
+	perPartition = auth{mode: authPerPartition}
+	noAuth       = auth{mode: authNone}
+)
+
+// refusal is Kafka's answer to a refused request of one API (refuse, in
+// this file; the builders are package answer's).
 type refusal struct {
 	// denied is the code of a request the principal may not make, as
 	// Kafka's broker answers it (KafkaApis; the operations-and-resources
 	// table of Kafka's documentation): per entry where Kafka decides per
 	// entry, else for the whole request. 0 only with never or filtered.
 	denied int16
-	// never: Kafka authorizes nothing of this API (ApiVersions, SASL).
+	// never: Kafka authorizes nothing of this API (ApiVersions, SASL); set
+	// from the row's auth (noAuth).
 	// filtered: a denial leaves entries out of the answer instead of
 	// refusing them (ListGroups without Describe on the cluster).
 	never, filtered bool
@@ -56,66 +110,132 @@ type refusal struct {
 	answer func(req kmsg.Request, code int16) kmsg.Response
 }
 
-// apiTable is the one list of APIs this package serves. Anything else
-// (inter-broker and KRaft APIs, share groups, ...) is never advertised and
-// answered with UNSUPPORTED_VERSION (the row of an unserved key carries
-// only that refusal).
-var apiTable = func() (t [numKeys]api) {
-	set := func(kind apiKind, begin beginFunc, r refusal, keys ...kmsg.Key) {
-		for _, k := range keys {
-			t[k] = api{kind: kind, begin: begin, refusal: r}
-		}
-	}
-	topic := refusal{denied: kerr.TopicAuthorizationFailed.Code}
-	group := refusal{denied: kerr.GroupAuthorizationFailed.Code}
-	cluster := refusal{denied: kerr.ClusterAuthorizationFailed.Code}
-	txn := refusal{denied: kerr.TransactionalIDAuthorizationFailed.Code}
-	never := refusal{never: true}
+// apiTable is the one list of APIs this package serves, built from rows
+// (init: handlers read it, so it cannot be a variable's initializer).
+// Anything else (inter-broker and KRaft APIs, share groups, ...) is never
+// advertised and answered with UNSUPPORTED_VERSION (the row of an unserved
+// key carries only that refusal).
+//
+// Adding an API is one row here plus one handler file: the row names the
+// kind; the handler (begin, or serve to get the request decoded once and
+// authorized by a rule); auth (byRule with a rule of package authrule,
+// perPartition when the handler checks each partition with topicCheck,
+// or noAuth); route and hold when the request goes to one broker or may be
+// held; repeatable when a repeat has no effect; and the refusal codes (the
+// denied code Kafka answers, an answer function when the response names
+// its entries differently). TestEveryRowHasAuth, TestRefusalTableCoversEveryAPI
+// and the bridge tests then check the row.
+var apiTable [numKeys]api
 
-	set(kindPartition, (*Dispatcher).beginProduce, topic, kmsg.Produce)
-	set(kindPartition, (*Dispatcher).beginFetch, topic, kmsg.Fetch)
-	set(kindPartition, (*Dispatcher).beginOffsets, topic, kmsg.ListOffsets, kmsg.OffsetForLeaderEpoch, kmsg.DeleteRecords)
-	set(kindLocal, (*Dispatcher).beginMetadata, topic, kmsg.Metadata)
-	set(kindLocal, (*Dispatcher).beginApiVersions, never, kmsg.ApiVersions)
-	set(kindLocal, (*Dispatcher).beginFindCoordinator, refusal{denied: kerr.GroupAuthorizationFailed.Code, answer: renamed("Coordinators", "CoordinatorKeys")},
-		kmsg.FindCoordinator)
-	set(kindLocal, (*Dispatcher).beginDescribeCluster, cluster, kmsg.DescribeCluster)
-	set(kindLocal, (*Dispatcher).beginACLs, cluster, kmsg.DescribeACLs)
-	set(kindLocal, (*Dispatcher).beginACLs, refusal{denied: kerr.ClusterAuthorizationFailed.Code, answer: renamed("Results", "Creations")}, kmsg.CreateACLs)
-	set(kindLocal, (*Dispatcher).beginACLs, refusal{denied: kerr.ClusterAuthorizationFailed.Code, answer: renamed("Results", "Filters")}, kmsg.DeleteACLs)
-	set(kindGroup, (*Dispatcher).beginGroup, group,
-		kmsg.OffsetCommit, kmsg.OffsetFetch, kmsg.JoinGroup, kmsg.Heartbeat, kmsg.LeaveGroup,
-		kmsg.SyncGroup, kmsg.DescribeGroups, kmsg.DeleteGroups, kmsg.OffsetDelete,
-		kmsg.ConsumerGroupHeartbeat, kmsg.ConsumerGroupDescribe)
-	// The transactional id is checked before the group (Kafka's order).
-	set(kindGroup, (*Dispatcher).beginGroup, txn, kmsg.TxnOffsetCommit)
-	set(kindFanOut, (*Dispatcher).beginListGroups, refusal{filtered: true}, kmsg.ListGroups)
-	// SASL exchanges run in the client connection (package proxy); these
-	// answer SASL outside one, and the SCRAM credential APIs (KIP-554).
-	set(kindLocal, (*Dispatcher).beginSASL, never, kmsg.SASLHandshake, kmsg.SASLAuthenticate)
-	set(kindLocal, (*Dispatcher).beginDescribeSCRAM, cluster, kmsg.DescribeUserSCRAMCredentials)
-	set(kindLocal, (*Dispatcher).beginAlterSCRAM, refusal{denied: kerr.ClusterAuthorizationFailed.Code, answer: alterSCRAMRefusal},
-		kmsg.AlterUserSCRAMCredentials)
-	set(kindAny, (*Dispatcher).beginAdmin, refusal{denied: kerr.TopicAuthorizationFailed.Code, answer: renamed("Topics", "TopicNames")},
-		kmsg.DeleteTopics) // TopicNames before v6
-	set(kindAny, (*Dispatcher).beginAdmin, topic,
-		kmsg.CreateTopics, kmsg.CreatePartitions,
-		// Configs: a topic's by the topic (29), a broker's by the cluster (31).
-		kmsg.DescribeConfigs, kmsg.AlterConfigs, kmsg.IncrementalAlterConfigs)
-	set(kindAny, (*Dispatcher).beginAdmin, txn, kmsg.InitProducerID, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn, kmsg.EndTxn)
-	set(kindAny, (*Dispatcher).beginAdmin, refusal{denied: kerr.ClusterAuthorizationFailed.Code, answer: describeLogDirsRefusal},
-		kmsg.DescribeLogDirs)
-	set(kindLocal, (*Dispatcher).beginDescribeClientQuotas, cluster, kmsg.DescribeClientQuotas)
-	set(kindLocal, (*Dispatcher).beginAlterClientQuotas, cluster, kmsg.AlterClientQuotas)
+func init() { apiTable = buildTable(rows()) }
+
+func buildTable(rows map[kmsg.Key]api) (t [numKeys]api) {
+	for k, row := range rows {
+		row.refusal.never = row.auth.mode == authNone
+		t[k] = row
+	}
 	// Not served, but answered UNSUPPORTED_VERSION per entry.
-	t[kmsg.DescribeTransactions].refusal.answer = renamed("TransactionStates", "TransactionalIDs")
-	t[kmsg.ShareGroupDescribe].refusal.answer = renamed("Groups", "GroupIDs")
-	t[kmsg.AlterReplicaLogDirs].refusal.answer = alterReplicaLogDirsRefusal
+	t[kmsg.DescribeTransactions].refusal.answer = answer.Renamed("TransactionStates", "TransactionalIDs")
+	t[kmsg.ShareGroupDescribe].refusal.answer = answer.Renamed("Groups", "GroupIDs")
+	t[kmsg.AlterReplicaLogDirs].refusal.answer = answer.AlterReplicaLogDirsRefusal
 	for k := range t {
 		t[k].refusal.unsupported = kerr.UnsupportedVersion.Code
 	}
 	return t
-}()
+}
+
+// rows: one per served API.
+func rows() map[kmsg.Key]api {
+	topic := refusal{denied: kerr.TopicAuthorizationFailed.Code}
+	group := refusal{denied: kerr.GroupAuthorizationFailed.Code}
+	cluster := refusal{denied: kerr.ClusterAuthorizationFailed.Code}
+	txn := refusal{denied: kerr.TransactionalIDAuthorizationFailed.Code}
+	clusterAs := func(answer func(kmsg.Request, int16) kmsg.Response) refusal {
+		return refusal{denied: kerr.ClusterAuthorizationFailed.Code, answer: answer}
+	}
+	g := (*Dispatcher).beginGroup
+	admin := (*Dispatcher).beginAdmin
+	return map[kmsg.Key]api{
+		// Split by partition owner, authorized per partition.
+		kmsg.Produce:              {kind: kindPartition, begin: (*Dispatcher).beginProduce, auth: perPartition, hold: produceHold, refusal: topic},
+		kmsg.Fetch:                {kind: kindPartition, begin: (*Dispatcher).beginFetch, auth: perPartition, hold: fetchRequestHold, repeatable: true, refusal: topic},
+		kmsg.ListOffsets:          {kind: kindPartition, begin: (*Dispatcher).beginOffsets, auth: perPartition, repeatable: true, refusal: topic},
+		kmsg.OffsetForLeaderEpoch: {kind: kindPartition, begin: (*Dispatcher).beginOffsets, auth: perPartition, repeatable: true, refusal: topic},
+		kmsg.DeleteRecords:        {kind: kindPartition, begin: (*Dispatcher).beginOffsets, auth: perPartition, hold: convergeHold, refusal: topic},
+
+		// Answered by the proxy.
+		kmsg.Metadata:    {kind: kindLocal, begin: (*Dispatcher).beginMetadata, auth: perPartition, repeatable: true, refusal: topic},
+		kmsg.ApiVersions: {kind: kindLocal, begin: (*Dispatcher).beginApiVersions, auth: noAuth, repeatable: true},
+		kmsg.FindCoordinator: {kind: kindLocal, serve: (*Dispatcher).beginFindCoordinator, auth: byRule(authrule.FindCoordinator), repeatable: true,
+			refusal: refusal{denied: kerr.GroupAuthorizationFailed.Code, answer: answer.Renamed("Coordinators", "CoordinatorKeys")}},
+		kmsg.DescribeCluster: {kind: kindLocal, serve: (*Dispatcher).beginDescribeCluster, auth: byRule(authrule.DescribeCluster), repeatable: true, refusal: cluster},
+		// ACLs: Describe or Alter on the cluster, per filter or creation (aclOp).
+		kmsg.DescribeACLs: {kind: kindLocal, begin: (*Dispatcher).beginACLs, auth: perPartition, refusal: cluster},
+		kmsg.CreateACLs:   {kind: kindLocal, begin: (*Dispatcher).beginACLs, auth: perPartition, refusal: clusterAs(answer.Renamed("Results", "Creations"))},
+		kmsg.DeleteACLs:   {kind: kindLocal, begin: (*Dispatcher).beginACLs, auth: perPartition, refusal: clusterAs(answer.Renamed("Results", "Filters"))},
+		// SASL exchanges run in the client connection (package proxy); these
+		// answer SASL outside one, and the SCRAM credential APIs (KIP-554).
+		kmsg.SASLHandshake:                {kind: kindLocal, begin: (*Dispatcher).beginSASL, auth: noAuth},
+		kmsg.SASLAuthenticate:             {kind: kindLocal, begin: (*Dispatcher).beginSASL, auth: noAuth},
+		kmsg.DescribeUserSCRAMCredentials: {kind: kindLocal, serve: (*Dispatcher).beginDescribeSCRAM, auth: byRule(authrule.DescribeSCRAM), refusal: cluster},
+		kmsg.AlterUserSCRAMCredentials:    {kind: kindLocal, serve: (*Dispatcher).beginAlterSCRAM, auth: byRule(authrule.AlterSCRAM), refusal: clusterAs(answer.AlterSCRAMRefusal)},
+		kmsg.DescribeClientQuotas:         {kind: kindLocal, serve: (*Dispatcher).beginDescribeClientQuotas, auth: byRule(authrule.DescribeClientQuotas), refusal: cluster},
+		kmsg.AlterClientQuotas:            {kind: kindLocal, serve: (*Dispatcher).beginAlterClientQuotas, auth: byRule(authrule.AlterClientQuotas), refusal: cluster},
+
+		// Sent to the group's coordinator (split if batched: route nil).
+		kmsg.OffsetCommit: {kind: kindGroup, serve: g, auth: byRule(authrule.OffsetCommit), refusal: group,
+			route: func(r kmsg.Request) string { return r.(*kmsg.OffsetCommitRequest).Group }},
+		kmsg.OffsetFetch: {kind: kindGroup, serve: g, auth: byRule(authrule.OffsetFetch), repeatable: true, refusal: group,
+			route: func(r kmsg.Request) string { return r.(*kmsg.OffsetFetchRequest).Group }}, // before v8
+		kmsg.JoinGroup: {kind: kindGroup, serve: g, auth: byRule(authrule.JoinGroup), hold: joinGroupHold, refusal: group,
+			route: func(r kmsg.Request) string { return r.(*kmsg.JoinGroupRequest).Group }},
+		kmsg.Heartbeat: {kind: kindGroup, serve: g, auth: byRule(authrule.Heartbeat), repeatable: true, refusal: group,
+			route: func(r kmsg.Request) string { return r.(*kmsg.HeartbeatRequest).Group }},
+		kmsg.LeaveGroup: {kind: kindGroup, serve: g, auth: byRule(authrule.LeaveGroup), refusal: group,
+			route: func(r kmsg.Request) string { return r.(*kmsg.LeaveGroupRequest).Group }},
+		kmsg.SyncGroup: {kind: kindGroup, serve: g, auth: byRule(authrule.SyncGroup), hold: syncGroupHold, refusal: group,
+			route: func(r kmsg.Request) string { return r.(*kmsg.SyncGroupRequest).Group }},
+		kmsg.DescribeGroups: {kind: kindGroup, serve: g, auth: byRule(authrule.DescribeGroups), repeatable: true, refusal: group},
+		kmsg.DeleteGroups:   {kind: kindGroup, serve: g, auth: byRule(authrule.DeleteGroups), refusal: group},
+		kmsg.OffsetDelete: {kind: kindGroup, serve: g, auth: byRule(authrule.OffsetDelete), refusal: group,
+			route: func(r kmsg.Request) string { return r.(*kmsg.OffsetDeleteRequest).Group }},
+		kmsg.ConsumerGroupHeartbeat: {kind: kindGroup, serve: g, auth: byRule(authrule.ConsumerGroupHeartbeat), refusal: group,
+			route: func(r kmsg.Request) string { return r.(*kmsg.ConsumerGroupHeartbeatRequest).Group }},
+		kmsg.ConsumerGroupDescribe: {kind: kindGroup, serve: g, auth: byRule(authrule.ConsumerGroupDescribe), repeatable: true, refusal: group},
+		// The transactional id is checked before the group (Kafka's order).
+		kmsg.TxnOffsetCommit: {kind: kindGroup, serve: g, auth: byRule(authrule.TxnOffsetCommit), refusal: txn,
+			route: func(r kmsg.Request) string { return r.(*kmsg.TxnOffsetCommitRequest).Group }},
+
+		// Sent to every live broker, merged.
+		kmsg.ListGroups: {kind: kindFanOut, serve: (*Dispatcher).beginListGroups, auth: byRule(authrule.ListGroups), repeatable: true,
+			refusal: refusal{filtered: true}},
+
+		// Sent to any broker, by rendezvous on route (forward.go: beginAdmin).
+		kmsg.DeleteTopics: {kind: kindAny, serve: admin, auth: byRule(authrule.DeleteTopics), hold: convergeHold,
+			refusal: refusal{denied: kerr.TopicAuthorizationFailed.Code, answer: answer.Renamed("Topics", "TopicNames")}}, // TopicNames before v6
+		kmsg.CreateTopics: {kind: kindAny, serve: admin, auth: byRule(authrule.CreateTopics), hold: convergeHold, refusal: topic,
+			route: func(r kmsg.Request) string { return firstOf(r.(*kmsg.CreateTopicsRequest).Topics, createdTopic) }},
+		kmsg.CreatePartitions: {kind: kindAny, serve: admin, auth: byRule(authrule.CreatePartitions), hold: convergeHold, refusal: topic,
+			route: func(r kmsg.Request) string { return firstOf(r.(*kmsg.CreatePartitionsRequest).Topics, partitionsTopic) }},
+		// Configs: a topic's by the topic (29), a broker's by the cluster (31).
+		kmsg.DescribeConfigs: {kind: kindAny, serve: admin, auth: byRule(authrule.DescribeConfigs), repeatable: true, refusal: topic,
+			route: func(r kmsg.Request) string { return firstOf(r.(*kmsg.DescribeConfigsRequest).Resources, describedName) }},
+		kmsg.AlterConfigs: {kind: kindAny, serve: admin, auth: byRule(authrule.AlterConfigs), refusal: topic,
+			route: func(r kmsg.Request) string { return firstOf(r.(*kmsg.AlterConfigsRequest).Resources, alteredName) }},
+		kmsg.IncrementalAlterConfigs: {kind: kindAny, serve: admin, auth: byRule(authrule.IncrementalAlterConfigs), refusal: topic,
+			route: func(r kmsg.Request) string {
+				return firstOf(r.(*kmsg.IncrementalAlterConfigsRequest).Resources, incrementallyAlteredName)
+			}},
+		kmsg.InitProducerID: {kind: kindAny, serve: admin, auth: byRule(authrule.InitProducerID), refusal: txn,
+			route: func(r kmsg.Request) string { return deref(r.(*kmsg.InitProducerIDRequest).TransactionalID) }},
+		kmsg.AddPartitionsToTxn: {kind: kindAny, serve: admin, auth: byRule(authrule.AddPartitionsToTxn), refusal: txn, route: addPartitionsKey},
+		kmsg.AddOffsetsToTxn: {kind: kindAny, serve: admin, auth: byRule(authrule.AddOffsetsToTxn), refusal: txn,
+			route: func(r kmsg.Request) string { return r.(*kmsg.AddOffsetsToTxnRequest).TransactionalID }},
+		kmsg.EndTxn: {kind: kindAny, serve: admin, auth: byRule(authrule.EndTxn), refusal: txn,
+			route: func(r kmsg.Request) string { return r.(*kmsg.EndTxnRequest).TransactionalID }},
+		kmsg.DescribeLogDirs: {kind: kindAny, serve: admin, auth: byRule(authrule.DescribeLogDirs), refusal: clusterAs(answer.DescribeLogDirsRefusal)},
+	}
+}
 
 // staticTable is what kmsg decodes of every API in apiTable, before any
 // broker is asked.
@@ -123,11 +243,27 @@ func staticTable() *vtable {
 	t := &vtable{complete: true}
 	for k := range numKeys {
 		req := kmsg.RequestForKey(int16(k))
-		if apiTable[k].begin == nil || req == nil {
+		if !apiTable[k].served() || req == nil {
 			t.r[k] = noVersions
 			continue
 		}
 		t.r[k] = vrange{min: 0, max: req.MaxVersion()}
 	}
 	return t
+}
+
+// served reports whether the row has a handler.
+func (a *api) served() bool { return a.begin != nil || a.serve != nil }
+
+// refuse builds req's response refusing everything it asks about with
+// code, as the API's row says (table.go): through its own builder when the
+// response names its entries differently from the request, else
+// errorResponse.
+func refuse(req kmsg.Request, code int16) kmsg.Response {
+	if k := req.Key(); k >= 0 && int(k) < numKeys {
+		if a := apiTable[k].refusal.answer; a != nil {
+			return a(req, code)
+		}
+	}
+	return answer.ErrorResponse(req, code)
 }

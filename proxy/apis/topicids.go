@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/routing"
 )
@@ -66,7 +67,7 @@ func (x *topicIDs) rebuild(routes *routing.Table, seen *idIndex) *idIndex {
 // when byID) and adds it to s: answered locally when chk denies the topic
 // (before its existence is told, as Kafka does) or with the unknown-topic
 // code when it does not exist, routed otherwise.
-func (d *Dispatcher) addPartition(s *split.Engine, chk *topicCheck, name string, id [16]byte, byID bool, part, ti, pi int32) {
+func (d *Dispatcher) addPartition(s *split.Engine, chk *authrule.TopicCheck, name string, id [16]byte, byID bool, part, ti, pi int32) {
 	n, rid, code := d.partRoute(chk, name, id, byID, part)
 	if code != 0 {
 		s.AddLocal(n, id, part, ti, pi, code)
@@ -78,7 +79,7 @@ func (d *Dispatcher) addPartition(s *split.Engine, chk *topicCheck, name string,
 // partRoute resolves a partition of a request: the topic's name and the id
 // to route it by, or the code the proxy answers it with itself (unknown or
 // denied; the name is then the one the request gave when its id is unknown).
-func (d *Dispatcher) partRoute(chk *topicCheck, name string, id [16]byte, byID bool, part int32) (string, [16]byte, int16) {
+func (d *Dispatcher) partRoute(chk *authrule.TopicCheck, name string, id [16]byte, byID bool, part int32) (string, [16]byte, int16) {
 	unknown := kerr.UnknownTopicOrPartition.Code
 	if byID {
 		unknown = kerr.UnknownTopicID.Code
@@ -88,7 +89,7 @@ func (d *Dispatcher) partRoute(chk *topicCheck, name string, id [16]byte, byID b
 		}
 		name = n
 	}
-	if code := chk.denied(name); code != 0 {
+	if code := chk.Denied(name); code != 0 {
 		return name, id, code
 	}
 	t, ok := d.routes.Topic(name)

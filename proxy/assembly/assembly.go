@@ -102,7 +102,7 @@ func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener) (*Proxy, erro
 	}
 	az := authz.New(cfg.Authz)
 	rec, err := authz.NewRecorder(authz.RecorderConfig{
-		Registerer: cfg.Registry, Logger: cfg.Logger.With("component", "authz"),
+		APIs: apis.AuthorizedKeys(), Registerer: cfg.Registry, Logger: cfg.Logger.With("component", "authz"),
 		Audit: authzAudit(cfg), AuditAllowsEvery: cfg.AuditAllowsEvery,
 	})
 	if err != nil {

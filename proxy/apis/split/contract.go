@@ -161,6 +161,10 @@ type Env struct {
 	// rack (Request.Rack) and client id (zone.Resolver): ByPartitionRead
 	// routes by it, and Metrics.Upstream counts bytes by it.
 	ClientZone func(ctx context.Context, rack string, clientID *string) (string, zone.Source)
+	// Repeatable says whether repeating an attempt of API key that may
+	// have been processed has no further effect (retry.Classify), as the
+	// API's row in the proxy's table says. Nil: nothing is.
+	Repeatable func(key int16) bool
 
 	parked parkedPolls    // long polls an early answer left (wait.go)
 	polls  sync.WaitGroup // the long polls' goroutines

@@ -126,7 +126,7 @@ func (s *Engine) Init(env *Env, a Adapter, r Request) {
 	s.merger, _ = a.(PartsMerger)
 	s.vec, _ = a.(VecAdapter)
 	s.concurrent = s.poller != nil
-	s.readOnly = retry.Classify(r.Key, kerr.RequestTimedOut.Code) == retry.Definite
+	s.readOnly = env.Repeatable != nil && env.Repeatable(r.Key)
 	s.ambCode = kerr.RequestTimedOut.Code
 	s.lostCode = cmp.Or(r.LostCode, kerr.NotLeaderForPartition.Code)
 	s.noRoute = cmp.Or(r.NoRoute, kerr.LeaderNotAvailable.Code)
@@ -397,7 +397,7 @@ func (s *Engine) Answered(i int32, code int16) {
 	it := &s.items[i]
 	it.filled = true
 	it.mark = s.seq
-	if retry.Classify(s.key, code) == retry.Definite && s.refused(i, code, nil) {
+	if retry.Classify(code, s.readOnly) == retry.Definite && s.refused(i, code, nil) {
 		return
 	}
 	it.state = itemDone

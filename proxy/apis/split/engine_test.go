@@ -108,10 +108,11 @@ func TestToyAdapter(t *testing.T) {
 		Routes: rt, Sender: snd, Log: slog.New(slog.DiscardHandler), Now: time.Now, Metrics: noMetrics{},
 		Backoff: func(attempt int, _ time.Time) (time.Duration, bool) { return 0, attempt < 3 },
 		Bufs:    &kwire.BufPool{},
+		// ListOffsets' row: repeatable, so that nothing is ambiguous.
+		Repeatable: func(key int16) bool { return key == 2 },
 	}
 	defer env.Close()
 	a := &toy{parts: []byte{0, 1, 2, 3}, answers: make([]int16, 4)}
-	// ListOffsets' key: a read-only API, so that nothing is ambiguous.
 	a.s.Init(env, a, Request{Key: 2, Deadline: time.Now().Add(time.Minute)})
 	a.s.Reserve(len(a.parts))
 	for i, p := range a.parts {

@@ -40,24 +40,17 @@ const (
 
 var outcomes = [...]string{OutcomeAllowed, OutcomeDenied, OutcomeDryRunDenied}
 
-// AuthorizedAPIs are the APIs whose decisions are counted under their own
-// name (exported at zero from the start); others count as "other".
-var AuthorizedAPIs = []kmsg.Key{
-	kmsg.Produce, kmsg.Fetch, kmsg.ListOffsets, kmsg.Metadata, kmsg.OffsetCommit, kmsg.OffsetFetch,
-	kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.Heartbeat, kmsg.LeaveGroup, kmsg.SyncGroup,
-	kmsg.DescribeGroups, kmsg.ListGroups, kmsg.CreateTopics, kmsg.DeleteTopics, kmsg.DeleteRecords,
-	kmsg.InitProducerID, kmsg.OffsetForLeaderEpoch, kmsg.AddPartitionsToTxn, kmsg.AddOffsetsToTxn,
-	kmsg.EndTxn, kmsg.TxnOffsetCommit, kmsg.DescribeACLs, kmsg.CreateACLs, kmsg.DeleteACLs,
-	kmsg.DescribeConfigs, kmsg.AlterConfigs, kmsg.CreatePartitions, kmsg.DeleteGroups,
-	kmsg.IncrementalAlterConfigs, kmsg.OffsetDelete, kmsg.DescribeCluster,
-}
-
 var resourceTypes = [...]kmsg.ACLResourceType{
 	kmsg.ACLResourceTypeTopic, kmsg.ACLResourceTypeGroup, kmsg.ACLResourceTypeCluster, kmsg.ACLResourceTypeTransactionalId,
 }
 
 // RecorderConfig configures a Recorder; every field is optional.
 type RecorderConfig struct {
+	// APIs are the API keys whose decisions are counted under their own
+	// name (exported at zero from the start); others count as "other".
+	// Whoever builds the Recorder passes the keys its authorizer is asked
+	// for (apis.AuthorizedKeys, derived from the proxy's table of APIs).
+	APIs       []int16
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger // denials, at most one line per LogEvery
 	LogEvery   time.Duration
@@ -115,10 +108,10 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 			}
 		}
 	}
-	for _, k := range AuthorizedAPIs {
+	for _, k := range cfg.APIs {
 		c := new([numTypes][len(outcomes)]prometheus.Counter)
-		fill(kmsg.NameForKey(int16(k)), c)
-		r.counts[int16(k)] = c
+		fill(kmsg.NameForKey(k), c)
+		r.counts[k] = c
 	}
 	fill("other", &r.other)
 	return r, nil

@@ -12,12 +12,13 @@ import (
 func TestRecorderCountsAndAudits(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var events []Event
-	r, err := NewRecorder(RecorderConfig{Registerer: reg, Audit: func(e Event) { events = append(events, e) }, AuditAllowsEvery: 2})
+	apis := []int16{int16(kmsg.Produce), int16(kmsg.Fetch)}
+	r, err := NewRecorder(RecorderConfig{APIs: apis, Registerer: reg, Audit: func(e Event) { events = append(events, e) }, AuditAllowsEvery: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Known label values are exported at zero before any decision.
-	if n := testutil.CollectAndCount(reg, "kproxy_authz_decisions_total"); n != (len(AuthorizedAPIs)+1)*len(resourceTypes)*len(outcomes) {
+	if n := testutil.CollectAndCount(reg, "kproxy_authz_decisions_total"); n != (len(apis)+1)*len(resourceTypes)*len(outcomes) {
 		t.Fatalf("%d series exported at start", n)
 	}
 	a := New(Config{Mode: DenyByDefault})

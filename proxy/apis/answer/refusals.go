@@ -1,27 +1,14 @@
-package apis
+package answer
 
 import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// refuse builds req's response refusing everything it asks about with
-// code, as the API's row says (table.go): through its own builder when the
-// response names its entries differently from the request, else
-// errorResponse.
-func refuse(req kmsg.Request, code int16) kmsg.Response {
-	if k := req.Key(); k >= 0 && int(k) < numKeys {
-		if a := apiTable[k].refusal.answer; a != nil {
-			return a(req, code)
-		}
-	}
-	return errorResponse(req, code)
-}
-
-// alterSCRAMRefusal answers each user of an AlterUserScramCredentials
+// AlterSCRAMRefusal answers each user of an AlterUserScramCredentials
 // (deletions, then upsertions, each user once, as Kafka does): the
 // request's lists are Deletions and Upsertions, the response's Results.
 // An empty result list would read as success (kadm does).
-func alterSCRAMRefusal(r kmsg.Request, code int16) kmsg.Response {
+func AlterSCRAMRefusal(r kmsg.Request, code int16) kmsg.Response {
 	req := r.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	resp := kmsg.NewPtrAlterUserSCRAMCredentialsResponse()
 	resp.Version = req.Version
@@ -44,11 +31,11 @@ func alterSCRAMRefusal(r kmsg.Request, code int16) kmsg.Response {
 	return resp
 }
 
-// describeLogDirsRefusal: Kafka answers a refused DescribeLogDirs with no
+// DescribeLogDirsRefusal: Kafka answers a refused DescribeLogDirs with no
 // directories and, from v3, the top-level code. Before v3 that empty answer
 // reads as "no directories", so the proxy adds one directory entry, unnamed,
 // carrying the code: clients report it as that directory's error.
-func describeLogDirsRefusal(r kmsg.Request, code int16) kmsg.Response {
+func DescribeLogDirsRefusal(r kmsg.Request, code int16) kmsg.Response {
 	resp := kmsg.NewPtrDescribeLogDirsResponse()
 	resp.Version = r.GetVersion()
 	resp.ErrorCode = code
@@ -60,9 +47,9 @@ func describeLogDirsRefusal(r kmsg.Request, code int16) kmsg.Response {
 	return resp
 }
 
-// alterReplicaLogDirsRefusal answers each partition of each directory: the
+// AlterReplicaLogDirsRefusal answers each partition of each directory: the
 // response lists topics, not directories.
-func alterReplicaLogDirsRefusal(r kmsg.Request, code int16) kmsg.Response {
+func AlterReplicaLogDirsRefusal(r kmsg.Request, code int16) kmsg.Response {
 	req := r.(*kmsg.AlterReplicaLogDirsRequest)
 	resp := kmsg.NewPtrAlterReplicaLogDirsResponse()
 	resp.Version = req.Version

@@ -1,7 +1,13 @@
-package apis
+// Package answer builds Kafka responses from requests without a hand-written
+// schema per API: a response failing everything a request asked about
+// (ErrorResponse, by reflection over kmsg's generated types), the refusals
+// of APIs whose responses name their entries differently, and the first
+// retryable code of a response. It promises an answer for every entry the
+// request named; its limit: it knows nothing of routing or of which API is
+// which (callers say whether an API is repeatable).
+package answer
 
 import (
-	"errors"
 	"reflect"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -9,27 +15,27 @@ import (
 	"github.com/kproxy/kproxy/retry"
 )
 
-func isNotSent(err error) bool { return errors.Is(err, retry.ErrNotSent) }
-
-// errorResponse builds req's response, at req's version, that fails
+// ErrorResponse builds req's response, at req's version, that fails
 // everything req asked about with code: the top-level error code is set and
 // every list in the request (topics, partitions, groups, resources) is
 // mirrored into the response with its names copied and its error code set,
 // so clients find an answer for each thing they asked about. It is for the
 // rare paths (unsupported versions, no broker, ambiguous admin writes); it
 // uses reflection over kmsg's generated types, never hand-written schemas.
-func errorResponse(req kmsg.Request, code int16) kmsg.Response {
+func ErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 	resp := req.ResponseKind()
 	resp.SetVersion(req.GetVersion())
 	mirror(reflect.ValueOf(req).Elem(), reflect.ValueOf(resp).Elem(), code, 0)
 	return resp
 }
 
-const maxMirrorDepth = 6
+// MaxDepth is how deep ErrorResponse and DefiniteCode follow nested lists
+// (kmsg nests topics, partitions and their entries well within it).
+const MaxDepth = 6
 
 func mirror(src, dst reflect.Value, code int16, depth int) {
 	setCode(dst, code)
-	if depth >= maxMirrorDepth {
+	if depth >= MaxDepth {
 		return
 	}
 	dt := dst.Type()
@@ -67,11 +73,11 @@ func mirrorList(sf, df reflect.Value, code int16, depth int) {
 	df.Set(out)
 }
 
-// renamed is the refusal builder of an API whose response lists answer
+// Renamed is the refusal builder of an API whose response lists answer
 // request lists of another name: pairs are response field, request field.
-func renamed(pairs ...string) func(kmsg.Request, int16) kmsg.Response {
+func Renamed(pairs ...string) func(kmsg.Request, int16) kmsg.Response {
 	return func(req kmsg.Request, code int16) kmsg.Response {
-		resp := errorResponse(req, code)
+		resp := ErrorResponse(req, code)
 		src, dst := reflect.ValueOf(req).Elem(), reflect.ValueOf(resp).Elem()
 		for i := 0; i+1 < len(pairs); i += 2 {
 			// A list the request's version does not carry is empty: it
@@ -127,21 +133,21 @@ func setFirstOfType(dst, v reflect.Value) {
 	}
 }
 
-// definiteCode returns the first error code in resp that retry classifies
-// as Definite for key (a refusal: not the coordinator, not the
+// DefiniteCode returns the first error code in resp that retry classifies
+// as Definite for a request that is repeatable or not (a refusal: not the coordinator, not the
 // controller), or 0. Admin and group responses are small; reflection keeps
 // this one function for every shape.
-func definiteCode(key int16, resp kmsg.Response) int16 {
-	return walkCodes(key, reflect.ValueOf(resp).Elem(), 0)
+func DefiniteCode(repeatable bool, resp kmsg.Response) int16 {
+	return walkCodes(repeatable, reflect.ValueOf(resp).Elem(), 0)
 }
 
-func walkCodes(key int16, v reflect.Value, depth int) int16 {
+func walkCodes(rep bool, v reflect.Value, depth int) int16 {
 	if f := v.FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 {
-		if c := int16(f.Int()); c != 0 && retry.Classify(key, c) == retry.Definite {
+		if c := int16(f.Int()); c != 0 && retry.Classify(c, rep) == retry.Definite {
 			return c
 		}
 	}
-	if depth >= maxMirrorDepth {
+	if depth >= MaxDepth {
 		return 0
 	}
 	for i := range v.NumField() {
@@ -150,7 +156,7 @@ func walkCodes(key int16, v reflect.Value, depth int) int16 {
 			continue
 		}
 		for j := range f.Len() {
-			if c := walkCodes(key, f.Index(j), depth+1); c != 0 {
+			if c := walkCodes(rep, f.Index(j), depth+1); c != 0 {
 				return c
 			}
 		}

@@ -1,8 +1,9 @@
-package apis
+package local
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,45 +20,41 @@ type ACLAdmin interface {
 	DeleteACLs(ctx context.Context, filters []authz.Filter) ([][]authz.Binding, error)
 }
 
-// The ACL APIs are answered by the proxy itself, from etcd, as a Kafka
-// broker answers them from its metadata: CreateAcls and DeleteAcls need
-// Alter on the cluster, DescribeAcls Describe. They talk to etcd, so the
-// work happens in finish, off the connection's read loop.
+// ACLs answers CreateAcls, DescribeAcls and DeleteAcls from admin (nil:
+// SECURITY_DISABLED, as Kafka without an authorizer), as a Kafka broker
+// answers them from its metadata: CreateAcls and DeleteAcls need Alter on
+// the cluster, DescribeAcls Describe (cluster decides). They talk to etcd,
+// so the work happens in Finish, off the connection's read loop.
+func ACLs(req kmsg.Request, admin ACLAdmin, cluster func(kmsg.ACLOperation) bool, log *slog.Logger) Op {
+	return &aclOp{admin: admin, cluster: cluster, log: log, req: req}
+}
+
 type aclOp struct {
-	d   *Dispatcher
-	g   guard
-	req kmsg.Request
+	admin   ACLAdmin
+	cluster func(kmsg.ACLOperation) bool
+	log     *slog.Logger
+	req     kmsg.Request
 }
 
-func (d *Dispatcher) beginACLs(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
-	req := kmsg.RequestForKey(h.Key)
-	req.SetVersion(h.Version)
-	if err := req.ReadFrom(body); err != nil { // copying: finish runs later
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
-	}
-	return &aclOp{d: d, g: d.guard(ctx, h.Key), req: req}, Reply{}, nil
-}
-
-func (o *aclOp) finish(ctx context.Context) (Reply, error) {
-	var resp kmsg.Response
+func (o *aclOp) Finish(ctx context.Context) (kmsg.Response, error) {
 	switch r := o.req.(type) {
 	case *kmsg.CreateACLsRequest:
-		resp = o.create(ctx, r)
+		return o.create(ctx, r), nil
 	case *kmsg.DescribeACLsRequest:
-		resp = o.describe(ctx, r)
+		return o.describe(ctx, r), nil
 	case *kmsg.DeleteACLsRequest:
-		resp = o.delete(ctx, r)
+		return o.delete(ctx, r), nil
 	}
-	return Reply{Body: resp.AppendTo(nil)}, nil
+	return nil, fmt.Errorf("no ACL API %s", kmsg.NameForKey(o.req.Key()))
 }
 
 // refusal is the code for the whole request when it cannot be served: no
 // store, or the principal may not op the cluster.
 func (o *aclOp) refusal(op kmsg.ACLOperation) int16 {
 	switch {
-	case o.d.cfg.ACLs == nil:
+	case o.admin == nil:
 		return kerr.SecurityDisabled.Code
-	case !o.g.cluster(op):
+	case !o.cluster(op):
 		return kerr.ClusterAuthorizationFailed.Code
 	}
 	return 0
@@ -89,8 +86,8 @@ func (o *aclOp) create(ctx context.Context, r *kmsg.CreateACLsRequest) kmsg.Resp
 	if len(valid) == 0 {
 		return resp
 	}
-	if err := o.d.cfg.ACLs.CreateACLs(ctx, valid); err != nil {
-		o.d.log.Warn("CreateAcls failed", "err", err)
+	if err := o.admin.CreateACLs(ctx, valid); err != nil {
+		o.log.Warn("CreateAcls failed", "err", err)
 		for _, i := range at {
 			setErr(&resp.Results[i].ErrorCode, &resp.Results[i].ErrorMessage, kerr.UnknownServerError.Code, err)
 		}
@@ -113,9 +110,9 @@ func (o *aclOp) describe(ctx context.Context, r *kmsg.DescribeACLsRequest) kmsg.
 		setErr(&resp.ErrorCode, &resp.ErrorMessage, kerr.InvalidRequest.Code, err)
 		return resp
 	}
-	bs, err := o.d.cfg.ACLs.DescribeACLs(ctx, f)
+	bs, err := o.admin.DescribeACLs(ctx, f)
 	if err != nil {
-		o.d.log.Warn("DescribeAcls failed", "err", err)
+		o.log.Warn("DescribeAcls failed", "err", err)
 		setErr(&resp.ErrorCode, &resp.ErrorMessage, kerr.UnknownServerError.Code, err)
 		return resp
 	}
@@ -170,9 +167,9 @@ func (o *aclOp) delete(ctx context.Context, r *kmsg.DeleteACLsRequest) kmsg.Resp
 	if len(filters) == 0 {
 		return resp
 	}
-	deleted, err := o.d.cfg.ACLs.DeleteACLs(ctx, filters)
+	deleted, err := o.admin.DeleteACLs(ctx, filters)
 	if err != nil {
-		o.d.log.Warn("DeleteAcls failed", "err", err)
+		o.log.Warn("DeleteAcls failed", "err", err)
 		for _, i := range at {
 			setErr(&resp.Results[i].ErrorCode, &resp.Results[i].ErrorMessage, kerr.UnknownServerError.Code, err)
 		}

@@ -1,4 +1,4 @@
-package apis
+package authrule
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,8 +15,8 @@ import (
 // what may not be described.
 
 // metadataDenied returns the code for each named topic g refuses.
-func (g guard) metadataDenied(req *kmsg.MetadataRequest, toCreate []string) map[string]int16 {
-	if !g.on() {
+func (g Guard) MetadataDenied(req *kmsg.MetadataRequest, toCreate []string) map[string]int16 {
+	if !g.On() {
 		return nil
 	}
 	var denied map[string]int16
@@ -27,13 +27,13 @@ func (g guard) metadataDenied(req *kmsg.MetadataRequest, toCreate []string) map[
 		denied[t] = kerr.TopicAuthorizationFailed.Code
 	}
 	for _, t := range req.Topics {
-		if t.Topic != nil && !g.describable(*t.Topic) {
+		if t.Topic != nil && !g.Describable(*t.Topic) {
 			deny(*t.Topic)
 		}
 	}
-	if len(toCreate) > 0 && !g.allowed(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeCluster, authz.ClusterName) {
+	if len(toCreate) > 0 && !g.Allowed(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeCluster, authz.ClusterName) {
 		for _, t := range toCreate {
-			if denied[t] == 0 && !g.allowed(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, t) {
+			if denied[t] == 0 && !g.Allowed(kmsg.ACLOperationCreate, kmsg.ACLResourceTypeTopic, t) {
 				deny(t)
 			}
 		}
@@ -41,22 +41,22 @@ func (g guard) metadataDenied(req *kmsg.MetadataRequest, toCreate []string) map[
 	return denied
 }
 
-func (g guard) describable(topic string) bool {
-	return g.allowed(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, topic)
+func (g Guard) Describable(topic string) bool {
+	return g.Allowed(kmsg.ACLOperationDescribe, kmsg.ACLResourceTypeTopic, topic)
 }
 
 // fillOperations sets the authorized-operations fields the request asks
 // for (KIP-430).
-func (g guard) fillOperations(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
+func (g Guard) FillOperations(req *kmsg.MetadataRequest, resp *kmsg.MetadataResponse) {
 	if req.IncludeTopicAuthorizedOperations {
 		for i := range resp.Topics {
 			t := &resp.Topics[i]
 			if t.ErrorCode == 0 && t.Topic != nil {
-				t.AuthorizedOperations = g.ops(kmsg.ACLResourceTypeTopic, *t.Topic, authz.TopicOperations)
+				t.AuthorizedOperations = g.Ops(kmsg.ACLResourceTypeTopic, *t.Topic, authz.TopicOperations)
 			}
 		}
 	}
 	if req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = g.ops(kmsg.ACLResourceTypeCluster, authz.ClusterName, authz.ClusterOperations)
+		resp.AuthorizedOperations = g.Ops(kmsg.ACLResourceTypeCluster, authz.ClusterName, authz.ClusterOperations)
 	}
 }

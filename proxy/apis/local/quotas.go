@@ -1,10 +1,12 @@
-package apis
+package local
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,31 +27,23 @@ const (
 	entityIP     = "ip"
 )
 
-// beginDescribeClientQuotas answers from the quotas in force on this
-// replica (the proxy enforces them; brokers behind it have none).
-func (d *Dispatcher) beginDescribeClientQuotas(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
-	if d.cfg.Quotas == nil {
-		return d.beginAdmin(ctx, conn, h, body)
-	}
-	req := kmsg.NewPtrDescribeClientQuotasRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
-	}
+// DescribeClientQuotas answers from the quotas in force on this replica
+// (the proxy enforces them; brokers behind it have none).
+func DescribeClientQuotas(admin QuotaAdmin, req *kmsg.DescribeClientQuotasRequest) kmsg.Response {
 	resp := kmsg.NewPtrDescribeClientQuotasResponse()
-	resp.Version = h.Version
+	resp.Version = req.Version
 	cs, ip, msg := describeFilter(req.Components)
 	switch {
 	case msg != "":
 		resp.ErrorCode, resp.ErrorMessage = kerr.InvalidRequest.Code, &msg
 	case ip: // the proxy keeps no ip quotas
 	default:
-		described := d.cfg.Quotas.Table().Describe(cs, req.Strict)
+		described := admin.Table().Describe(cs, req.Strict)
 		for _, e := range sortedEntities(described) {
 			resp.Entries = append(resp.Entries, describedEntry(e, described[e]))
 		}
 	}
-	return nil, Reply{Body: resp.AppendTo(nil)}, nil
+	return resp
 }
 
 // describeFilter reads a filter's components; ip says the filter asks for
@@ -134,7 +128,9 @@ func describedEntry(e quota.Entity, l quota.Limits) kmsg.DescribeClientQuotasRes
 // alterOp writes quota changes to etcd; every replica's watch puts them
 // in force.
 type alterOp struct {
-	d       *Dispatcher
+	admin   QuotaAdmin
+	budget  time.Duration
+	log     *slog.Logger
 	resp    *kmsg.AlterClientQuotasResponse
 	entries []alterEntry
 }
@@ -145,17 +141,11 @@ type alterEntry struct {
 	ops []quota.Op
 }
 
-func (d *Dispatcher) beginAlterClientQuotas(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
-	if d.cfg.Quotas == nil {
-		return d.beginAdmin(ctx, conn, h, body)
-	}
-	req := kmsg.NewPtrAlterClientQuotasRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
-	}
-	o := &alterOp{d: d, resp: kmsg.NewPtrAlterClientQuotasResponse()}
-	o.resp.Version = h.Version
+// AlterClientQuotas checks req's entries now and writes the valid ones to
+// admin in Finish, within budget (etcd down: answer, do not hang).
+func AlterClientQuotas(admin QuotaAdmin, req *kmsg.AlterClientQuotasRequest, budget time.Duration, log *slog.Logger) Op {
+	o := &alterOp{admin: admin, budget: budget, log: log, resp: kmsg.NewPtrAlterClientQuotasResponse()}
+	o.resp.Version = req.Version
 	for i, in := range req.Entries {
 		out := kmsg.AlterClientQuotasResponseEntry{}
 		for _, ent := range in.Entity {
@@ -169,7 +159,7 @@ func (d *Dispatcher) beginAlterClientQuotas(ctx context.Context, conn uint64, h 
 		}
 		o.resp.Entries = append(o.resp.Entries, out)
 	}
-	return o, Reply{}, nil
+	return o
 }
 
 // alteration checks one entry as Kafka does: user and client-id entities
@@ -220,18 +210,18 @@ func alteration(in kmsg.AlterClientQuotasRequestEntry) (quota.Entity, []quota.Op
 	return e, ops, ""
 }
 
-func (o *alterOp) finish(ctx context.Context) (Reply, error) {
-	cctx, cancel := context.WithTimeout(ctx, o.d.cfg.RetryBudget) // etcd down: answer, do not hang
+func (o *alterOp) Finish(ctx context.Context) (kmsg.Response, error) {
+	cctx, cancel := context.WithTimeout(ctx, o.budget) // etcd down: answer, do not hang
 	defer cancel()
 	for _, a := range o.entries {
-		if err := o.d.cfg.Quotas.Alter(cctx, a.e, a.ops); err != nil {
+		if err := o.admin.Alter(cctx, a.e, a.ops); err != nil {
 			if ctx.Err() != nil {
-				return Reply{}, ctx.Err()
+				return nil, ctx.Err()
 			}
-			o.d.log.Warn("AlterClientQuotas failed", "err", err)
+			o.log.Warn("AlterClientQuotas failed", "err", err)
 			msg := "storing the quota failed: " + err.Error()
 			o.resp.Entries[a.i].ErrorCode, o.resp.Entries[a.i].ErrorMessage = kerr.UnknownServerError.Code, &msg
 		}
 	}
-	return Reply{Body: o.resp.AppendTo(nil)}, nil
+	return o.resp, nil
 }

@@ -1,8 +1,7 @@
-package apis
+package local
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -35,32 +34,18 @@ func scramMechanismNumber(name string) int8 {
 	return 0
 }
 
-func (d *Dispatcher) beginDescribeSCRAM(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
-	r, err := d.answerDescribeSCRAM(ctx, h, body)
-	return nil, r, err
-}
-
-func (d *Dispatcher) beginAlterSCRAM(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
-	r, err := d.answerAlterSCRAM(ctx, h, body)
-	return nil, r, err
-}
-
-func (d *Dispatcher) answerDescribeSCRAM(ctx context.Context, h Header, body []byte) (Reply, error) {
-	req := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return Reply{}, fmt.Errorf("decode: %w", err)
-	}
+// DescribeSCRAM answers DescribeUserScramCredentials from admin (nil: no
+// credential store).
+func DescribeSCRAM(ctx context.Context, admin SCRAMAdmin, req *kmsg.DescribeUserSCRAMCredentialsRequest) kmsg.Response {
 	resp := kmsg.NewPtrDescribeUserSCRAMCredentialsResponse()
-	resp.Version = h.Version
-	admin := d.cfg.SCRAM
+	resp.Version = req.Version
 	switch {
 	case admin == nil:
 		resp.ErrorCode, resp.ErrorMessage = kerr.UnsupportedVersion.Code, kmsg.StringPtr("no credential store")
-		return Reply{Body: resp.AppendTo(nil)}, nil
+		return resp
 	case !admin.Allowed(ctx):
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-		return Reply{Body: resp.AppendTo(nil)}, nil
+		return resp
 	}
 	byName := map[string]credstore.User{}
 	users := admin.Users()
@@ -81,7 +66,7 @@ func (d *Dispatcher) answerDescribeSCRAM(ctx context.Context, h Header, body []b
 		for _, u := range users {
 			resp.Results = append(resp.Results, result(u))
 		}
-		return Reply{Body: resp.AppendTo(nil)}, nil
+		return resp
 	}
 	seen := map[string]int{}
 	for _, ru := range req.Users {
@@ -100,16 +85,13 @@ func (d *Dispatcher) answerDescribeSCRAM(ctx context.Context, h Header, body []b
 		}
 		resp.Results = append(resp.Results, r)
 	}
-	return Reply{Body: resp.AppendTo(nil)}, nil
+	return resp
 }
 
-func (d *Dispatcher) answerAlterSCRAM(ctx context.Context, h Header, body []byte) (Reply, error) {
-	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
-	req.Version = h.Version
-	if err := req.ReadFrom(body); err != nil {
-		return Reply{}, fmt.Errorf("decode: %w", err)
-	}
-	b := &alterBatch{admin: d.cfg.SCRAM, count: map[[2]string]int{}, results: map[string]kmsg.AlterUserSCRAMCredentialsResponseResult{}}
+// AlterSCRAM answers AlterUserScramCredentials, changing admin's
+// credentials (nil: no credential store).
+func AlterSCRAM(ctx context.Context, admin SCRAMAdmin, req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
+	b := &alterBatch{admin: admin, count: map[[2]string]int{}, results: map[string]kmsg.AlterUserSCRAMCredentialsResponseResult{}}
 	b.allowed = b.admin != nil && b.admin.Allowed(ctx)
 	for _, del := range req.Deletions {
 		b.count[[2]string{del.Name, scramMechanisms[del.Mechanism]}]++
@@ -124,11 +106,11 @@ func (d *Dispatcher) answerAlterSCRAM(ctx context.Context, h Header, body []byte
 		b.upsert(ctx, up)
 	}
 	resp := kmsg.NewPtrAlterUserSCRAMCredentialsResponse()
-	resp.Version = h.Version
+	resp.Version = req.Version
 	for _, u := range b.order {
 		resp.Results = append(resp.Results, b.results[u])
 	}
-	return Reply{Body: resp.AppendTo(nil)}, nil
+	return resp
 }
 
 // alterBatch is one AlterUserScramCredentials request: Kafka answers once
