@@ -22,11 +22,6 @@ const (
 	maxFilesPerProxyType = 2  // files holding the methods of clientConn, and of Server
 )
 
-// proxyFileCountExempt are package roots the check leaves out, with why.
-// proxy/apis holds one handler file per API and is being regrouped on its
-// own (issue 23, item 1).
-var proxyFileCountExempt = []string{"proxy/apis"}
-
 // goList runs go list -f format on pkgs and returns its lines.
 func goList(t *testing.T, format string, pkgs ...string) []string {
 	t.Helper()
@@ -63,9 +58,6 @@ func TestProxyPackageRootsAreSmall(t *testing.T) {
 	for _, l := range lines {
 		path, dir, _ := strings.Cut(l, "=")
 		rel := strings.TrimPrefix(path, module)
-		if slices.Contains(proxyFileCountExempt, rel) {
-			continue
-		}
 		if files := nonTestGoFiles(t, dir); len(files) > maxProxyFiles {
 			t.Errorf("%s has %d non-test files (at most %d): split it by job\n%s", rel, len(files), maxProxyFiles, strings.Join(files, " "))
 		}
