@@ -113,7 +113,22 @@ func (c *cluster) clientFor(seeds []string, opts ...kgo.Opt) *kgo.Client {
 		c.t.Fatalf("kgo client: %v", err)
 	}
 	c.t.Cleanup(cl.Close)
+	c.awaitDiscovered(cl, seeds)
 	return cl
+}
+
+// awaitDiscovered waits (at most 10 s) until cl's metadata names as many
+// brokers as it was given seeds, so that direct(cl, b) finds b: kgo knows
+// brokers by id only once a metadata answer named them.
+func (c *cluster) awaitDiscovered(cl *kgo.Client, seeds []string) {
+	c.t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(cl.DiscoveredBrokers()) < len(seeds); {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("the client's metadata names %d brokers after 10s, want %d", len(cl.DiscoveredBrokers()), len(seeds))
+		}
+		cl.ForceMetadataRefresh()
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func (c *cluster) createTopic(cl *kgo.Client, topic string, partitions int32) {

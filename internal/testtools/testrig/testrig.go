@@ -14,20 +14,35 @@ package testrig
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"strconv"
 )
 
-// FreeAddr is a 127.0.0.1 address with a port that was free a moment ago.
-// A process started with it binds it itself; another process may take the
-// port in between, which on a test machine is rare enough to accept.
+// FreeAddr is a 127.0.0.1 address with a port that was free a moment ago,
+// for a process that binds it itself. The port is drawn at random below
+// Linux's ephemeral range (32768-60999 by default), not asked of the
+// kernel with port 0: a port the kernel hands out is also what it hands the
+// next outgoing connection of any process as its local port, so a freed
+// one was often taken before the process started (seen as "address
+// already in use" when tests ran in parallel). Another FreeAddr caller may
+// still draw the same port, which at random over 12,000 ports is rare.
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
+	var err error
+	for range 64 {
+		port := freeLow + rand.IntN(freeHigh-freeLow)
+		var l net.Listener
+		if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			l.Close()
+			return l.Addr().String(), nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", fmt.Errorf("find a free port in %d-%d: %w", freeLow, freeHigh, err)
 }
+
+// The range FreeAddr draws from: above the well-known and common service
+// ports, below the ephemeral range.
+const freeLow, freeHigh = 20000, 32768
 
 // FreeAddrs is n addresses from FreeAddr.
 func FreeAddrs(n int) ([]string, error) {
