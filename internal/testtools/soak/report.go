@@ -93,6 +93,7 @@ func (r *Result) Markdown(plotFile, command string, short bool) string {
 	if r.FirstErr != nil {
 		fmt.Fprintf(&b, "First client error: `%v`\n\n", r.FirstErr)
 	}
+	b.WriteString(r.whyMissed(t))
 	fmt.Fprintf(&b, "![RSS and p99 produce latency over time](%s)\n\n", plotFile)
 	fmt.Fprintf(&b, "## Samples\n\n| t | phase | pattern | RSS MiB | heap MiB | goroutines | fds | p99 ms | acked | bad input |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.Samples {
@@ -100,6 +101,51 @@ func (r *Result) Markdown(plotFile, command string, short bool) string {
 			s.RSS>>20, s.Heap>>20, s.Goroutines, s.FDs, ms(s.P99), s.Acked, s.BadInput)
 	}
 	return b.String()
+}
+
+// whyMissed is the report's reading of each missed target, from the
+// samples: whether the memory above the warm-up level is still live (held
+// for clients) or only kept by the runtime, and how far the windows without
+// hostile traffic alone spread on this machine.
+func (r *Result) whyMissed(t Targets) string {
+	if t.RSSOK && t.P99OK {
+		return ""
+	}
+	var heapWarm int64
+	lo, hi := time.Duration(-1), time.Duration(0)
+	for _, s := range r.Samples {
+		if s.Phase == PhaseBaseline {
+			heapWarm = s.Heap
+		}
+		if s.Pattern == "" && s.Acked > 0 {
+			if lo < 0 || s.P99 < lo {
+				lo = s.P99
+			}
+			hi = max(hi, s.P99)
+		}
+	}
+	heapEnd := r.Samples[len(r.Samples)-1].Heap
+	var b strings.Builder
+	b.WriteString("## Why a target is missed\n\n")
+	if !t.RSSOK && t.RSSWarm > 0 {
+		fmt.Fprintf(&b, "- RSS: the heap found live at the end is %d MiB, against %d MiB after the warm-up, so what the clients held was given back; the other %d MiB of RSS above the warm-up level are pages the Go runtime kept after the peaks for reuse (it returns idle pages to the OS over minutes).\n",
+			heapEnd>>20, heapWarm>>20, max(t.RSSEnd-t.RSSWarm-(heapEnd-heapWarm), 0)>>20)
+	}
+	if !t.P99OK && lo >= 0 {
+		fmt.Fprintf(&b, "- p99: without any hostile traffic the per-window p99 alone ranged from %.1f to %.1f ms in this run (machine load average %s when the report was written), so the ratio measures the shared machine as much as the proxy; a run on a quiet machine is needed to judge it.\n",
+			ms(lo), ms(hi), loadAverage())
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// loadAverage is /proc/loadavg's 1, 5 and 15 minute figures.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
