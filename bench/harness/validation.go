@@ -89,17 +89,6 @@ func validationFlag(flags []string) string {
 // evaluateValidation checks full validation's CPU per MB against none.
 func (r *Report) evaluateValidation() {
 	// The level is full unless -proxy-flags set another (the scenario's title says which).
-	name, goal := "proxy CPU per MB with produce validation, "+validationID, fmt.Sprintf("<= %.2f x off", validationCPUGoal)
-	s, ok := r.scenario(validationID)
-	if !ok {
-		r.Targets = append(r.Targets, Target{Name: name, Goal: goal, Figure: "-", Status: "not run"})
-		return
-	}
-	p, _ := s.side(sideProxy)
-	n, _ := s.side(sideNoValidation)
-	ratio := div(p.IntermediaryCPUMsPerMB, n.IntermediaryCPUMsPerMB)
-	r.Targets = append(r.Targets, Target{Name: name, Goal: goal,
-		Figure: fmt.Sprintf("%.3f x (%.2f vs %.2f ms/MB; throughput %.2f x)%s", ratio, p.IntermediaryCPUMsPerMB, n.IntermediaryCPUMsPerMB,
-			div(p.RecordsPerSec, n.RecordsPerSec), overBy(ratio, validationCPUGoal, "x")),
-		Status: status(ratio > 0 && ratio <= validationCPUGoal && p.Errors == 0 && n.Errors == 0)})
+	r.Targets = append(r.Targets, r.cpuRatioTarget(validationID, "proxy CPU per MB with produce validation, "+validationID,
+		fmt.Sprintf("<= %.2f x off", validationCPUGoal), validationCPUGoal, sideProxy, sideNoValidation))
 }
