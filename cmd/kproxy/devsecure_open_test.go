@@ -70,14 +70,14 @@ func TestDevSecurePlaintextOnlyProducesAndConsumes(t *testing.T) {
 		}
 	}
 	cres, err := anon.CreateACLs(ctx, kadm.NewACLs().Allow("User:alice").AllowHosts().Topics("payroll").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral))
-	refused("CreateACLs", firstCreateErr(cres, err), kerr.ClusterAuthorizationFailed)
+	refused("CreateACLs", firstResultErr(cres, err, func(r kadm.CreateACLsResult) error { return r.Err }), kerr.ClusterAuthorizationFailed)
 	dres, err := anon.DeleteACLs(ctx, kadm.NewACLs().Allow("User:ANONYMOUS").AllowHosts().Topics("*").Operations(kadm.OpWrite).ResourcePatternType(kadm.ACLPatternLiteral))
-	refused("DeleteACLs", firstDeleteErr(dres, err), kerr.ClusterAuthorizationFailed)
+	refused("DeleteACLs", firstResultErr(dres, err, func(r kadm.DeleteACLsResult) error { return r.Err }), kerr.ClusterAuthorizationFailed)
 	qres, err := anon.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{{
 		Entity: []kadm.ClientQuotaEntityComponent{{Type: "user", Name: kmsg.StringPtr("alice")}},
 		Ops:    []kadm.AlterClientQuotaOp{{Key: "producer_byte_rate", Value: 1e9}},
 	}})
-	refused("AlterClientQuotas", firstQuotaErr(qres, err), kerr.ClusterAuthorizationFailed)
+	refused("AlterClientQuotas", firstResultErr(qres, err, func(r kadm.AlteredClientQuota) error { return r.Err }), kerr.ClusterAuthorizationFailed)
 	ct, err := anon.CreateTopic(ctx, 1, 1, nil, "anon-created")
 	refused("CreateTopics", firstErr(err, ct.Err), kerr.TopicAuthorizationFailed)
 	dt, err := anon.DeleteTopics(ctx, "payroll")
@@ -111,7 +111,9 @@ func firstErr(errs ...error) error {
 	return nil
 }
 
-func firstCreateErr(res kadm.CreateACLsResults, err error) error {
+// firstResultErr is err, else the first error of the per-entry results
+// (an empty result list is an error: a refusal must be answered per entry).
+func firstResultErr[R any](res []R, err error, errOf func(R) error) error {
 	if err != nil {
 		return err
 	}
@@ -119,38 +121,8 @@ func firstCreateErr(res kadm.CreateACLsResults, err error) error {
 		return errors.New("no result")
 	}
 	for _, r := range res {
-		if r.Err != nil {
-			return r.Err
-		}
-	}
-	return nil
-}
-
-func firstDeleteErr(res kadm.DeleteACLsResults, err error) error {
-	if err != nil {
-		return err
-	}
-	if len(res) == 0 {
-		return errors.New("no result")
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			return r.Err
-		}
-	}
-	return nil
-}
-
-func firstQuotaErr(res []kadm.AlteredClientQuota, err error) error {
-	if err != nil {
-		return err
-	}
-	if len(res) == 0 {
-		return errors.New("no result")
-	}
-	for _, r := range res {
-		if r.Err != nil {
-			return r.Err
+		if e := errOf(r); e != nil {
+			return e
 		}
 	}
 	return nil
