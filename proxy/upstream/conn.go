@@ -47,7 +47,7 @@ type conn struct {
 	// idle, when positive, closes the connection once it has had nothing
 	// in flight that long (dedicated connections).
 	idle time.Duration
-	// unordered: the broker advertised unorderedFeature, so it may answer
+	// unordered: the broker advertised layout.UnorderedResponsesFeature, so it may answer
 	// in any order. Written before ready is closed; read after.
 	unordered bool
 	// hello is the broker's handshake answer (nil if it did not decode);
@@ -100,7 +100,7 @@ func (c *conn) handshaken(ctx context.Context) error {
 
 // answersInOrder waits for the handshake and reports whether the broker
 // answers this connection one request at a time, in order (it did not
-// advertise unorderedFeature).
+// advertise layout.UnorderedResponsesFeature).
 func (c *conn) answersInOrder(ctx context.Context) (bool, error) {
 	if err := c.handshaken(ctx); err != nil {
 		return false, err

@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/layout"
 )
 
 // connect dials and identifies the proxy so that the broker may answer out
@@ -73,7 +74,7 @@ func (c *conn) connect() (net.Conn, *bufio.Reader, string, error) {
 // handshake identifies the proxy with ApiVersions (v3 carries the software
 // name that lets a stub broker answer out of order) and returns the
 // broker's answer (nil if it does not decode): its API versions, and
-// whether it advertised unorderedFeature.
+// whether it advertised layout.UnorderedResponsesFeature.
 func (c *conn) handshake(nc net.Conn, br *bufio.Reader) (*kmsg.ApiVersionsResponse, error) {
 	cfg := &c.bp.p.cfg
 	req := kmsg.NewPtrApiVersionsRequest()
@@ -199,11 +200,11 @@ func roundTrip(nc net.Conn, br *bufio.Reader, clientID string, req kmsg.Request,
 }
 
 // advertisesUnordered reports whether an ApiVersions v3 response lists
-// unorderedFeature at version 1. Anything else means in order: the safe
+// layout.UnorderedResponsesFeature at version 1. Anything else means in order: the safe
 // assumption, which Kafka itself guarantees.
 func advertisesUnordered(resp *kmsg.ApiVersionsResponse) bool {
 	for _, f := range resp.SupportedFeatures {
-		if f.Name == unorderedFeature && f.MinVersion <= 1 && f.MaxVersion >= 1 {
+		if f.Name == layout.UnorderedResponsesFeature && f.MinVersion <= 1 && f.MaxVersion >= 1 {
 			return true
 		}
 	}

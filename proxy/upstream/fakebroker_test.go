@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/layout"
 )
 
 // received is one request a fakeBroker decoded.
@@ -41,7 +42,7 @@ func (r *received) replyEmpty() { r.reply(r.req.ResponseKind()) }
 // fakeBroker is a tiny Kafka broker for tests: it decodes every frame with
 // kmsg, answers ApiVersions itself and hands other requests to the test
 // through a channel, so the test decides when and in which order to answer.
-// By default it advertises unorderedFeature and lets the test answer in any
+// By default it advertises layout.UnorderedResponsesFeature and lets the test answer in any
 // order; an in-order one (newInOrderFakeBroker) advertises nothing and, like
 // Kafka, reads a connection's next request only once the previous one is
 // answered.
@@ -172,7 +173,7 @@ func (fb *fakeBroker) serve(c *fakeConn) {
 			resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: 3, MinVersion: 0, MaxVersion: 12}}
 			if !fb.inOrder {
 				f := kmsg.NewApiVersionsResponseSupportedFeature()
-				f.Name, f.MinVersion, f.MaxVersion = unorderedFeature, 1, 1
+				f.Name, f.MinVersion, f.MaxVersion = layout.UnorderedResponsesFeature, 1, 1
 				resp.SupportedFeatures = append(resp.SupportedFeatures, f)
 			}
 			c.write(r, resp)

@@ -7,14 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
-
-	"github.com/kproxy/kproxy/layout"
 )
-
-// unorderedFeature is the supported feature a broker lists (at version 1)
-// in its ApiVersions response when it answers the connection's requests as
-// soon as each is ready; the contract defines it.
-const unorderedFeature = layout.UnorderedResponsesFeature
 
 var (
 	errIdle          = errors.New("dedicated connection closed when idle")

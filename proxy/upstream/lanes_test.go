@@ -149,7 +149,7 @@ func TestInOrderBrokerLongPollDoesNotBlockOthers(t *testing.T) {
 	mustWait(t, quick, "fetch without wait")
 }
 
-// TestUnorderedBrokerMultiplexes: a broker advertising unorderedFeature gets
+// TestUnorderedBrokerMultiplexes: a broker advertising layout.UnorderedResponsesFeature gets
 // every request on the shared connection, held ones included.
 func TestUnorderedBrokerMultiplexes(t *testing.T) {
 	fb := newFakeBroker(t)
