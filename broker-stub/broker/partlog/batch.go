@@ -3,40 +3,11 @@ package partlog
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-)
 
-// Offsets of the fields of a magic-2 record batch header, and its length.
-const (
-	offBaseOffset      = 0
-	offLength          = 8
-	offLeaderEpoch     = 12
-	offMagic           = 16
-	offCRC             = 17
-	offAttributes      = 21
-	offLastOffsetDelta = 23
-	offFirstTimestamp  = 27
-	offMaxTimestamp    = 35
-	offProducerID      = 43
-	offProducerEpoch   = 51
-	offBaseSequence    = 53
-	offNumRecords      = 57
-	batchHeaderLen     = 61
-	// logOverhead is the base offset and length in front of every batch;
-	// the length counts the bytes after them.
-	logOverhead = 12
+	"github.com/kproxy/kproxy/internal/kwire"
 )
-
-// Attribute bits of a record batch.
-const (
-	attrCompression   = 0x07
-	attrTransactional = 0x10
-	attrControl       = 0x20
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Batch is one magic-2 record batch as a producer sent it. Raw aliases the
 // request bytes: the whole batch, header included.
@@ -83,10 +54,10 @@ func ParseProduce(records []byte) ([]Batch, *BatchError) {
 	}
 	var out []Batch
 	for rest := records; len(rest) > 0; {
-		if len(rest) < offMagic+1 {
+		if len(rest) < kwire.BatchOffMagic+1 {
 			return nil, batchErr(kerr.CorruptMessage, "truncated batch header: %d bytes", len(rest))
 		}
-		if magic := int8(rest[offMagic]); magic != 2 {
+		if magic := int8(rest[kwire.BatchOffMagic]); magic != 2 {
 			return nil, batchErr(kerr.UnsupportedForMessageFormat, "record batch magic %d, only magic 2 is supported", magic)
 		}
 		size, err := batchSize(rest)
@@ -95,15 +66,15 @@ func ParseProduce(records []byte) ([]Batch, *BatchError) {
 		}
 		raw := rest[:size]
 		rest = rest[size:]
-		want := binary.BigEndian.Uint32(raw[offCRC:])
-		if got := crc32.Checksum(raw[offAttributes:], castagnoli); got != want {
+		want := binary.BigEndian.Uint32(raw[kwire.BatchOffCRC:])
+		if got := kwire.BatchCRC(raw); got != want {
 			return nil, batchErr(kerr.CorruptMessage, "record batch CRC %08x, computed %08x", want, got)
 		}
 		b := headerOf(raw)
 		switch {
-		case b.Attributes&attrControl != 0:
+		case b.Attributes&kwire.BatchAttrControl != 0:
 			return nil, batchErr(kerr.InvalidRecord, "producers may not write control batches")
-		case b.Attributes&attrTransactional != 0:
+		case b.Attributes&kwire.BatchAttrTransactional != 0:
 			return nil, batchErr(kerr.UnsupportedVersion, "transactional produce is not supported by this broker")
 		case b.LastOffsetDelta < 0 || int64(b.NumRecords) != int64(b.LastOffsetDelta)+1:
 			return nil, batchErr(kerr.InvalidRecord, "batch of %d records has last offset delta %d", b.NumRecords, b.LastOffsetDelta)
@@ -123,12 +94,12 @@ func ParseTrusting(records []byte) ([]Batch, *BatchError) {
 	var out []Batch
 	for rest := records; len(rest) > 0; {
 		n := len(rest)
-		if len(rest) >= batchHeaderLen {
-			if s := int64(int32(binary.BigEndian.Uint32(rest[offLength:]))) + logOverhead; s >= batchHeaderLen && s <= int64(len(rest)) {
+		if len(rest) >= kwire.BatchHeaderLen {
+			if s := int64(int32(binary.BigEndian.Uint32(rest[kwire.BatchOffLength:]))) + kwire.BatchLogOverhead; s >= kwire.BatchHeaderLen && s <= int64(len(rest)) {
 				n = int(s)
 			}
 		}
-		if n < batchHeaderLen {
+		if n < kwire.BatchHeaderLen {
 			return nil, batchErr(kerr.CorruptMessage, "a piece of %d bytes cannot hold a batch header", n)
 		}
 		out = append(out, headerOf(rest[:n]))
@@ -142,11 +113,11 @@ func ParseTrusting(records []byte) ([]Batch, *BatchError) {
 
 // batchSize is the byte length of the batch at the front of b.
 func batchSize(b []byte) (int, *BatchError) {
-	if len(b) < batchHeaderLen {
+	if len(b) < kwire.BatchHeaderLen {
 		return 0, batchErr(kerr.CorruptMessage, "truncated batch header: %d bytes", len(b))
 	}
-	n := int64(int32(binary.BigEndian.Uint32(b[offLength:]))) + logOverhead
-	if n < batchHeaderLen || n > int64(len(b)) {
+	n := int64(int32(binary.BigEndian.Uint32(b[kwire.BatchOffLength:]))) + kwire.BatchLogOverhead
+	if n < kwire.BatchHeaderLen || n > int64(len(b)) {
 		return 0, batchErr(kerr.CorruptMessage, "batch length %d does not fit in %d bytes", n, len(b))
 	}
 	return int(n), nil
@@ -158,21 +129,21 @@ func headerOf(raw []byte) Batch {
 	be := binary.BigEndian
 	return Batch{
 		Raw:             raw,
-		Attributes:      int16(be.Uint16(raw[offAttributes:])),
-		LastOffsetDelta: int32(be.Uint32(raw[offLastOffsetDelta:])),
-		FirstTimestamp:  int64(be.Uint64(raw[offFirstTimestamp:])),
-		MaxTimestamp:    int64(be.Uint64(raw[offMaxTimestamp:])),
-		ProducerID:      int64(be.Uint64(raw[offProducerID:])),
-		ProducerEpoch:   int16(be.Uint16(raw[offProducerEpoch:])),
-		BaseSequence:    int32(be.Uint32(raw[offBaseSequence:])),
-		NumRecords:      int32(be.Uint32(raw[offNumRecords:])),
+		Attributes:      int16(be.Uint16(raw[kwire.BatchOffAttributes:])),
+		LastOffsetDelta: int32(be.Uint32(raw[kwire.BatchOffLastOffsetDelta:])),
+		FirstTimestamp:  int64(be.Uint64(raw[kwire.BatchOffFirstTimestamp:])),
+		MaxTimestamp:    int64(be.Uint64(raw[kwire.BatchOffMaxTimestamp:])),
+		ProducerID:      int64(be.Uint64(raw[kwire.BatchOffProducerID:])),
+		ProducerEpoch:   int16(be.Uint16(raw[kwire.BatchOffProducerEpoch:])),
+		BaseSequence:    int32(be.Uint32(raw[kwire.BatchOffBaseSequence:])),
+		NumRecords:      int32(be.Uint32(raw[kwire.BatchOffNumRecords:])),
 	}
 }
 
 // setBaseOffset rewrites the base offset of the batch at the front of b. The
 // CRC covers only the bytes from the attributes on, so it stays valid.
 func setBaseOffset(b []byte, base int64) {
-	binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(base))
+	binary.BigEndian.PutUint64(b[kwire.BatchOffBaseOffset:], uint64(base))
 }
 
 // StoredBatch is the header of a batch read back from a segment.
@@ -194,7 +165,7 @@ func ScanBatches(data []byte, fn func(StoredBatch) bool) error {
 		}
 		raw := data[pos : pos+size]
 		h := headerOf(raw)
-		base := int64(binary.BigEndian.Uint64(raw[offBaseOffset:]))
+		base := int64(binary.BigEndian.Uint64(raw[kwire.BatchOffBaseOffset:]))
 		sb := StoredBatch{Raw: raw, BaseOffset: base, LastOffset: base + int64(h.LastOffsetDelta),
 			MaxTimestamp: h.MaxTimestamp, Attributes: h.Attributes}
 		if !fn(sb) {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"testing"
 
-	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 
 	"github.com/kproxy/kproxy/broker-stub/broker/schema"
+	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
 	"github.com/kproxy/kproxy/layout"
 )
 
@@ -35,10 +35,10 @@ func TestParseProduce(t *testing.T) {
 		{"two", append(append([]byte(nil), good...), good...), 0, 2},
 		{"empty", nil, kerr.InvalidRecord.Code, 0},
 		{"payload bit flipped", flip(good, len(good)-1), kerr.CorruptMessage.Code, 0},
-		{"attributes bit flipped", flip(good, offAttributes+1), kerr.CorruptMessage.Code, 0},
+		{"attributes bit flipped", flip(good, kwire.BatchOffAttributes+1), kerr.CorruptMessage.Code, 0},
 		{"base offset may be anything", flip(good, 3), 0, 1},
-		{"magic 1", flip(good, offMagic), kerr.UnsupportedForMessageFormat.Code, 0},
-		{"length past end", flip(good, offLength+3), kerr.CorruptMessage.Code, 0},
+		{"magic 1", flip(good, kwire.BatchOffMagic), kerr.UnsupportedForMessageFormat.Code, 0},
+		{"length past end", flip(good, kwire.BatchOffLength+3), kerr.CorruptMessage.Code, 0},
 		{"trailing garbage", append(append([]byte(nil), good...), 0, 0), kerr.CorruptMessage.Code, 0},
 	}
 	for _, tc := range cases {

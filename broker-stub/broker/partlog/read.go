@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 // Read returns whole committed batches of snap starting with the one that
@@ -144,11 +146,11 @@ func MaxTimestamp(ctx context.Context, objs Objects, snap *Snapshot) (Timestampe
 // eachRecord calls fn with the offset and timestamp of each record of an
 // uncompressed batch; compressed batches are skipped.
 func eachRecord(b StoredBatch, fn func(offset, ts int64) bool) {
-	if b.Attributes&attrCompression != 0 {
+	if b.Attributes&kwire.BatchAttrCodec != 0 {
 		return
 	}
 	h := headerOf(b.Raw)
-	rest := b.Raw[batchHeaderLen:]
+	rest := b.Raw[kwire.BatchHeaderLen:]
 	for n := int32(0); n < h.NumRecords && len(rest) > 0; n++ {
 		length, k := binary.Varint(rest)
 		if k <= 0 || length < 0 || int64(len(rest)-k) < length {

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 // FuzzCheck feeds arbitrary record data to Check at every level: it must
@@ -13,7 +15,7 @@ import (
 func FuzzCheck(f *testing.F) {
 	good := batch(3)
 	f.Add(int16(9), false, good)
-	f.Add(int16(3), true, edit(func(b []byte) { idempotent(7, 0, 0)(b); attrs(attrTransactional)(b) }, true))
+	f.Add(int16(3), true, edit(func(b []byte) { idempotent(7, 0, 0)(b); attrs(kwire.BatchAttrTransactional)(b) }, true))
 	f.Add(int16(7), false, legacySet(0, 10))
 	f.Add(int16(2), false, legacySet(1, 2))
 	f.Add(int16(9), false, append(bytes.Clone(good), good...))
@@ -34,7 +36,7 @@ func FuzzCheck(f *testing.F) {
 		if full.Reason != CRC && full != framing {
 			t.Fatalf("full %+v and framing %+v differ on something other than the CRC", full, framing)
 		}
-		if framing.OK() && (len(records) < headerLen || int(int32(binary.BigEndian.Uint32(records[offLength:])))+logOverhead != len(records)) {
+		if framing.OK() && (len(records) < kwire.BatchHeaderLen || int(int32(binary.BigEndian.Uint32(records[kwire.BatchOffLength:])))+kwire.BatchLogOverhead != len(records)) {
 			t.Fatalf("accepted %d bytes that are not one whole batch", len(records))
 		}
 	})

@@ -17,9 +17,10 @@ package recordcheck
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kproxy/kproxy/internal/kwire"
 )
 
 // Level is how much of the record data is checked.
@@ -119,29 +120,10 @@ func (r Result) OK() bool { return r.Reason == None }
 
 func refuse(r Reason, e *kerr.Error) Result { return Result{Reason: r, Code: e.Code} }
 
-// Offsets of the fields of a record batch (magic 2) and of the parts every
-// magic shares (offset, length, and magic at the same place).
+// Sizes the checks need besides the batch layout (kwire).
 const (
-	offLength          = 8
-	offMagic           = 16
-	offCRC             = 17
-	offAttributes      = 21
-	offLastOffsetDelta = 23
-	offProducerID      = 43
-	offProducerEpoch   = 51
-	offBaseSequence    = 53
-	offNumRecords      = 57
-	headerLen          = 61 // a magic-2 batch header, records not included
-	logOverhead        = 12 // base offset and length, which the length does not count
-	upToMagic          = offMagic + 1
-	minLegacyLength    = 14 // Kafka's LegacyRecord.RECORD_OVERHEAD_V0: no length is smaller
-)
-
-// Attribute bits of a magic-2 batch.
-const (
-	attrCodec         = 0x07
-	attrTransactional = 0x10
-	attrControl       = 0x20
+	upToMagic       = kwire.BatchOffMagic + 1
+	minLegacyLength = 14 // Kafka's LegacyRecord.RECORD_OVERHEAD_V0: no length is smaller
 )
 
 // Compression codecs Kafka knows (attribute bits 0-2).
@@ -149,8 +131,6 @@ const (
 	codecZstd     = 4
 	codecKnownMax = codecZstd
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Check validates the records of one partition of a Produce at version
 // (the client's), as Kafka does, in Kafka's order; transactionalID says
@@ -165,8 +145,8 @@ func Check(level Level, version int16, transactionalID bool, records []byte) Res
 		return res
 	}
 	b := records[:size]
-	attrs := binary.BigEndian.Uint16(b[offAttributes:])
-	if version < 7 && attrs&attrCodec == codecZstd {
+	attrs := binary.BigEndian.Uint16(b[kwire.BatchOffAttributes:])
+	if version < 7 && attrs&kwire.BatchAttrCodec == codecZstd {
 		return refuse(Compression, kerr.UnsupportedCompressionType)
 	}
 	if rest := records[size:]; len(rest) > 0 {
@@ -183,21 +163,21 @@ func Check(level Level, version int16, transactionalID bool, records []byte) Res
 // first frames the batch at the front of records as Kafka's batch iterator
 // does, and checks its magic; it returns the batch's size.
 func first(version int16, records []byte) (int, Result) {
-	if len(records) < logOverhead {
+	if len(records) < kwire.BatchLogOverhead {
 		return 0, refuse(NoBatch, kerr.InvalidRecord)
 	}
-	length := int32(binary.BigEndian.Uint32(records[offLength:]))
+	length := int32(binary.BigEndian.Uint32(records[kwire.BatchOffLength:]))
 	if length < minLegacyLength {
 		return 0, refuse(BatchLength, kerr.CorruptMessage)
 	}
 	if len(records) < upToMagic {
 		return 0, refuse(Truncated, kerr.InvalidRecord)
 	}
-	magic := int8(records[offMagic])
+	magic := int8(records[kwire.BatchOffMagic])
 	if magic < 0 || magic > 2 {
 		return 0, refuse(Magic, kerr.CorruptMessage)
 	}
-	size := int64(length) + logOverhead
+	size := int64(length) + kwire.BatchLogOverhead
 	if int64(len(records)) < size {
 		return 0, refuse(Truncated, kerr.InvalidRecord)
 	}
@@ -210,7 +190,7 @@ func first(version int16, records []byte) (int, Result) {
 		}
 		return 0, refuse(Magic, kerr.UnsupportedForMessageFormat)
 	}
-	if size < headerLen {
+	if size < kwire.BatchHeaderLen {
 		return 0, refuse(BatchLength, kerr.CorruptMessage) // Kafka: not a valid batch, as a CRC failure
 	}
 	return int(size), Result{}
@@ -222,9 +202,9 @@ func whole(b []byte) bool {
 	if len(b) < upToMagic {
 		return false
 	}
-	length := int32(binary.BigEndian.Uint32(b[offLength:]))
-	magic := int8(b[offMagic])
-	return length >= minLegacyLength && magic >= 0 && magic <= 2 && int64(len(b)) >= int64(length)+logOverhead
+	length := int32(binary.BigEndian.Uint32(b[kwire.BatchOffLength:]))
+	magic := int8(b[kwire.BatchOffMagic])
+	return length >= minLegacyLength && magic >= 0 && magic <= 2 && int64(len(b)) >= int64(length)+kwire.BatchLogOverhead
 }
 
 // header checks the fields of one magic-2 batch b (exactly its bytes).
@@ -233,25 +213,25 @@ func header(level Level, transactionalID bool, b []byte, attrs uint16) Result {
 	if be.Uint64(b) != 0 {
 		return refuse(BaseOffset, kerr.InvalidRecord)
 	}
-	if level == Full && crc32.Checksum(b[offAttributes:], castagnoli) != be.Uint32(b[offCRC:]) {
+	if level == Full && kwire.BatchCRC(b) != be.Uint32(b[kwire.BatchOffCRC:]) {
 		return refuse(CRC, kerr.CorruptMessage)
 	}
-	if attrs&attrCodec > codecKnownMax {
+	if attrs&kwire.BatchAttrCodec > codecKnownMax {
 		// Kafka's codec lookup throws IllegalArgumentException, which it
 		// answers UNKNOWN_SERVER_ERROR.
 		return refuse(Compression, kerr.UnknownServerError)
 	}
-	lastDelta := int32(be.Uint32(b[offLastOffsetDelta:]))
-	count := int32(be.Uint32(b[offNumRecords:]))
+	lastDelta := int32(be.Uint32(b[kwire.BatchOffLastOffsetDelta:]))
+	count := int32(be.Uint32(b[kwire.BatchOffNumRecords:]))
 	if int64(lastDelta)+1 <= 0 || count <= 0 || int64(count) != int64(lastDelta)+1 {
 		return refuse(RecordCount, kerr.InvalidRecord)
 	}
-	if attrs&attrControl != 0 {
+	if attrs&kwire.BatchAttrControl != 0 {
 		return refuse(ControlBatch, kerr.InvalidRecord)
 	}
-	pid := int64(be.Uint64(b[offProducerID:]))
-	epoch := int16(be.Uint16(b[offProducerEpoch:]))
-	seq := int32(be.Uint32(b[offBaseSequence:]))
+	pid := int64(be.Uint64(b[kwire.BatchOffProducerID:]))
+	epoch := int16(be.Uint16(b[kwire.BatchOffProducerEpoch:]))
+	seq := int32(be.Uint32(b[kwire.BatchOffBaseSequence:]))
 	switch {
 	case pid < -1:
 		return refuse(ProducerID, kerr.InvalidRecord)
@@ -260,7 +240,7 @@ func header(level Level, transactionalID bool, b []byte, attrs uint16) Result {
 	case seq < -1 || pid >= 0 && seq < 0:
 		return refuse(BaseSequence, kerr.InvalidRecord)
 	}
-	if attrs&attrTransactional != 0 && !transactionalID {
+	if attrs&kwire.BatchAttrTransactional != 0 && !transactionalID {
 		return refuse(TransactionalNoID, kerr.TransactionalIDAuthorizationFailed)
 	}
 	return Result{}
@@ -272,6 +252,6 @@ func header(level Level, transactionalID bool, b []byte, attrs uint16) Result {
 // transactional id fails the whole request with
 // TRANSACTIONAL_ID_AUTHORIZATION_FAILED.
 func Transactional(records []byte) bool {
-	return len(records) >= headerLen && records[offMagic] == 2 && whole(records) &&
-		binary.BigEndian.Uint16(records[offAttributes:])&attrTransactional != 0
+	return len(records) >= kwire.BatchHeaderLen && records[kwire.BatchOffMagic] == 2 && whole(records) &&
+		binary.BigEndian.Uint16(records[kwire.BatchOffAttributes:])&kwire.BatchAttrTransactional != 0
 }

@@ -3,11 +3,11 @@ package recordcheck
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
 )
 
@@ -26,7 +26,7 @@ func edit(f func(b []byte), crc bool) []byte {
 	b := batch(3)
 	f(b)
 	if crc {
-		binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+		binary.BigEndian.PutUint32(b[kwire.BatchOffCRC:], kwire.BatchCRC(b))
 	}
 	return b
 }
@@ -44,14 +44,14 @@ func put64(off int, v int64) func([]byte) {
 }
 
 func attrs(v uint16) func([]byte) {
-	return func(b []byte) { binary.BigEndian.PutUint16(b[offAttributes:], v) }
+	return func(b []byte) { binary.BigEndian.PutUint16(b[kwire.BatchOffAttributes:], v) }
 }
 
 func idempotent(pid int64, epoch int16, seq int32) func([]byte) {
 	return func(b []byte) {
-		put64(offProducerID, pid)(b)
-		put16(offProducerEpoch, epoch)(b)
-		put32(offBaseSequence, seq)(b)
+		put64(kwire.BatchOffProducerID, pid)(b)
+		put16(kwire.BatchOffProducerEpoch, epoch)(b)
+		put32(kwire.BatchOffBaseSequence, seq)(b)
 	}
 }
 
@@ -90,7 +90,7 @@ func TestCheck(t *testing.T) {
 		{"valid", 9, false, good, None, 0},
 		{"valid single record", 3, false, batch(1), None, 0},
 		{"valid idempotent", 9, false, edit(idempotent(7, 0, 0), true), None, 0},
-		{"valid transactional with id", 9, true, edit(func(b []byte) { idempotent(7, 0, 0)(b); attrs(attrTransactional)(b) }, true), None, 0},
+		{"valid transactional with id", 9, true, edit(func(b []byte) { idempotent(7, 0, 0)(b); attrs(kwire.BatchAttrTransactional)(b) }, true), None, 0},
 		{"valid zstd from v7", 7, false, edit(attrs(codecZstd), true), None, 0},
 		{"valid magic 2 in v2", 2, false, good, None, 0},
 
@@ -98,12 +98,12 @@ func TestCheck(t *testing.T) {
 		{"shorter than a length", 9, false, good[:11], NoBatch, kerr.InvalidRecord.Code},
 		{"cut before magic", 9, false, good[:16], Truncated, kerr.InvalidRecord.Code},
 		{"truncated batch", 9, false, good[:len(good)-1], Truncated, kerr.InvalidRecord.Code},
-		{"length past the bytes", 9, false, edit(put32(offLength, int32(len(good))), false), Truncated, kerr.InvalidRecord.Code},
-		{"length below v0 overhead", 9, false, edit(put32(offLength, 13), false), BatchLength, kerr.CorruptMessage.Code},
-		{"negative length", 9, false, edit(put32(offLength, -1), false), BatchLength, kerr.CorruptMessage.Code},
-		{"length below v2 header", 9, false, edit(put32(offLength, 28), false)[:40], BatchLength, kerr.CorruptMessage.Code},
-		{"magic 3", 9, false, edit(func(b []byte) { b[offMagic] = 3 }, false), Magic, kerr.CorruptMessage.Code},
-		{"magic -1", 9, false, edit(func(b []byte) { b[offMagic] = 0xff }, false), Magic, kerr.CorruptMessage.Code},
+		{"length past the bytes", 9, false, edit(put32(kwire.BatchOffLength, int32(len(good))), false), Truncated, kerr.InvalidRecord.Code},
+		{"length below v0 overhead", 9, false, edit(put32(kwire.BatchOffLength, 13), false), BatchLength, kerr.CorruptMessage.Code},
+		{"negative length", 9, false, edit(put32(kwire.BatchOffLength, -1), false), BatchLength, kerr.CorruptMessage.Code},
+		{"length below v2 header", 9, false, edit(put32(kwire.BatchOffLength, 28), false)[:40], BatchLength, kerr.CorruptMessage.Code},
+		{"magic 3", 9, false, edit(func(b []byte) { b[kwire.BatchOffMagic] = 3 }, false), Magic, kerr.CorruptMessage.Code},
+		{"magic -1", 9, false, edit(func(b []byte) { b[kwire.BatchOffMagic] = 0xff }, false), Magic, kerr.CorruptMessage.Code},
 		{"magic 0 set in v7", 7, false, legacySet(0, 10), Magic, kerr.InvalidRecord.Code},
 		{"magic 1 set in v3", 3, false, legacySet(1, 2), Magic, kerr.InvalidRecord.Code},
 		{"magic 0 set in v2", 2, false, legacySet(0, 1), Magic, kerr.UnsupportedForMessageFormat.Code},
@@ -113,18 +113,18 @@ func TestCheck(t *testing.T) {
 		{"zstd before v7", 6, false, edit(attrs(codecZstd), true), Compression, kerr.UnsupportedCompressionType.Code},
 		{"base offset 5", 9, false, edit(put64(0, 5), false), BaseOffset, kerr.InvalidRecord.Code},
 		{"wrong crc", 9, false, edit(func(b []byte) { b[len(b)-1] ^= 1 }, false), CRC, kerr.CorruptMessage.Code},
-		{"crc over a changed header", 9, false, edit(put32(offNumRecords, 2), false), CRC, kerr.CorruptMessage.Code},
+		{"crc over a changed header", 9, false, edit(put32(kwire.BatchOffNumRecords, 2), false), CRC, kerr.CorruptMessage.Code},
 		{"unknown codec", 9, false, edit(attrs(5), true), Compression, kerr.UnknownServerError.Code},
-		{"negative last offset delta", 9, false, edit(put32(offLastOffsetDelta, -1), true), RecordCount, kerr.InvalidRecord.Code},
-		{"zero records", 9, false, edit(func(b []byte) { put32(offLastOffsetDelta, -1)(b); put32(offNumRecords, 0)(b) }, true), RecordCount, kerr.InvalidRecord.Code},
-		{"negative count", 9, false, edit(put32(offNumRecords, -3), true), RecordCount, kerr.InvalidRecord.Code},
-		{"count not delta+1", 9, false, edit(put32(offNumRecords, 2), true), RecordCount, kerr.InvalidRecord.Code},
-		{"control batch", 9, false, edit(attrs(attrControl), true), ControlBatch, kerr.InvalidRecord.Code},
+		{"negative last offset delta", 9, false, edit(put32(kwire.BatchOffLastOffsetDelta, -1), true), RecordCount, kerr.InvalidRecord.Code},
+		{"zero records", 9, false, edit(func(b []byte) { put32(kwire.BatchOffLastOffsetDelta, -1)(b); put32(kwire.BatchOffNumRecords, 0)(b) }, true), RecordCount, kerr.InvalidRecord.Code},
+		{"negative count", 9, false, edit(put32(kwire.BatchOffNumRecords, -3), true), RecordCount, kerr.InvalidRecord.Code},
+		{"count not delta+1", 9, false, edit(put32(kwire.BatchOffNumRecords, 2), true), RecordCount, kerr.InvalidRecord.Code},
+		{"control batch", 9, false, edit(attrs(kwire.BatchAttrControl), true), ControlBatch, kerr.InvalidRecord.Code},
 		{"producer id -2", 9, false, edit(idempotent(-2, -1, -1), true), ProducerID, kerr.InvalidRecord.Code},
 		{"producer epoch -2", 9, false, edit(idempotent(7, -2, 0), true), ProducerEpoch, kerr.InvalidProducerEpoch.Code},
 		{"sequence -2 without producer id", 9, false, edit(idempotent(-1, -1, -2), true), BaseSequence, kerr.InvalidRecord.Code},
 		{"sequence -1 with producer id", 9, false, edit(idempotent(7, 0, -1), true), BaseSequence, kerr.InvalidRecord.Code},
-		{"transactional without id", 9, false, edit(func(b []byte) { idempotent(7, 0, 0)(b); attrs(attrTransactional)(b) }, true), TransactionalNoID, kerr.TransactionalIDAuthorizationFailed.Code},
+		{"transactional without id", 9, false, edit(func(b []byte) { idempotent(7, 0, 0)(b); attrs(kwire.BatchAttrTransactional)(b) }, true), TransactionalNoID, kerr.TransactionalIDAuthorizationFailed.Code},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -163,7 +163,7 @@ func TestFramingWithoutCRC(t *testing.T) {
 }
 
 func TestTransactional(t *testing.T) {
-	txn := edit(func(b []byte) { idempotent(7, 0, 0)(b); attrs(attrTransactional)(b) }, true)
+	txn := edit(func(b []byte) { idempotent(7, 0, 0)(b); attrs(kwire.BatchAttrTransactional)(b) }, true)
 	cases := []struct {
 		name    string
 		records []byte
