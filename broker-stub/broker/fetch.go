@@ -20,11 +20,7 @@ type fetchPart struct {
 	// endChecked: an offset past the view's end was confirmed in etcd to be
 	// within the committed log (this broker's view lags).
 	endChecked bool
-	// committed is the partition's committed end read from etcd when this
-	// broker does not own it (-1 until read; see readPartition).
-	committed int64
-	confirmed bool // committed was read, or the partition is owned here
-	synced    bool // the metadata view was synced with etcd for this fetch
+	synced     bool // the metadata view was synced with etcd for this fetch
 }
 
 // handleFetch serves committed data of any partition, owned here or not,
@@ -52,7 +48,6 @@ func (b *Broker) handleFetch(ctx context.Context, _ *conn, _ header, kreq kmsg.R
 	wake := make(chan struct{}, 1)
 	cancel := b.view.Wait(tps, wake) // before the first read: no change is missed
 	defer cancel()
-	b.confirmEnds(ctx, parts)
 	timer := time.NewTimer(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
 	defer timer.Stop()
 	for {
@@ -150,32 +145,21 @@ func (b *Broker) readPartition(ctx context.Context, p *fetchPart, budget int, fi
 		snap = &partlog.Snapshot{}
 	}
 	st := snap.State
-	if !p.confirmed {
-		p.committed = -1
-		if _, owned := b.sess.Owns(partitionResource(b.cfg.Layout, p.tp)); !owned {
-			// The view is fed by a watch and may lag commits that the
-			// owner already reported to clients: a high watermark from it
-			// could go down for a client whose fetches move between
-			// brokers. The committed end read now is at least what any
-			// broker reported before this fetch. (An owner's view holds its
-			// own commits as they are made, and what it read when it
-			// acquired the partition is its floor.)
-			end, err := b.committedEnd(ctx, p.tp)
-			if err != nil {
-				return kerr.KafkaStorageError.Code
-			}
-			p.committed = end
-		}
-		p.confirmed = true
-	}
-	floor := b.view.Floor(p.tp) // what this broker read when it acquired the partition
-	hwm := max(st.End, p.committed, floor)
+	// A broker that does not own the partition learns of the owner's
+	// commits through its watch, so its high watermark trails the owner's,
+	// as a Kafka follower's does (KIP-392): never beyond the committed end.
+	// The proxy keeps what a client sees from going down when its fetches
+	// move between brokers (proxy/apis/hwfloor). An owner's view holds its
+	// own commits as they are made, and what it read when it acquired the
+	// partition is its floor.
+	floor := b.view.Floor(p.tp)
+	hwm := max(st.End, floor)
 	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hwm, hwm, st.LogStart
 	off := p.req.FetchOffset
 	if off > st.End && !p.endChecked {
-		// The view may lag the owner's commits: only etcd may say the
-		// offset is really past the end.
-		end := max(p.committed, floor)
+		// The client may have read further at another broker: only etcd
+		// may say the offset is really past the end.
+		end := floor
 		if off > end {
 			var err error
 			if end, err = b.committedEnd(ctx, p.tp); err != nil {

@@ -123,38 +123,6 @@ func waitEpoch(ctx context.Context, t *testing.T, b *testBroker, topic string, e
 	}
 }
 
-// TestNonOwnerHighWatermarkNeverBehindCommits: a broker that does not own a
-// partition serves it from a view its etcd watch feeds, which may lag; its
-// high watermark must still cover every commit made before the fetch (the
-// owner already reported them), or a client whose fetches move between
-// brokers sees the high watermark go down. Broker 2 reaches etcd through a
-// relay that delays its traffic, so its watch is late on purpose.
-func TestNonOwnerHighWatermarkNeverBehindCommits(t *testing.T) {
-	c := newCluster(t)
-	b1 := c.start(1, nil)
-	b2, relay := c.startBehindRelay(2)
-	cl := c.clientFor([]string{b1.Addr(), b2.Addr()})
-	c.createTopic(cl, "lag", 1)
-	ctx := testCtx(t, 60*time.Second)
-	if rp := produceUntilLeader(ctx, t, direct(cl, b1), "lag", 0, oneRecord("first")); rp.ErrorCode != 0 {
-		t.Fatalf("produce: %v", kerr.ErrorForCode(rp.ErrorCode))
-	}
-	if got := fetchRaw(ctx, t, direct(cl, b2), "lag", 0, 0); got.HighWatermark != 1 {
-		t.Fatalf("broker 2's high watermark %d before the delay, want 1", got.HighWatermark)
-	}
-
-	relay.Delay(time.Second) // broker 2's watch now learns of commits a second late
-	rp := produceUntilLeader(ctx, t, direct(cl, b1), "lag", 0, oneRecord("second"))
-	if rp.ErrorCode != 0 {
-		t.Fatalf("produce: %v", kerr.ErrorForCode(rp.ErrorCode))
-	}
-	owner := fetchRaw(ctx, t, direct(cl, b1), "lag", 0, 0)
-	other := fetchRaw(ctx, t, direct(cl, b2), "lag", 0, 0)
-	if owner.HighWatermark != 2 || other.HighWatermark < owner.HighWatermark {
-		t.Fatalf("high watermark: owner %d, then non-owner %d; want 2 and no less", owner.HighWatermark, other.HighWatermark)
-	}
-}
-
 // startBehindRelay starts broker id with its etcd traffic through a relay
 // the test can delay: a late watch on purpose.
 func (c *cluster) startBehindRelay(id int32) (*testBroker, *faultnet.Relay) {

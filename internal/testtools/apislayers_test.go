@@ -16,6 +16,7 @@ import (
 var apisLevels = map[string]int{
 	"proxy/apis/answer":      0,
 	"proxy/apis/recordcheck": 0,
+	"proxy/apis/hwfloor":     0,
 	"proxy/apis/split":       0,
 	"proxy/apis/authrule":    1,
 	"proxy/apis/local":       1,

@@ -38,6 +38,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
+	"github.com/kproxy/kproxy/proxy/apis/hwfloor"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/proxy/security/authz"
@@ -190,6 +191,7 @@ type Dispatcher struct {
 	pg     produceGuard
 	vers   *versions
 	ids    topicIDs
+	floors *hwfloor.Floors // zone reads' high watermark floors (fetch.go)
 	bufs   *kwire.BufPool      // merged answers
 	secret [markerLen - 4]byte // starts the markers of vecEncoder
 
@@ -248,6 +250,7 @@ func New(cfg Config) (*Dispatcher, error) {
 		now: cfg.Now, policy: cfg.Retry, m: m, rnd: cfg.Rand, bufs: cfg.Bufs,
 	}
 	d.pg = newProduceGuard(cfg)
+	d.floors = hwfloor.New(func(id [16]byte) bool { _, ok := d.ids.name(d.routes, id); return ok })
 	d.authEnv = authrule.Env{Recorder: cfg.AuthzRecorder, Names: (*idNames)(d)}
 	crand.Read(d.secret[:]) // never fails (Go 1.24+)
 	d.eng = split.Env{

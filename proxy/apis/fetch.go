@@ -40,6 +40,12 @@ import (
 // have (a guess makes librdkafka report a false end of partition, and lag
 // go wrong).
 //
+// High watermarks: with zone reads, a partition may be answered by a
+// broker that learns of commits through its etcd watch, whose watermark
+// trails the owner's; each answer is raised to the highest watermark the
+// proxy passed on for that partition before (package hwfloor), so a client
+// whose fetches move between brokers never sees it go down.
+//
 // Errors alone do not end the wait early: a partition that keeps failing
 // (an unknown topic, say) would otherwise cut off every other broker's
 // answer, each time, and starve the healthy partitions. Errors go out with
@@ -183,6 +189,7 @@ func (o *fetchOp) Absorb(body []byte, si int) (bool, error) {
 	}
 	m := o.s.Matcher(si)
 	nodeID := o.d.cfg.NodeID
+	floors := o.d.routes.ZoneReads() // see hwfloor: answers of brokers that may trail
 	for ti := range r.Topics {
 		t := &r.Topics[ti]
 		for pi := range t.Partitions {
@@ -205,6 +212,13 @@ func (o *fetchOp) Absorb(body []byte, si int) (bool, error) {
 				// MessageSetSize -1"); Kafka always sends empty ones.
 				p.RecordBatches = noRecords
 				clean = false
+			}
+			if floors && p.ErrorCode == 0 {
+				k := o.s.KeyOf(i)
+				if hwm := o.d.floors.Raise(k.ID, k.Part, p.HighWatermark); hwm != p.HighWatermark {
+					p.HighWatermark, clean = hwm, false
+					o.d.m.floorRaised.Inc()
+				}
 			}
 			o.answers[i] = *p
 			o.bytes += len(p.RecordBatches)

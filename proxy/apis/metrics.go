@@ -17,6 +17,8 @@ type metrics struct {
 	retries *prometheus.CounterVec // api, reason
 	splits  *prometheus.CounterVec // api, brokers
 	early   prometheus.Counter
+	// floorRaised: fetch answers whose high watermark was raised (hwfloor).
+	floorRaised prometheus.Counter
 	// up and reads are resolved once: they count on every sub-request.
 	up                   map[int16]*[3]prometheus.Counter // by API key, then zone.Localities
 	reads                [6][5]prometheus.Counter         // by routing.Read, then zone.Source
@@ -37,6 +39,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "kproxy_fetch_early_returns_total",
 			Help: "Split fetches answered before every broker replied, because enough bytes had arrived.",
 		}),
+		floorRaised: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kproxy_fetch_watermark_raised_total",
+			Help: "Fetch partitions (zone reads) whose high watermark was raised to the highest one the proxy had passed on, because the broker that answered trails the owner's commits.",
+		}),
 	}
 	upBytes := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kproxy_upstream_bytes_total",
@@ -50,6 +56,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.retries = promreg.Register(reg, m.retries)
 		m.splits = promreg.Register(reg, m.splits)
 		m.early = promreg.Register(reg, m.early)
+		m.floorRaised = promreg.Register(reg, m.floorRaised)
 		upBytes = promreg.Register(reg, upBytes)
 		routes = promreg.Register(reg, routes)
 	}

@@ -186,3 +186,38 @@ func TestProduceAcquireInZone(t *testing.T) {
 		t.Fatalf("produce routed %v, want partition 0 (unowned) to 3 in the producer's zone and 1 to its owner %d", got, owner("t", 1))
 	}
 }
+
+// TestZoneReadWatermarkNeverGoesDown: a client whose fetches of a partition
+// move to a broker that trails (zone 3's broker answered first; then the
+// client's zone is zone 1, whose broker's watermarks are lower) gets the
+// highest watermark passed on before, with the trailing broker's records;
+// without zone reads answers pass unchanged.
+func TestZoneReadWatermarkNeverGoesDown(t *testing.T) {
+	for _, zoneReads := range []bool{true, false} {
+		d, _ := zonedDispatcher(t, zoneReads)
+		first := callAs(t, d, fetchAll(12, "z3"), "", "").(*kmsg.FetchResponse)
+		then := callAs(t, d, fetchAll(12, "z1"), "", "").(*kmsg.FetchResponse)
+		raised := 0
+		for i, p := range then.Topics[0].Partitions {
+			before := first.Topics[0].Partitions[i].HighWatermark
+			from := int32(p.RecordBatches[0]) // the broker that answered
+			want := value(from, p.Partition)
+			if zoneReads {
+				want = max(want, before)
+			}
+			if p.ErrorCode != 0 || p.HighWatermark != want {
+				t.Errorf("zone reads %v, partition %d: high watermark %d from broker %d (code %d) after %d, want %d",
+					zoneReads, p.Partition, p.HighWatermark, from, p.ErrorCode, before, want)
+			}
+			if p.HighWatermark != value(from, p.Partition) {
+				raised++
+			}
+		}
+		if zoneReads && raised == 0 {
+			t.Error("no watermark raised: the test did not move fetches to a trailing broker")
+		}
+		if got := testutil.ToFloat64(d.m.floorRaised); got != float64(raised) {
+			t.Errorf("zone reads %v: %v raises counted, want %d", zoneReads, got, raised)
+		}
+	}
+}
