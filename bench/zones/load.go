@@ -194,6 +194,8 @@ func consume(ctx context.Context, cl *kgo.Client, w window, lat *latencies, pl *
 type counters struct {
 	proxyFetch, proxyProduce [3]float64 // zone_local true, false, unknown
 	brokerFetch              [3]float64 // rack_local true, false, unknown
+	cache                    [2]float64 // brokers' segment cache: hits, misses
+	raised                   float64    // proxies' fetch answers with a raised high watermark
 }
 
 var localities = [3]string{"true", "false", "unknown"}
@@ -221,6 +223,22 @@ func scrape(ctx context.Context, proxies, brokers []site) (counters, error) {
 			c.brokerFetch[i] += v
 		}
 	}
+	for _, p := range proxies {
+		v, err := testrig.ScrapeCounterWhere(ctx, p.metricsAddr(), "kproxy_fetch_watermark_raised_total")
+		if err != nil {
+			return c, fmt.Errorf("proxy %s: %w", p.addr, err)
+		}
+		c.raised += v
+	}
+	for _, b := range brokers {
+		for i, r := range []string{"hit", "miss"} {
+			v, err := testrig.ScrapeCounterWhere(ctx, b.metricsAddr(), "kproxy_broker_segment_cache_lookups_total", `result="`+r+`"`)
+			if err != nil {
+				return c, fmt.Errorf("broker %s: %w", b.addr, err)
+			}
+			c.cache[i] += v
+		}
+	}
 	return c, nil
 }
 
@@ -230,5 +248,9 @@ func (c counters) minus(o counters) counters {
 		c.proxyProduce[i] -= o.proxyProduce[i]
 		c.brokerFetch[i] -= o.brokerFetch[i]
 	}
+	for i := range c.cache {
+		c.cache[i] -= o.cache[i]
+	}
+	c.raised -= o.raised
 	return c
 }

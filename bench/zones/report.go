@@ -31,6 +31,10 @@ func (m *ModeResult) add(c counters, lat *latencies, pl *phaseLoad) {
 		m.Bytes.proxyProduce[i] += c.proxyProduce[i]
 		m.Bytes.brokerFetch[i] += c.brokerFetch[i]
 	}
+	for i := range c.cache {
+		m.Bytes.cache[i] += c.cache[i]
+	}
+	m.Bytes.raised += c.raised
 	m.E2E.Merge(lat.e2e)
 	m.Fetch.Merge(lat.fetch)
 	m.Produced += pl.produced.Load()
@@ -140,6 +144,14 @@ func (r *Report) Markdown() string {
 	row("end-to-end p50 / p99 / max", func(m *ModeResult) string {
 		return us(m.E2E.ValueAtQuantile(50)) + " / " + us(m.E2E.ValueAtQuantile(99)) + " / " + us(m.E2E.Max())
 	})
+	row("brokers' segment cache: hits / lookups", func(m *ModeResult) string {
+		n := m.Bytes.cache[0] + m.Bytes.cache[1]
+		if n == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f%% of %.0f", 100*m.Bytes.cache[0]/n, n)
+	})
+	row("fetch answers whose high watermark the proxy raised", func(m *ModeResult) string { return fmt.Sprintf("%.0f", m.Bytes.raised) })
 	row("produce errors", func(m *ModeResult) string {
 		if m.FirstError != "" {
 			return fmt.Sprintf("%d (first: %s)", m.ProduceErrors, m.FirstError)

@@ -207,12 +207,13 @@ func New(ctx context.Context, cfg Config) (*Broker, error) {
 		ln.Close()
 		return nil, fmt.Errorf("broker %d: %w", cfg.ID, err)
 	}
+	m := newMetrics(cfg.Registerer)
 	b := &Broker{
 		cfg: cfg, log: log, ln: ln, addr: addr, sess: sess,
-		objs:    store.NewCached(cfg.Store, cfg.SegmentCacheBytes),
+		objs:    store.NewCached(cfg.Store, cfg.SegmentCacheBytes, m),
 		meta:    newMetaView(cfg.Layout, log),
 		view:    partlog.NewView(cfg.Layout, log),
-		metrics: newMetrics(cfg.Registerer),
+		metrics: m,
 		crashCh: make(chan struct{}),
 		runDone: make(chan struct{}),
 		conns:   make(map[*conn]struct{}),

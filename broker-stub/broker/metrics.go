@@ -26,6 +26,8 @@ type metrics struct {
 	losses       prometheus.Counter
 	sessionLoss  prometheus.Counter
 	fetchBytes   *prometheus.CounterVec // rack_local
+	cacheHit     prometheus.Counter     // segment cache lookups, by result
+	cacheMiss    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -67,7 +69,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Record bytes served to fetches, by whether the fetch's RackID (the client's client.rack) is this broker's rack (true, false, unknown: either is not set).",
 		}, []string{"rack_local"}),
 	}
+	lookups := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kproxy_broker_segment_cache_lookups_total",
+		Help: "Segment reads by whether the broker's segment cache held the object (hit) or the store was read (miss).",
+	}, []string{"result"})
 	if reg != nil {
+		lookups = promreg.Register(reg, lookups)
 		m.requests = promreg.Register(reg, m.requests)
 		m.produces = promreg.Register(reg, m.produces)
 		m.fetches = promreg.Register(reg, m.fetches)
@@ -83,6 +90,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, l := range []string{"true", "false", "unknown"} {
 		m.fetchBytes.WithLabelValues(l)
 	}
+	m.cacheHit, m.cacheMiss = lookups.WithLabelValues("hit"), lookups.WithLabelValues("miss")
 	for _, k := range []pacer.Kind{pacer.Partition, pacer.Group} { // exported at 0
 		m.refused.WithLabelValues(k.String())
 	}
@@ -108,6 +116,15 @@ func (m *metrics) fetchServed(clientRack, rack string, resp *kmsg.FetchResponse)
 		local = strconv.FormatBool(clientRack == rack)
 	}
 	m.fetchBytes.WithLabelValues(local).Add(float64(n))
+}
+
+// CacheLookup implements store.CacheObserver.
+func (m *metrics) CacheLookup(hit bool) {
+	if hit {
+		m.cacheHit.Inc()
+	} else {
+		m.cacheMiss.Inc()
+	}
 }
 
 func (m *metrics) loss(session bool, n int) {

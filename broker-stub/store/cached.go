@@ -28,6 +28,12 @@ type Cached struct {
 	size int64
 
 	hits, misses atomic.Int64
+	obs          CacheObserver // nil: none
+}
+
+// CacheObserver is told of every lookup (a broker's metrics).
+type CacheObserver interface {
+	CacheLookup(hit bool)
 }
 
 // CacheStats counts cache use since NewCached.
@@ -37,13 +43,14 @@ type CacheStats struct {
 	Objects      int
 }
 
-// NewCached wraps inner with a cache of at most maxBytes. maxBytes <= 0
-// returns inner unchanged. Objects larger than maxBytes are not cached.
-func NewCached(inner ObjectStore, maxBytes int64) ObjectStore {
+// NewCached wraps inner with a cache of at most maxBytes, telling obs (nil:
+// nobody) of each lookup. maxBytes <= 0 returns inner unchanged. Objects
+// larger than maxBytes are not cached.
+func NewCached(inner ObjectStore, maxBytes int64, obs CacheObserver) ObjectStore {
 	if maxBytes <= 0 {
 		return inner
 	}
-	c := &Cached{inner: inner, max: maxBytes}
+	c := &Cached{inner: inner, max: maxBytes, obs: obs}
 	// The entry count is unbounded; add evicts by bytes. NewLRU fails only
 	// for a size <= 0.
 	c.lru, _ = simplelru.NewLRU(math.MaxInt, func(_ string, v []byte) { c.size -= int64(len(v)) })
@@ -65,6 +72,9 @@ func (c *Cached) lookup(key string) ([]byte, bool) {
 		c.hits.Add(1)
 	} else {
 		c.misses.Add(1)
+	}
+	if c.obs != nil {
+		c.obs.CacheLookup(ok)
 	}
 	return v, ok
 }

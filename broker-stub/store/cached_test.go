@@ -26,9 +26,21 @@ func (c *counting) GetRange(ctx context.Context, key string, off, n int64) ([]by
 	return c.ObjectStore.GetRange(ctx, key, off, n)
 }
 
+// lookups is a store.CacheObserver.
+type lookups struct{ hits, misses atomic.Int64 }
+
+func (l *lookups) CacheLookup(hit bool) {
+	if hit {
+		l.hits.Add(1)
+	} else {
+		l.misses.Add(1)
+	}
+}
+
 func TestCachedServesFromCache(t *testing.T) {
 	inner := &counting{ObjectStore: store.NewMemory()}
-	s := store.NewCached(inner, 100)
+	obs := &lookups{}
+	s := store.NewCached(inner, 100, obs)
 	mustPut(t, s, "written", "by-this-process")
 	if err := inner.PutIfAbsent(ctx(t), "elsewhere", []byte("0123456789")); err != nil {
 		t.Fatal(err)
@@ -51,11 +63,14 @@ func TestCachedServesFromCache(t *testing.T) {
 	if st.Objects != 2 || st.Bytes != 25 || st.Misses != 1 {
 		t.Fatalf("stats = %+v; want 2 objects, 25 bytes, 1 miss", st)
 	}
+	if h, m := obs.hits.Load(), obs.misses.Load(); h != st.Hits || m != st.Misses || h != 8 {
+		t.Fatalf("observer saw %d hits and %d misses; stats say %d and %d, want 8 hits", h, m, st.Hits, st.Misses)
+	}
 }
 
 func TestCachedBoundedInBytes(t *testing.T) {
 	inner := &counting{ObjectStore: store.NewMemory()}
-	s := store.NewCached(inner, 30)
+	s := store.NewCached(inner, 30, nil)
 	for _, k := range []string{"a", "b", "c", "d"} {
 		mustPut(t, s, k, strings.Repeat(k, 10)) // 40 bytes written, 30 cacheable
 	}
@@ -77,7 +92,7 @@ func TestCachedBoundedInBytes(t *testing.T) {
 
 func TestCachedDoesNotCacheLosingWrite(t *testing.T) {
 	inner := store.NewMemory()
-	s := store.NewCached(inner, 1<<10)
+	s := store.NewCached(inner, 1<<10, nil)
 	if err := inner.PutIfAbsent(ctx(t), "k", []byte("winner")); err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +112,7 @@ func TestCachedDoesNotCacheLosingWrite(t *testing.T) {
 
 func TestCachedDisabled(t *testing.T) {
 	inner := store.NewMemory()
-	if s := store.NewCached(inner, 0); s != store.ObjectStore(inner) {
+	if s := store.NewCached(inner, 0, nil); s != store.ObjectStore(inner) {
 		t.Fatal("maxBytes 0 should return the inner store")
 	}
 }

@@ -24,10 +24,10 @@ func impls() []struct {
 	}{
 		{"fs", func(t *testing.T) store.ObjectStore { return mustFS(t, t.TempDir()) }},
 		{"memory", func(*testing.T) store.ObjectStore { return store.NewMemory() }},
-		{"cached-memory", func(*testing.T) store.ObjectStore { return store.NewCached(store.NewMemory(), 1<<20) }},
-		{"cached-fs", func(t *testing.T) store.ObjectStore { return store.NewCached(mustFS(t, t.TempDir()), 1<<20) }},
+		{"cached-memory", func(*testing.T) store.ObjectStore { return store.NewCached(store.NewMemory(), 1<<20, nil) }},
+		{"cached-fs", func(t *testing.T) store.ObjectStore { return store.NewCached(mustFS(t, t.TempDir()), 1<<20, nil) }},
 		// A cache too small for most test objects still has to behave.
-		{"cached-tiny", func(*testing.T) store.ObjectStore { return store.NewCached(store.NewMemory(), 8) }},
+		{"cached-tiny", func(*testing.T) store.ObjectStore { return store.NewCached(store.NewMemory(), 8, nil) }},
 	}
 }
 
