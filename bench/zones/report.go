@@ -2,6 +2,7 @@ package zones
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,7 +17,9 @@ type ModeResult struct {
 	Bytes              counters
 	E2E, Fetch         *hdrhistogram.Histogram
 	Produced, Consumed int64 // records sent and received in the windows
-	ProduceErrors      int64
+	// RoundP99 is each round's p99 end-to-end latency (µs), in round order.
+	RoundP99      []int64
+	ProduceErrors int64
 	FirstError         string
 	Phases             int
 }
@@ -36,6 +39,7 @@ func (m *ModeResult) add(c counters, lat *latencies, pl *phaseLoad) {
 	}
 	m.Bytes.raised += c.raised
 	m.E2E.Merge(lat.e2e)
+	m.RoundP99 = append(m.RoundP99, lat.e2e.ValueAtQuantile(99))
 	m.Fetch.Merge(lat.fetch)
 	m.Produced += pl.produced.Load()
 	m.Consumed += pl.consumed.Load()
@@ -87,11 +91,44 @@ func (r *Report) finish(elapsed time.Duration) {
 		Status: status(zc <= 0.05 && sum(zone.Bytes.proxyFetch) > 0),
 	})
 	op, zp := owner.E2E.ValueAtQuantile(99), zone.E2E.ValueAtQuantile(99)
+	ratios := roundRatios(owner.RoundP99, zone.RoundP99)
+	med := median(ratios)
+	per := make([]string, len(ratios))
+	for i, q := range ratios {
+		per[i] = fmt.Sprintf("%+.0f%%", 100*(q-1))
+	}
 	r.Targets = append(r.Targets, Target{
-		Name: "p99 end-to-end latency, zone vs owner routing", Goal: "<= owner + 10%",
-		Figure: fmt.Sprintf("%s vs %s (%+.0f%%)", us(zp), us(op), 100*(float64(zp)/float64(max(op, 1))-1)),
-		Status: status(float64(zp) <= 1.1*float64(op) && zone.E2E.TotalCount() > 0),
+		Name: "p99 end-to-end latency, zone vs owner routing", Goal: "<= owner + 10% (median of the rounds' ratios)",
+		Figure: fmt.Sprintf("%+.0f%% (rounds: %s; all rounds merged: %s vs %s, %+.0f%%)",
+			100*(med-1), strings.Join(per, ", "), us(zp), us(op), 100*(float64(zp)/float64(max(op, 1))-1)),
+		Status: status(len(ratios) > 0 && med <= 1.1 && zone.E2E.TotalCount() > 0),
 	})
+}
+
+// roundRatios pairs the modes' p99 round by round: zone over owner. A round
+// runs both modes back to back, so a pair shares the machine's state of the
+// moment; on a shared machine that noise otherwise dominates one mode's
+// merged figure.
+func roundRatios(owner, zone []int64) []float64 {
+	var out []float64
+	for i := range min(len(owner), len(zone)) {
+		if owner[i] > 0 && zone[i] > 0 {
+			out = append(out, float64(zone[i])/float64(owner[i]))
+		}
+	}
+	return out
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 func us(v int64) string {
@@ -191,7 +228,7 @@ const configuring = `
 - Proxies: ` + "`kproxy serve --zone ZONE`" + ` is the proxy's own zone; ` + "`--fetch-from zone|owner`" + ` says where fetches go (default zone for kproxy's brokers; owner, and zone refused, for KafScale's, whose brokers serve stale copies of partitions they do not own); ` + "`--zone-cidrs 10.0.0.0/20=us-east-1a,...`" + ` maps client addresses to zones.
 - A client's zone is, in this order: the Fetch request's RackID (the consumer's ` + "`client.rack`" + `, Fetch v11+, KIP-392); a ` + "`client.id`" + ` token ` + "`zone=Z`" + ` (Bufstream's), ` + "`ws_az=Z`" + ` or ` + "`warpstream_az=Z`" + ` (WarpStream's) or ` + "`diskless_az=Z`" + ` (Inkless's), tokens separated by commas (` + "`client.id=orders-app,zone=us-east-1a`" + `); the first ` + "`--zone-cidrs`" + ` range that holds the client's address; the proxy's ` + "`--zone`" + `. docs/compatibility.md gives each client's setting.
 - A fetch of partition P from a client in zone Z goes to P's owner if it is live and in Z, else to the rendezvous choice among Z's live brokers (the same function that picks a broker for an unowned partition, over Z's brokers only: one broker per zone serves P while they stay the same), else, when Z is unknown or has no live broker or all of them refused, to the owner. Produce, group and admin requests are routed as before: an owned partition's writes always go to its owner; with ` + "`--acquire-in-zone`" + ` the first produce to a partition without a live owner goes to the rendezvous choice among the producer's zone's brokers, so the lease lands there (producers in two zones may race; the loser's broker refuses and the retry goes to the winner).
-- Counted: ` + "`kproxy_fetch_route_total{to,reason}`" + ` (to=zone with the source of the client's zone as reason; to=owner with owner_in_zone, no_client_zone, no_zone_broker, zone_refused or owner_only), ` + "`kproxy_upstream_bytes_total{api,zone_local}`" + ` (true, false, unknown), and on the stub brokers ` + "`kproxy_broker_fetch_bytes_total{rack_local}`" + `. The Grafana dashboard's Zones row plots both; /v1/routes, ` + "`kproxy routes`" + `, /readyz and the routing page show fetch-from, the proxy's zone and each broker's zone.
+- Counted: ` + "`kproxy_fetch_route_total{to,reason}`" + ` (to=zone with the source of the client's zone as reason; to=owner with owner_in_zone, no_client_zone, no_zone_broker, zone_refused or owner_only), ` + "`kproxy_upstream_bytes_total{api,zone_local}`" + ` (true, false, unknown), and on the stub brokers ` + "`kproxy_broker_fetch_bytes_total{rack_local}`" + ` and ` + "`kproxy_broker_segment_cache_lookups_total{result}`" + `; ` + "`kproxy_fetch_watermark_raised_total`" + ` on the proxies. The Grafana dashboard's Zones row plots the bytes; /v1/routes, ` + "`kproxy routes`" + `, /readyz and the routing page show fetch-from, the proxy's zone and each broker's zone.
 `
 
 const notes = `
@@ -200,5 +237,7 @@ const notes = `
 - With owner routing, a consumer reads each partition at its owner, and two thirds of the owners are in other zones: about 67% of consumed bytes cross zones. With zone routing the proxy sends each partition's fetch to a broker of the consumer's zone (the owner if it is there, else the rendezvous choice among the zone's brokers), so consumed bytes stay in the zone.
 - Produce is unchanged: a write goes to its partition's owner in both modes, so about two thirds of produced bytes cross zones either way. ` + "`--acquire-in-zone`" + ` (not measured here: every partition is owned before the first phase) only decides where a partition nobody owns takes its lease: the first produce goes to a broker of the producer's zone.
 - A broker that does not own a partition learns of the owner's commits through its etcd watch and answers from that view, as a Kafka follower does (KIP-392): its high watermark trails the owner's by the watch's lag, never beyond the committed end, and a fetch past its view asks etcd rather than answering OFFSET_OUT_OF_RANGE. The proxy raises each answer's high watermark to the highest it passed on for the partition (` + "`proxy/apis/hwfloor`" + `), so a consumer whose fetches move between brokers never sees it go down. A zone-local tail read waits for the watch: that wait is what zone routing adds to end-to-end latency.
-- Everything runs on one shared machine (2 cores shared with other work): zones are labels, not networks, and latencies are noisy. Compare the two modes within one run, not across runs.
+- The segment cache: an owner caches the segments it writes, so with owner routing nearly every read hits. With zone routing a broker of the consumer's zone reads each new segment of a partition it does not own once from the store (a miss), and the zone's later reads of it hit: one consumer per zone here, so misses are about one per segment and zone; more consumers of a partition in a zone read it from that broker's cache, because the rendezvous choice keeps the partition on one broker per zone.
+- Raised high watermarks count answers of a trailing broker that the proxy lifted to what it had already passed on; in a steady run they are rare (a consumer's fetches of a partition stay on one broker).
+- Everything runs on one shared machine (2 cores shared with other work): zones are labels, not networks, and latencies are noisy. Compare the two modes within one run, not across runs. For the same reason the latency target is judged on the median of the rounds' ratios: a round runs both modes back to back, so each pair shares the machine's state of the moment, while a stall of the machine in one phase can move one mode's merged p99 by tens of percent either way (the figure shows each round's ratio and the merged one).
 `

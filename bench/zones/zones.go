@@ -65,10 +65,10 @@ func (c Config) withDefaults() Config {
 		c.Warmup = 3 * time.Second
 	}
 	if c.Duration <= 0 {
-		c.Duration = 15 * time.Second
+		c.Duration = 10 * time.Second
 	}
 	if c.Rounds <= 0 {
-		c.Rounds = 2
+		c.Rounds = 5
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
