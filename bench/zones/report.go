@@ -20,8 +20,8 @@ type ModeResult struct {
 	// RoundP99 is each round's p99 end-to-end latency (µs), in round order.
 	RoundP99      []int64
 	ProduceErrors int64
-	FirstError         string
-	Phases             int
+	FirstError    string
+	Phases        int
 }
 
 func newModeResult(mode string) *ModeResult {

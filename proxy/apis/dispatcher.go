@@ -191,7 +191,7 @@ type Dispatcher struct {
 	pg     produceGuard
 	vers   *versions
 	ids    topicIDs
-	floors *hwfloor.Floors // zone reads' high watermark floors (fetch.go)
+	floors *hwfloor.Floors     // zone reads' high watermark floors (fetch.go)
 	bufs   *kwire.BufPool      // merged answers
 	secret [markerLen - 4]byte // starts the markers of vecEncoder
 
