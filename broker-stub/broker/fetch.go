@@ -20,7 +20,8 @@ type fetchPart struct {
 	// endChecked: an offset past the view's end was confirmed in etcd to be
 	// within the committed log (this broker's view lags).
 	endChecked bool
-	synced     bool // the metadata view was synced with etcd for this fetch
+	checkedEnd int64 // the committed end that check found
+	synced     bool  // the metadata view was synced with etcd for this fetch
 }
 
 // handleFetch serves committed data of any partition, owned here or not,
@@ -169,7 +170,11 @@ func (b *Broker) readPartition(ctx context.Context, p *fetchPart, budget int, fi
 		if off > end {
 			return kerr.OffsetOutOfRange.Code
 		}
-		p.endChecked = true
+		p.endChecked, p.checkedEnd = true, end
+	}
+	if p.endChecked && p.checkedEnd > hwm {
+		hwm = p.checkedEnd // confirmed committed: ahead of the view, never beyond the end
+		sp.HighWatermark, sp.LastStableOffset = hwm, hwm
 	}
 	if off < st.LogStart || off > st.End {
 		if p.endChecked && off > st.End {

@@ -60,6 +60,12 @@ func TestNonOwnerReadsAreTheOwners(t *testing.T) {
 	if rp.ErrorCode != 0 || rp.BaseOffset != 3 {
 		t.Fatalf("produce d: %v at %d, want offset 3", kerr.ErrorForCode(rp.ErrorCode), rp.BaseOffset)
 	}
+	// At the committed end, past broker 2's lagging view: no error, and the
+	// committed end etcd confirmed as the high watermark (its view's 3 would
+	// tell a client that already read offset 3 elsewhere that it is ahead).
+	if got, _ := fetchWaiting(ctx, t, direct(cl, b2), "same", 4, 0); got.ErrorCode != 0 || got.HighWatermark != 4 {
+		t.Fatalf("non-owner at the committed end 4: %v, high watermark %d, want no error and 4", kerr.ErrorForCode(got.ErrorCode), got.HighWatermark)
+	}
 	owner, _ := fetchWaiting(ctx, t, direct(cl, b1), "same", 3, 5*time.Second)
 	if owner.ErrorCode != 0 || owner.HighWatermark != 4 || len(owner.RecordBatches) == 0 {
 		t.Fatalf("owner at 3: %v, high watermark %d, %d bytes", kerr.ErrorForCode(owner.ErrorCode), owner.HighWatermark, len(owner.RecordBatches))
