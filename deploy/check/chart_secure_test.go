@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 )
 
 // TestChartInsecureCombinations renders each combination of values that
@@ -129,8 +130,8 @@ func TestChartNetworkPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkCommon(t, o)
-	if len(o.policies) != 2 {
-		t.Fatalf("%d NetworkPolicies, want 2", len(o.policies))
+	if len(o.policies) != 3 {
+		t.Fatalf("%d NetworkPolicies, want 3 (brokers, etcd, proxies)", len(o.policies))
 	}
 	pods := o.deployments[0].Spec.Template.Labels
 	proxies := func(sel map[string]string) bool {
@@ -142,6 +143,9 @@ func TestChartNetworkPolicy(t *testing.T) {
 		return len(sel) > 0
 	}
 	for _, p := range o.policies {
+		if proxies(p.Spec.PodSelector.MatchLabels) {
+			continue // TestChartNetworkPolicyAdminPort
+		}
 		target := p.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"]
 		if len(p.Spec.PolicyTypes) != 1 || p.Spec.PolicyTypes[0] != "Ingress" || len(p.Spec.Ingress) == 0 {
 			t.Errorf("%s: not an ingress policy: %+v", p.Name, p.Spec)
@@ -169,5 +173,68 @@ func TestChartNetworkPolicy(t *testing.T) {
 		if !sawProxies {
 			t.Errorf("%s does not admit the proxies", p.Name)
 		}
+	}
+}
+
+// TestChartNetworkPolicyAdminPort: the proxies' policy admits everyone to
+// the Kafka listeners that are on, and only networkPolicy.admin.from to the
+// admin port (nobody when it is empty).
+func TestChartNetworkPolicyAdminPort(t *testing.T) {
+	monitoring := map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}
+	for _, c := range []struct {
+		name      string
+		from      []any
+		plaintext bool
+		kafka     []int32 // ports open to everyone
+	}{
+		{"no admin peers", nil, false, []int32{9093}},
+		{"Prometheus's namespace", []any{monitoring}, false, []int32{9093}},
+		{"plaintext listener on", []any{monitoring}, true, []int32{9092, 9093}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, o, err := renderValues(t, map[string]any{"superUsers": []any{"User:admin"},
+				"listeners": map[string]any{"plaintext": map[string]any{"enabled": c.plaintext}},
+				"networkPolicy": map[string]any{"enabled": true,
+					"brokers": map[string]any{"podSelector": map[string]any{"app": "b"}},
+					"etcd":    map[string]any{"podSelector": map[string]any{"app": "e"}},
+					"admin":   map[string]any{"from": c.from}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			pods := o.deployments[0].Spec.Template.Labels
+			var rules []networkingv1.NetworkPolicyIngressRule
+			for _, p := range o.policies {
+				if sel := p.Spec.PodSelector.MatchLabels; len(sel) > 0 && sel["app.kubernetes.io/name"] == pods["app.kubernetes.io/name"] && sel["app.kubernetes.io/instance"] == pods["app.kubernetes.io/instance"] {
+					rules = p.Spec.Ingress
+				}
+			}
+			if rules == nil {
+				t.Fatal("no NetworkPolicy selects the proxies")
+			}
+			var open []int32
+			adminFrom := 0
+			for _, r := range rules {
+				for _, pt := range r.Ports {
+					port := pt.Port.IntVal
+					switch {
+					case port == 9644 && len(r.From) == 0:
+						t.Errorf("the admin port is open to everyone: %+v", r)
+					case port == 9644:
+						adminFrom += len(r.From)
+					case len(r.From) == 0:
+						open = append(open, port)
+					default:
+						t.Errorf("Kafka port %d restricted to %+v", port, r.From)
+					}
+				}
+			}
+			slices.Sort(open)
+			if !slices.Equal(open, c.kafka) {
+				t.Errorf("ports open to everyone %v, want %v", open, c.kafka)
+			}
+			if adminFrom != len(c.from) {
+				t.Errorf("admin port admits %d peers, want %d", adminFrom, len(c.from))
+			}
+		})
 	}
 }
