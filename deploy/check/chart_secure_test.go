@@ -238,3 +238,17 @@ func TestChartNetworkPolicyAdminPort(t *testing.T) {
 		})
 	}
 }
+
+// TestChartServiceMonitorNeedsAdminPeers: a ServiceMonitor behind the
+// proxies' policy with no admin peers could never scrape: refused, with a
+// message that says what to set.
+func TestChartServiceMonitorNeedsAdminPeers(t *testing.T) {
+	_, _, err := renderValues(t, map[string]any{"superUsers": []any{"User:admin"},
+		"serviceMonitor": map[string]any{"enabled": true},
+		"networkPolicy": map[string]any{"enabled": true,
+			"brokers": map[string]any{"podSelector": map[string]any{"app": "b"}},
+			"etcd":    map[string]any{"podSelector": map[string]any{"app": "e"}}}})
+	if err == nil || !strings.Contains(err.Error(), "networkPolicy.admin.from") {
+		t.Fatalf("rendered a ServiceMonitor that the admin policy blocks: %v", err)
+	}
+}
