@@ -22,6 +22,56 @@ func TestRenderedConfigServes(t *testing.T) {
 		t.Skip("runs kproxy")
 	}
 	_, o := render(t, filepath.Join(chartDir, "ci", "minimal-values.yaml"))
+	serveRendered(t, o)
+}
+
+// TestRenderedSuperUserCredentials: with superUserSecret, the pod mounts
+// the Secret's password where the rendered config points, and a proxy
+// started with it gives the first super user SCRAM credentials in etcd.
+func TestRenderedSuperUserCredentials(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs kproxy")
+	}
+	_, o := render(t, filepath.Join(chartDir, "ci", "superuser-values.yaml"))
+	const path = "/etc/kproxy/super-user/password"
+	if got := configOf(t, o)["super-user-credentials-file"]; got != path {
+		t.Fatalf("config super-user-credentials-file = %v, want %s", got, path)
+	}
+	spec := o.deployments[0].Spec.Template.Spec
+	mounted := false
+	for _, m := range spec.Containers[0].VolumeMounts {
+		if m.Name == "super-user" && m.MountPath == filepath.Dir(path) && m.ReadOnly {
+			mounted = true
+		}
+	}
+	secret := ""
+	for _, v := range spec.Volumes {
+		if v.Name == "super-user" && v.Secret != nil && len(v.Secret.Items) == 1 && v.Secret.Items[0].Key == "password" && v.Secret.Items[0].Path == filepath.Base(path) {
+			secret = v.Secret.SecretName
+		}
+	}
+	if !mounted || secret != "kproxy-admin" {
+		t.Fatalf("password not mounted at %s from Secret kproxy-admin (mounted %v, secret %q)", path, mounted, secret)
+	}
+	pw := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(pw, []byte("s3cret-of-the-admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	etcd := serveRendered(t, o, "--super-user-credentials-file="+pw)
+	out, err := exec.Command(kproxyBin, "users", "--etcd-endpoints", "http://"+etcd, "list").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "admin") {
+		t.Fatalf("kproxy users list: %v\n%s\nwant the super user admin", err, out)
+	}
+	if strings.Contains(string(out), "s3cret") {
+		t.Fatal("kproxy users list shows the password")
+	}
+}
+
+// serveRendered runs the container's command line of o, with its rendered
+// config file, until the proxy is up; extra flags outrank the file. It
+// returns etcd's address.
+func serveRendered(t *testing.T, o *objects, extra ...string) string {
+	t.Helper()
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfgFile, []byte(o.configMaps[0].Data["config.yaml"]), 0o600); err != nil {
@@ -47,6 +97,7 @@ func TestRenderedConfigServes(t *testing.T) {
 	}
 	// A flag outranks the file: only the addresses are local.
 	args = append(args, "--etcd-endpoints=http://"+etcdAddr)
+	args = append(args, extra...)
 	if ls, ok := configOf(t, o)["listeners"].(string); ok {
 		proto, _, _ := strings.Cut(ls, "://")
 		if strings.Contains(ls, ",") {
@@ -76,6 +127,7 @@ func TestRenderedConfigServes(t *testing.T) {
 	if body, code := get("http://" + admin + "/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz = %d %s", code, body)
 	}
+	return etcdAddr
 }
 
 // start runs a process until the test ends (interrupted, then killed after

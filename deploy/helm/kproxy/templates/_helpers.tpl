@@ -96,6 +96,12 @@ in config.example.yaml.
 {{- $_ := set $cfg "authorizer" "deny-by-default" -}}
 {{- $_ := set $cfg "super-users" (join "," .Values.superUsers) -}}
 {{- end -}}
+{{- if .Values.superUserSecret -}}
+{{- if not (include "kproxy.authenticates" .) -}}
+{{- fail "superUserSecret needs a listener that authenticates (sasl.enabled): without one there is no user to give credentials" -}}
+{{- end -}}
+{{- $_ := set $cfg "super-user-credentials-file" "/etc/kproxy/super-user/password" -}}
+{{- end -}}
 {{- if .Values.tls.enabled -}}
 {{- if not .Values.tls.secretName -}}
 {{- fail "tls.enabled needs tls.secretName (a kubernetes.io/tls Secret)" -}}
