@@ -252,3 +252,14 @@ func TestChartServiceMonitorNeedsAdminPeers(t *testing.T) {
 		t.Fatalf("rendered a ServiceMonitor that the admin policy blocks: %v", err)
 	}
 }
+
+// TestChartSuperUserSecretNeedsAuthentication: super user credentials
+// without a listener that authenticates anyone are refused.
+func TestChartSuperUserSecretNeedsAuthentication(t *testing.T) {
+	_, _, err := renderValues(t, map[string]any{"superUserSecret": "kproxy-admin",
+		"sasl":      map[string]any{"enabled": false},
+		"listeners": map[string]any{"plaintext": map[string]any{"enabled": true}}})
+	if err == nil || !strings.Contains(err.Error(), "superUserSecret needs") {
+		t.Fatalf("rendered superUserSecret with no authenticating listener: %v", err)
+	}
+}
