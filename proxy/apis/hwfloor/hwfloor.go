@@ -17,13 +17,14 @@
 // lower watermark, by at most the watch's lag. Partitions are known by
 // topic id and number: a topic recreated under the same name has a new id
 // and starts without floors, and topics without an id (the zero id) get
-// none. Memory is 8 bytes for each partition fetched through the proxy (in
-// chunks of 64);
-// a topic's floors are dropped when a new topic is added after it is gone.
+// none. Memory is 8 bytes a partition, up to the highest partition of each
+// topic fetched through the proxy (in chunks of 64); a topic's floors are
+// dropped when a new topic is added after it is gone.
 //
 // Raises are lock-free and allocation-free once a partition has a floor;
-// adding a topic or a chunk of 64 partitions copies small structures under
-// a mutex that only those additions take.
+// adding a topic (which copies the map of topics, as the routing table
+// does) or a chunk of 64 partitions happens under a mutex that only those
+// additions take.
 package hwfloor
 
 import (
