@@ -90,8 +90,11 @@ func (p *BufPool) Put(b *[]byte) {
 		return
 	}
 	if l := largeIndex(c); l >= 0 {
+		// Counted before the push: once pushed, another goroutine may take
+		// b and write its header.
+		size := int64(cap(*b))
 		if p.large[l].push(b, largeClassBytes>>(c+minClassShift)) {
-			p.free.Add(int64(cap(*b)))
+			p.free.Add(size)
 		} // else full: the garbage collector takes it
 		return
 	}

@@ -1,6 +1,9 @@
 package kwire
 
-import "testing"
+import (
+	"sync"
+	"testing"
+)
 
 // fill takes n frames of size from p and gives them back, as a burst does.
 func fill(p *BufPool, n, size int) {
@@ -86,4 +89,29 @@ func fill2(p *BufPool, size int) {
 	a, b := p.Get(size), p.Get(size)
 	p.Put(a)
 	p.Put(b)
+}
+
+// TestBufPoolLargeHandOff: a large frame handed back by one goroutine may be
+// taken at once by another, which then writes its slice header; Put must
+// not read the frame after handing it over (run under -race: it found
+// exactly that in Put's byte count).
+func TestBufPoolLargeHandOff(t *testing.T) {
+	var p BufPool
+	const workers, rounds = 4, 2000
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				b := p.Get(1 << 20)
+				*b = append(*b, 1)
+				p.Put(b)
+			}
+		}()
+	}
+	wg.Wait()
+	if free := p.FreeBytes(); free < 0 || free > workers<<20 {
+		t.Fatalf("free lists hold %d bytes after %d workers each put one 1 MiB frame back, want 0..%d", free, workers, workers<<20)
+	}
 }
