@@ -41,6 +41,16 @@ func (b *Builder) SetEpoch(topic string, p, epoch int32) {
 	b.updatePartition(topic, p, func(v uint64) uint64 { return withEpoch(v, max(epoch, -1)) })
 }
 
+// SetOwnerAndEpoch records a partition's owner and leader epoch.
+func (b *Builder) SetOwnerAndEpoch(topic string, p, broker, epoch int32) {
+	b.updatePartition(topic, p, func(uint64) uint64 { return pack(max(broker, -1), max(epoch, -1)) })
+}
+
+// SetCoordinatorAndEpoch records a group's coordinator and its epoch.
+func (b *Builder) SetCoordinatorAndEpoch(group string, broker, epoch int32) {
+	b.updateGroup(group, pack(max(broker, -1), max(epoch, -1)))
+}
+
 // SetCoordinator records a group's coordinator key.
 func (b *Builder) SetCoordinator(group string, broker int32) {
 	b.updateGroup(group, withOwner(b.groups[group], max(broker, -1)))

@@ -153,3 +153,30 @@ func TestReplaceIsAtomic(t *testing.T) {
 		t.Fatal("readers never ran")
 	}
 }
+
+// TestOwnerAndEpochTogether: a reader never sees a partition's owner with
+// another owner's epoch while SetOwnerAndEpoch moves it between owners.
+func TestOwnerAndEpochTogether(t *testing.T) {
+	tab := NewTable()
+	tab.SetTopic(Topic{Name: "t", Partitions: 1})
+	tab.SetOwnerAndEpoch("t", 0, 1, 10)
+	const rounds = 20000
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range int32(rounds) {
+			b := i%3 + 1
+			tab.SetOwnerAndEpoch("t", 0, b, b*10)
+		}
+	}()
+	for n := 0; ; n++ {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		if o, e, _ := tab.Owner("t", 0); e != o*10 { // owned or not (no broker is live here)
+			t.Fatalf("read %d: owner %d with epoch %d (want %d)", n, o, e, o*10)
+		}
+	}
+}

@@ -86,6 +86,18 @@ func (t *Table) SetEpoch(topic string, p, epoch int32) {
 	t.updatePartition(topic, p, func(v uint64) uint64 { return withEpoch(v, max(epoch, -1)) })
 }
 
+// SetOwnerAndEpoch records a partition's owner and leader epoch in one
+// store, so that no reader sees the new owner with the old epoch (a layout
+// whose owner key also carries the epoch, as KafScale's lease revision does).
+func (t *Table) SetOwnerAndEpoch(topic string, p, broker, epoch int32) {
+	t.updatePartition(topic, p, func(uint64) uint64 { return pack(max(broker, -1), max(epoch, -1)) })
+}
+
+// SetCoordinatorAndEpoch is SetOwnerAndEpoch for a group's coordinator.
+func (t *Table) SetCoordinatorAndEpoch(group string, broker, epoch int32) {
+	t.updateGroup(group, func(uint64) uint64 { return pack(max(broker, -1), max(epoch, -1)) })
+}
+
 // SetCoordinator records a group's coordinator key.
 func (t *Table) SetCoordinator(group string, broker int32) {
 	t.updateGroup(group, func(v uint64) uint64 { return withOwner(v, max(broker, -1)) })

@@ -17,6 +17,8 @@ type sink interface {
 	SetEpoch(topic string, p, epoch int32)
 	SetCoordinator(group string, broker int32)
 	SetCoordinatorEpoch(group string, epoch int32)
+	SetOwnerAndEpoch(topic string, p, broker, epoch int32)
+	SetCoordinatorAndEpoch(group string, broker, epoch int32)
 }
 
 var _ sink = (*routing.Table)(nil)
@@ -160,12 +162,12 @@ func (h *handler) putLease(dst sink, k key, kv *mvccpb.KeyValue) {
 		return
 	}
 	epoch := epochOf(kv.ModRevision)
+	// Owner and epoch in one store: a reader never sees the new owner
+	// with the previous owner's epoch.
 	if k.kind == kindPartition {
-		dst.SetOwner(k.topic, k.part, owner)
-		dst.SetEpoch(k.topic, k.part, epoch)
+		dst.SetOwnerAndEpoch(k.topic, k.part, owner, epoch)
 	} else {
-		dst.SetCoordinator(k.group, owner)
-		dst.SetCoordinatorEpoch(k.group, epoch)
+		dst.SetCoordinatorAndEpoch(k.group, owner, epoch)
 	}
 	h.forget(string(kv.Key))
 	h.named[string(kv.Key)] = owner
