@@ -242,15 +242,19 @@ func scrape(ctx context.Context, proxies, brokers []site) (counters, error) {
 	return c, nil
 }
 
-func (c counters) minus(o counters) counters {
+func (c counters) minus(o counters) counters { return c.addTimes(o, -1) }
+func (c counters) plus(o counters) counters  { return c.addTimes(o, 1) }
+
+// addTimes is c + k*o, counter by counter.
+func (c counters) addTimes(o counters, k float64) counters {
 	for i := range 3 {
-		c.proxyFetch[i] -= o.proxyFetch[i]
-		c.proxyProduce[i] -= o.proxyProduce[i]
-		c.brokerFetch[i] -= o.brokerFetch[i]
+		c.proxyFetch[i] += k * o.proxyFetch[i]
+		c.proxyProduce[i] += k * o.proxyProduce[i]
+		c.brokerFetch[i] += k * o.brokerFetch[i]
 	}
 	for i := range c.cache {
-		c.cache[i] -= o.cache[i]
+		c.cache[i] += k * o.cache[i]
 	}
-	c.raised -= o.raised
+	c.raised += k * o.raised
 	return c
 }

@@ -14,7 +14,7 @@ import (
 // ModeResult is one routing mode over every round.
 type ModeResult struct {
 	Mode               string
-	Bytes              counters
+	Counts             counters // bytes, cache lookups and raised watermarks
 	E2E, Fetch         *hdrhistogram.Histogram
 	Produced, Consumed int64 // records sent and received in the windows
 	// RoundP99 is each round's p99 end-to-end latency (µs), in round order.
@@ -29,15 +29,7 @@ func newModeResult(mode string) *ModeResult {
 }
 
 func (m *ModeResult) add(c counters, lat *latencies, pl *phaseLoad) {
-	for i := range 3 {
-		m.Bytes.proxyFetch[i] += c.proxyFetch[i]
-		m.Bytes.proxyProduce[i] += c.proxyProduce[i]
-		m.Bytes.brokerFetch[i] += c.brokerFetch[i]
-	}
-	for i := range c.cache {
-		m.Bytes.cache[i] += c.cache[i]
-	}
-	m.Bytes.raised += c.raised
+	m.Counts = m.Counts.plus(c)
 	m.E2E.Merge(lat.e2e)
 	m.RoundP99 = append(m.RoundP99, lat.e2e.ValueAtQuantile(99))
 	m.Fetch.Merge(lat.fetch)
@@ -84,11 +76,11 @@ func (r *Report) finish(elapsed time.Duration) {
 		}
 		return "MISSED"
 	}
-	zc := cross(zone.Bytes.proxyFetch)
+	zc := cross(zone.Counts.proxyFetch)
 	r.Targets = append(r.Targets, Target{
 		Name: "consumed bytes crossing zones, zone routing", Goal: "<= 5% (owner routing: about 67%)",
-		Figure: fmt.Sprintf("%.1f%% (owner routing %.1f%%)", 100*zc, 100*cross(owner.Bytes.proxyFetch)),
-		Status: status(zc <= 0.05 && sum(zone.Bytes.proxyFetch) > 0),
+		Figure: fmt.Sprintf("%.1f%% (owner routing %.1f%%)", 100*zc, 100*cross(owner.Counts.proxyFetch)),
+		Status: status(zc <= 0.05 && sum(zone.Counts.proxyFetch) > 0),
 	})
 	op, zp := owner.E2E.ValueAtQuantile(99), zone.E2E.ValueAtQuantile(99)
 	ratios := roundRatios(owner.RoundP99, zone.RoundP99)
@@ -157,23 +149,23 @@ func (r *Report) Markdown() string {
 	row("records produced / consumed in the windows", func(m *ModeResult) string {
 		return fmt.Sprintf("%d / %d", m.Produced, m.Consumed)
 	})
-	row("produce bytes to brokers (MB)", func(m *ModeResult) string { return mb(sum(m.Bytes.proxyProduce)) })
+	row("produce bytes to brokers (MB)", func(m *ModeResult) string { return mb(sum(m.Counts.proxyProduce)) })
 	row("cross-zone bytes per MB produced (proxy count)", func(m *ModeResult) string {
-		return fmt.Sprintf("%.3f MB", cross(m.Bytes.proxyProduce))
+		return fmt.Sprintf("%.3f MB", cross(m.Counts.proxyProduce))
 	})
-	row("fetch bytes from brokers (MB)", func(m *ModeResult) string { return mb(sum(m.Bytes.proxyFetch)) })
+	row("fetch bytes from brokers (MB)", func(m *ModeResult) string { return mb(sum(m.Counts.proxyFetch)) })
 	row("cross-zone bytes per MB consumed (proxy count)", func(m *ModeResult) string {
-		return fmt.Sprintf("%.3f MB", cross(m.Bytes.proxyFetch))
+		return fmt.Sprintf("%.3f MB", cross(m.Counts.proxyFetch))
 	})
 	row("cross-zone record bytes per MB served (brokers' count, by RackID)", func(m *ModeResult) string {
-		return fmt.Sprintf("%.3f MB", cross(m.Bytes.brokerFetch))
+		return fmt.Sprintf("%.3f MB", cross(m.Counts.brokerFetch))
 	})
 	row("all cross-zone bytes per MB produced", func(m *ModeResult) string {
-		p := sum(m.Bytes.proxyProduce)
+		p := sum(m.Counts.proxyProduce)
 		if p == 0 {
 			return "-"
 		}
-		return fmt.Sprintf("%.2f MB", (m.Bytes.proxyProduce[1]+m.Bytes.proxyFetch[1])/p)
+		return fmt.Sprintf("%.2f MB", (m.Counts.proxyProduce[1]+m.Counts.proxyFetch[1])/p)
 	})
 	row("fetch round trip p50 / p99 (client)", func(m *ModeResult) string {
 		return us(m.Fetch.ValueAtQuantile(50)) + " / " + us(m.Fetch.ValueAtQuantile(99))
@@ -182,13 +174,13 @@ func (r *Report) Markdown() string {
 		return us(m.E2E.ValueAtQuantile(50)) + " / " + us(m.E2E.ValueAtQuantile(99)) + " / " + us(m.E2E.Max())
 	})
 	row("brokers' segment cache: hits / lookups", func(m *ModeResult) string {
-		n := m.Bytes.cache[0] + m.Bytes.cache[1]
+		n := m.Counts.cache[0] + m.Counts.cache[1]
 		if n == 0 {
 			return "-"
 		}
-		return fmt.Sprintf("%.1f%% of %.0f", 100*m.Bytes.cache[0]/n, n)
+		return fmt.Sprintf("%.1f%% of %.0f", 100*m.Counts.cache[0]/n, n)
 	})
-	row("fetch answers whose high watermark the proxy raised", func(m *ModeResult) string { return fmt.Sprintf("%.0f", m.Bytes.raised) })
+	row("fetch answers whose high watermark the proxy raised", func(m *ModeResult) string { return fmt.Sprintf("%.0f", m.Counts.raised) })
 	row("produce errors", func(m *ModeResult) string {
 		if m.FirstError != "" {
 			return fmt.Sprintf("%d (first: %s)", m.ProduceErrors, m.FirstError)

@@ -14,7 +14,7 @@ func TestTargets(t *testing.T) {
 	// mode has one round per value: its p99 is that value (ms).
 	mode := func(name string, fetch [3]float64, roundMillis ...int64) *ModeResult {
 		m := newModeResult(name)
-		m.Bytes.proxyFetch = fetch
+		m.Counts.proxyFetch = fetch
 		for _, ms := range roundMillis {
 			if err := m.E2E.RecordValue(ms * 1000); err != nil {
 				t.Fatal(err)

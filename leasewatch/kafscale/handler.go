@@ -13,10 +13,6 @@ import (
 // sink is what lease keys are applied to: the live table for watch
 // events, a Builder for a full listing.
 type sink interface {
-	SetOwner(topic string, p, broker int32)
-	SetEpoch(topic string, p, epoch int32)
-	SetCoordinator(group string, broker int32)
-	SetCoordinatorEpoch(group string, epoch int32)
 	SetOwnerAndEpoch(topic string, p, broker, epoch int32)
 	SetCoordinatorAndEpoch(group string, broker, epoch int32)
 }

@@ -119,5 +119,5 @@ func (f *Floors) cell(id [16]byte, part int32) *atomic.Int64 {
 	return &cs[ci][i]
 }
 
-// Len is the number of topics with floors (for tests and metrics).
+// Len is the number of topics with floors (for tests).
 func (f *Floors) Len() int { return len(*f.topics.Load()) }
