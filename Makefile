@@ -66,7 +66,7 @@ chaos: ## the full fault suite (DURATION=5m; CHAOSFLAGS=-zones=a,b,c for the zon
 	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/ $(CHAOSFLAGS)
 
 soak: ## a proxy under well-behaved and hostile clients for SOAK (30m; SOAK=5m for a short run); writes docs/soak.md and docs/soak.png
-	$(GO) run ./internal/testtools/soak/cmd/ksoak -duration $(SOAK) -out docs/soak.md
+	$(GO) run ./testkit/soak/cmd/ksoak -duration $(SOAK) -out docs/soak.md
 
 clean: ## remove bin/ and results/
 	rm -rf bin results

@@ -14,8 +14,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kproxy/kproxy/internal/assembly/devcluster"
-	"github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"
+	"github.com/kproxy/kproxy/assembly/devcluster"
+	"github.com/kproxy/kproxy/assembly/devcluster/devtest"
 )
 
 // chromium finds a headless-capable Chromium: $KPROXY_CHROMIUM, or Debian's

@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kproxy/kproxy/internal/assembly/devcluster"
-	"github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"
+	"github.com/kproxy/kproxy/assembly/devcluster"
+	"github.com/kproxy/kproxy/assembly/devcluster/devtest"
 )
 
 // TestProduceConsumeThroughTwoProxies is the foundation path: three brokers,

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testtools/hostile"
+	"github.com/kproxy/kproxy/testkit/hostile"
 )
 
 // TestHostileClients runs `kproxy dev` under hostile traffic (issue 12:

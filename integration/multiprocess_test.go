@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 func buildKproxy(t *testing.T) string {

@@ -19,14 +19,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/internal/assembly/devcluster"
-	"github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"
-	"github.com/kproxy/kproxy/internal/assembly/devcluster/proxytest"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/assembly/devcluster"
+	"github.com/kproxy/kproxy/assembly/devcluster/devtest"
+	"github.com/kproxy/kproxy/assembly/devcluster/proxytest"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/quota"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 func strp(s string) *string { return &s }

@@ -8,9 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/kproxy/kproxy/assembly/devcluster"
+	"github.com/kproxy/kproxy/assembly/devcluster/devtest"
 	"github.com/kproxy/kproxy/bench/scale"
-	"github.com/kproxy/kproxy/internal/assembly/devcluster"
-	"github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"
 )
 
 // coldStart is issue 11's storm and what both forms of the test assert of

@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kproxy/kproxy/internal/assembly/devcluster"
-	"github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"
+	"github.com/kproxy/kproxy/assembly/devcluster"
+	"github.com/kproxy/kproxy/assembly/devcluster/devtest"
 )
 
 // TestNoHangWhenOwnerVanishes replays issue 11's hang in small: a partition

@@ -11,7 +11,7 @@
 // Its limit: it says nothing about a broker's own storage. Keys that change
 // on every commit (a log's state, segments, group offsets) are each broker's
 // business; they must live outside MetaPrefix so that no proxy receives a
-// watch event per produce (the stub broker's are in broker-stub/broker/schema).
+// watch event per produce (the stub broker's are in refbroker/broker/schema).
 package layout
 
 import (

@@ -16,9 +16,9 @@ import (
 
 	"github.com/kproxy/kproxy/internal/etcdlocal"
 	"github.com/kproxy/kproxy/internal/etcdmirror"
-	"github.com/kproxy/kproxy/internal/testtools/faultnet"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/routing"
+	"github.com/kproxy/kproxy/testkit/faultnet"
 )
 
 // waitTimeout bounds every wait for the watch to catch up. Reconnects after

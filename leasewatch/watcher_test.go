@@ -16,10 +16,10 @@ import (
 
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
 	"github.com/kproxy/kproxy/internal/etcdmirror"
-	"github.com/kproxy/kproxy/internal/testtools/faultnet"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/routing"
+	"github.com/kproxy/kproxy/testkit/faultnet"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 func TestWatcherInitialSyncAndEvents(t *testing.T) {

@@ -6,9 +6,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/proxy/security/aclstore"
 	"github.com/kproxy/kproxy/proxy/security/authz"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // The ACL scenarios measure what authorization costs: a second proxy runs

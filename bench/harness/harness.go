@@ -22,8 +22,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testtools/progress"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/progress"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // Config is what benchrun's flags set.

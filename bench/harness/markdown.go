@@ -92,7 +92,7 @@ func (r *Report) setupMarkdown(w func(string, ...any)) {
 	w("## Set-up\n\n")
 	w("- Machine: %s, %d cores shared with other work (load average %s at the start, %s at the end); %s. Open-file limit %d.\n",
 		e.CPU, e.Cores, e.LoadStart, e.LoadEnd, e.GoVersion, e.OpenFileLimit)
-	w("- Processes: one etcd (`kproxy etcd`), three stub brokers (`kproxy broker`, lease TTL %s), kproxy (`kproxy serve`), one plain TCP relay per broker (`kbench relay`, package internal/testtools/faultnet: splices bytes, decodes nothing) and a second one that copies through user space and the load generator (`kbench`), each its own process so CPU and memory are per process.\n", s.LeaseTTL)
+	w("- Processes: one etcd (`kproxy etcd`), three stub brokers (`kproxy broker`, lease TTL %s), kproxy (`kproxy serve`), one plain TCP relay per broker (`kbench relay`, package testkit/faultnet: splices bytes, decodes nothing) and a second one that copies through user space and the load generator (`kbench`), each its own process so CPU and memory are per process.\n", s.LeaseTTL)
 	w("- Store: %s. Figures are not comparable with a broker that writes to disk or an object store.\n", e.Store)
 	if e.EtcdData != "" {
 		w("- etcd data: %s.\n", e.EtcdData)

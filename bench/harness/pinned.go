@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // Pinning: on two shared cores the direct side already keeps both busy, so
@@ -83,7 +83,7 @@ func (h *Harness) pinnedScenarios(ctx context.Context) error {
 	if err := h.cluster.pin(true); err != nil {
 		return fmt.Errorf("pin: %w", err)
 	}
-	h.report.Pinning = fmt.Sprintf("kproxy or the three relays alone on CPU %d; etcd, the brokers and the load generator (kbench) on CPU %d; the direct side the same with CPU %d idle. Set with sched_setaffinity on every thread (internal/testtools/testrig SetAffinity).", intermediaryCPU, restCPU, intermediaryCPU)
+	h.report.Pinning = fmt.Sprintf("kproxy or the three relays alone on CPU %d; etcd, the brokers and the load generator (kbench) on CPU %d; the direct side the same with CPU %d idle. Set with sched_setaffinity on every thread (testkit/testrig SetAffinity).", intermediaryCPU, restCPU, intermediaryCPU)
 	err := h.coreScenarios(ctx, pinnedPrefix)
 	if uerr := h.cluster.pin(false); err == nil && uerr != nil {
 		err = fmt.Errorf("unpin: %w", uerr)

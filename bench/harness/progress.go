@@ -3,7 +3,7 @@ package harness
 import (
 	"slices"
 
-	"github.com/kproxy/kproxy/internal/testtools/progress"
+	"github.com/kproxy/kproxy/testkit/progress"
 )
 
 // at reports that scenario id is at round of rounds (0 of 0: starting, or

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testtools/progress"
+	"github.com/kproxy/kproxy/testkit/progress"
 )
 
 // TestProgressLines: scenario starts and rounds become progress lines whose

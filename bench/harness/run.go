@@ -12,7 +12,7 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/kproxy/kproxy/bench/load"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // runSpec is one kbench invocation, the same for every side.

@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/load"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // MemoryResult is the cost of idle client connections on one side.

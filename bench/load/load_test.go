@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/broker-stub/broker"
-	"github.com/kproxy/kproxy/broker-stub/store"
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
-	"github.com/kproxy/kproxy/internal/testtools/faultnet"
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/refbroker/broker"
+	"github.com/kproxy/kproxy/refbroker/store"
+	"github.com/kproxy/kproxy/testkit/faultnet"
 )
 
 // startBrokers runs n stub brokers sharing one embedded etcd and one memory

@@ -10,8 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // Env is one cold start's processes: `kproxy etcd`, the brokers and the

@@ -8,8 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 func topicID() (string, error) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testtools/progress"
+	"github.com/kproxy/kproxy/testkit/progress"
 )
 
 // TestProgressLines: each phase of each size, and the simulation, get one

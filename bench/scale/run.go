@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/harness"
-	"github.com/kproxy/kproxy/internal/testtools/progress"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/progress"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // Config is what scalerun's flags set.

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // SizeResult is what one partition count measured.

@@ -25,7 +25,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/scale"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // Config is what zonesrun's flags set.

@@ -21,7 +21,7 @@ import (
 
 	"github.com/kproxy/kproxy/bench/load"
 	"github.com/kproxy/kproxy/internal/commalist"
-	"github.com/kproxy/kproxy/internal/testtools/faultnet"
+	"github.com/kproxy/kproxy/testkit/faultnet"
 )
 
 func main() {
@@ -199,7 +199,7 @@ func connsCommand() *cli.Command {
 func relayCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "relay",
-		Usage: "run plain TCP relays (internal/testtools/faultnet, no faults) that decode nothing",
+		Usage: "run plain TCP relays (testkit/faultnet, no faults) that decode nothing",
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "pair", Usage: "listen=target, repeatable"},
 			&cli.BoolFlag{Name: "exit-on-stdin-eof", Usage: "stop when stdin closes (for a parent process)"},

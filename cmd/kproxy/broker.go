@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
 
-	"github.com/kproxy/kproxy/broker-stub/broker"
-	"github.com/kproxy/kproxy/broker-stub/store"
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/refbroker/broker"
+	"github.com/kproxy/kproxy/refbroker/store"
 )
 
 func brokerCommand() *cli.Command {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // runDevSecure runs `kproxy dev --secure` with one broker in dir until the

@@ -19,7 +19,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/internal/etcdlocal"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // tlsFiles writes a CA, a server certificate for 127.0.0.1 and a client

@@ -11,14 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // testOnly are packages the product binary must not link: the testing
 // package (and its sub-packages) and the rigs only tests use.
-var testOnly = []string{"testing", "github.com/kproxy/kproxy/internal/testtools",
-	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest", "github.com/kproxy/kproxy/internal/assembly/devcluster/devtest",
-	"github.com/kproxy/kproxy/internal/assembly/devcluster/proxytest"}
+var testOnly = []string{"testing", "github.com/kproxy/kproxy/testkit",
+	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest", "github.com/kproxy/kproxy/assembly/devcluster/devtest",
+	"github.com/kproxy/kproxy/assembly/devcluster/proxytest"}
 
 // wiredByAssembly are the parts proxy/assembly builds: the binary takes
 // flags into their configurations and leaves the building to it, so it

@@ -5,7 +5,7 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/kproxy/kproxy/broker-stub/broker"
+	"github.com/kproxy/kproxy/refbroker/broker"
 )
 
 // The product build: no test-only switches (see unsafe.go).

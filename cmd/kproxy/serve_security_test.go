@@ -19,7 +19,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/internal/etcdlocal"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // TestServeSASLSSLFromFlags runs `kproxy serve` with Kafka-style listener

@@ -5,7 +5,7 @@ package main
 import (
 	"github.com/urfave/cli/v2"
 
-	"github.com/kproxy/kproxy/broker-stub/broker"
+	"github.com/kproxy/kproxy/refbroker/broker"
 )
 
 // This file is compiled only with -tags kproxy_unsafe: the fault suite

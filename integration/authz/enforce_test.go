@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"github.com/kproxy/kproxy/internal/assembly/devcluster"
+	"github.com/kproxy/kproxy/assembly/devcluster"
 	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy/security/aclstore"

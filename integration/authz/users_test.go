@@ -20,9 +20,7 @@ import (
 	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/xdg-go/scram"
 
-	"github.com/kproxy/kproxy/internal/assembly/devcluster"
-	"github.com/kproxy/kproxy/internal/testtools/saramascram"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/assembly/devcluster"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/security/audit"
@@ -31,6 +29,8 @@ import (
 	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/principal"
 	"github.com/kproxy/kproxy/proxy/security/sasl"
+	"github.com/kproxy/kproxy/testkit/saramascram"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // usersEnv is a proxy with a SASL_PLAINTEXT listener (SCRAM against the

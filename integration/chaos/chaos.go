@@ -26,7 +26,7 @@ import (
 	"github.com/kproxy/kproxy/integration/chaos/history"
 	"github.com/kproxy/kproxy/integration/chaos/nemesis"
 	"github.com/kproxy/kproxy/integration/chaos/workload"
-	"github.com/kproxy/kproxy/internal/testtools/progress"
+	"github.com/kproxy/kproxy/testkit/progress"
 )
 
 // Options configure a run. Zero values take the defaults in brackets.

@@ -3,7 +3,7 @@ package chaos
 import (
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testtools/progress"
+	"github.com/kproxy/kproxy/testkit/progress"
 )
 
 // at reports a phase of the run, and for the fault phase its cycle. left is

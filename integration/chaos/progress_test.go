@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testtools/progress"
+	"github.com/kproxy/kproxy/testkit/progress"
 )
 
 func TestProgressPhases(t *testing.T) {

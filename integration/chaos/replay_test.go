@@ -12,15 +12,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/kproxy/kproxy/broker-stub/broker"
-	"github.com/kproxy/kproxy/broker-stub/store"
+	"github.com/kproxy/kproxy/assembly/devcluster"
+	"github.com/kproxy/kproxy/assembly/devcluster/devtest"
 	"github.com/kproxy/kproxy/integration/chaos/checker"
 	"github.com/kproxy/kproxy/integration/chaos/history"
 	"github.com/kproxy/kproxy/integration/chaos/workload"
-	"github.com/kproxy/kproxy/internal/assembly/devcluster"
-	"github.com/kproxy/kproxy/internal/assembly/devcluster/devtest"
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
-	"github.com/kproxy/kproxy/internal/testtools/faultnet"
+	"github.com/kproxy/kproxy/refbroker/broker"
+	"github.com/kproxy/kproxy/refbroker/store"
+	"github.com/kproxy/kproxy/testkit/faultnet"
 )
 
 // The seed replays: deterministic, in-process timelines of the bugs that

@@ -3,7 +3,7 @@
 //
 // The tests drive six clients (franz-go kgo, IBM sarama, segmentio kafka-go,
 // confluent-kafka-go, kcat and kafkajs) against a cluster of stub brokers
-// behind a proxy (internal/assembly/devcluster) and check, for each client: metadata,
+// behind a proxy (assembly/devcluster) and check, for each client: metadata,
 // keyed acks=all produce and an ordered read back from the beginning, a
 // two-member consumer group that commits and resumes after a restart, the
 // idempotent producer, every compression codec the client supports (the

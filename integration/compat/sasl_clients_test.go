@@ -14,7 +14,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
-	"github.com/kproxy/kproxy/internal/testtools/saramascram"
+	"github.com/kproxy/kproxy/testkit/saramascram"
 	kafkago "github.com/segmentio/kafka-go"
 	kgscram "github.com/segmentio/kafka-go/sasl/scram"
 	"github.com/twmb/franz-go/pkg/kgo"

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/assembly/devcluster"
+	"github.com/kproxy/kproxy/assembly/devcluster"
 	"github.com/kproxy/kproxy/proxy/security/listener"
 )
 
@@ -37,7 +37,7 @@ type devTarget struct {
 
 var devclusterKind = targetKind{
 	name: "devcluster",
-	describe: fmt.Sprintf("internal/assembly/devcluster: 3 stub brokers (racks zone-a, zone-b, zone-c) behind 1 kproxy, embedded etcd, in-memory store, lease TTL %s; "+
+	describe: fmt.Sprintf("assembly/devcluster: 3 stub brokers (racks zone-a, zone-b, zone-c) behind 1 kproxy, embedded etcd, in-memory store, lease TTL %s; "+
 		"clients are given only the proxy's address", compatLeaseTTL()),
 	start: func(ctx context.Context, logs io.Writer) (target, error) {
 		sec, err := newDevSecurity()

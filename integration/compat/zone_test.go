@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // compatZones are the dev cluster's broker racks: broker n is in

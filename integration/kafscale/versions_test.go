@@ -9,7 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/internal/testtools/kafscalever"
+	"github.com/kproxy/kproxy/testkit/kafscalever"
 )
 
 // kafscaleVersions is the ApiVersions table KafScale's brokers answer.

@@ -7,7 +7,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/xdg-go/scram"
 
-	"github.com/kproxy/kproxy/internal/testtools/saramascram"
+	"github.com/kproxy/kproxy/testkit/saramascram"
 )
 
 // TestSaramaHandshakeVersions: SaslHandshake v0 (raw tokens after it) and

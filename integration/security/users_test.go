@@ -11,8 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/internal/assembly/devcluster"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/assembly/devcluster"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/proxy/security/audit"
@@ -20,6 +19,7 @@ import (
 	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/principal"
 	"github.com/kproxy/kproxy/proxy/security/sasl"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // twoReplicas runs two proxies, each with a SASL_PLAINTEXT listener whose

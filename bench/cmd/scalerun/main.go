@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/bench/scale"
-	"github.com/kproxy/kproxy/internal/testtools/progress"
+	"github.com/kproxy/kproxy/testkit/progress"
 )
 
 func main() {

@@ -1,7 +1,7 @@
 // Package cluster runs the system under fault test as separate processes on
 // 127.0.0.1: etcd members (chaos/cmd/etcdmember), `kproxy broker` processes
 // sharing one store folder, and `kproxy serve` replicas. Every broker reaches
-// etcd only through its own fault relays (internal/testtools/faultnet), one per etcd
+// etcd only through its own fault relays (testkit/faultnet), one per etcd
 // member, so one broker's etcd traffic can be cut or delayed alone.
 //
 // The promise: every process and relay Start created is ended by Close, also
@@ -25,9 +25,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/kproxy/kproxy/internal/testtools/faultnet"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/layout"
+	"github.com/kproxy/kproxy/testkit/faultnet"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // Config describes the cluster. Zero values take the defaults in brackets.

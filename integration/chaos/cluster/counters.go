@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // Counters accumulates Prometheus counters scraped from every broker and
