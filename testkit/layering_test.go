@@ -1,6 +1,7 @@
 package testkit_test
 
 import (
+	"maps"
 	"os/exec"
 	"slices"
 	"strings"
@@ -309,5 +310,60 @@ func TestEdgeProblem(t *testing.T) {
 		if got := edgeProblem(tt.from, tt.to) != ""; got != tt.bad {
 			t.Errorf("edgeProblem(%q, %q) = %q; flagged %v, want %v", tt.from, tt.to, edgeProblem(tt.from, tt.to), got, tt.bad)
 		}
+	}
+}
+
+// internalMustNotReach are the module's upper ranks: internal/ holds only
+// leaf libraries (and their test helpers), so nothing under it depends on
+// them, directly or through another package.
+var internalMustNotReach = []string{"proxy", "refbroker", "lease", "leasewatch", "routing", "assembly", "testkit", "bench", "integration", "cmd"}
+
+// internalReachUp returns, for each package under internal/ in deps (a
+// package to its module-relative dependencies), the upper-rank packages it
+// depends on.
+func internalReachUp(deps map[string][]string) []string {
+	var bad []string
+	for _, pkg := range slices.Sorted(maps.Keys(deps)) {
+		if !under(pkg, "internal") {
+			continue
+		}
+		for _, d := range deps[pkg] {
+			if slices.ContainsFunc(internalMustNotReach, func(up string) bool { return under(d, up) }) {
+				bad = append(bad, pkg+" depends on "+d)
+			}
+		}
+	}
+	return bad
+}
+
+// TestInternalHoldsOnlyLeaves reads the whole dependency tree (go list's
+// Deps, test files included) of every package under internal/.
+func TestInternalHoldsOnlyLeaves(t *testing.T) {
+	out, err := exec.Command("go", "list", "-test", "-f", "{{.ImportPath}}{{range .Deps}} {{.}}{{end}}", module+"internal/...").Output()
+	if err != nil {
+		t.Fatalf("go list -test internal/...: %v", err)
+	}
+	deps := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		// A test variant is "pkg [pkg.test]"; name it by its package.
+		pkg, _ := strings.CutPrefix(f[0], module)
+		for _, d := range f[1:] {
+			if rel, ok := strings.CutPrefix(d, module); ok {
+				deps[pkg] = append(deps[pkg], rel)
+			}
+		}
+	}
+	if !slices.Contains(deps["internal/tlsreload"], "internal/devcert") {
+		t.Fatalf("go list gave no internal/devcert among internal/tlsreload's test dependencies; the check would prove nothing:\n%s", out)
+	}
+	for _, b := range internalReachUp(deps) {
+		t.Error(b)
+	}
+	if got := internalReachUp(map[string][]string{"internal/x": {"layout", "proxy/apis"}, "bench": {"proxy"}}); len(got) != 1 {
+		t.Errorf("internalReachUp flags %q, want only internal/x's proxy/apis", got)
 	}
 }

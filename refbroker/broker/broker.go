@@ -1,4 +1,4 @@
-// Package broker is a stub Kafka broker for kproxy's tests and dev mode: it
+// Package broker is kproxy's reference broker, for its tests and dev mode: it
 // speaks the Kafka protocol (kmsg) well enough for real clients, keeps no
 // local state that matters, and writes partitions only while it owns them
 // through etcd leases, committing every append with a fenced transaction.
