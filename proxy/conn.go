@@ -17,7 +17,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis"
-	"github.com/kproxy/kproxy/proxy/security/listener"
+	"github.com/kproxy/kproxy/proxy/listener"
 )
 
 const (

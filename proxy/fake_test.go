@@ -21,7 +21,7 @@ import (
 	"github.com/kproxy/kproxy/leasewatch"
 	"github.com/kproxy/kproxy/proxy/admin"
 	"github.com/kproxy/kproxy/proxy/apis"
-	"github.com/kproxy/kproxy/proxy/security/listener"
+	"github.com/kproxy/kproxy/proxy/listener"
 	"github.com/kproxy/kproxy/routing"
 )
 

@@ -28,8 +28,8 @@ import (
 
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis"
+	"github.com/kproxy/kproxy/proxy/listener"
 	"github.com/kproxy/kproxy/proxy/quota"
-	"github.com/kproxy/kproxy/proxy/security/listener"
 )
 
 // dispatcher is what a connection needs of apis.Dispatcher; tests supply

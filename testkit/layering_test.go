@@ -66,20 +66,21 @@ var ranks = map[string]int{
 // proxyLevels order the proxy family inside its rank, bottom to top (the
 // longest prefix wins; "proxy" is the root package alone): the security
 // libraries, quotas, the upstream pool and client zones; the per-API dispatcher; the
-// listener security a connection consults (it speaks the dispatcher's
-// types); the client-connection server and the admin endpoint; and the
+// listeners (TLS and the SASL gate a connection consults, beside the
+// connection server: they speak the dispatcher's types, so no package under
+// proxy/security does); the client-connection server and the admin endpoint; and the
 // assembly that wires them all. A proxy package imports only its own level
 // or below, so the root never reaches the assembly or the admin endpoint.
 var proxyLevels = map[string]int{
-	"proxy/security":          0,
-	"proxy/quota":             0,
-	"proxy/upstream":          0,
-	"proxy/zone":              0,
-	"proxy/apis":              1,
-	"proxy/security/listener": 2,
-	"proxy":                   3,
-	"proxy/admin":             3,
-	"proxy/assembly":          4,
+	"proxy/security": 0,
+	"proxy/quota":    0,
+	"proxy/upstream": 0,
+	"proxy/zone":     0,
+	"proxy/apis":     1,
+	"proxy/listener": 2,
+	"proxy":          3,
+	"proxy/admin":    3,
+	"proxy/assembly": 4,
 }
 
 // proxyLevel is pkg's level in the proxy family and the entry that gives
@@ -294,15 +295,17 @@ func TestEdgeProblem(t *testing.T) {
 		{"somewhere/new", "layout", true},
 		{"proxy/assembly", "proxy", false},
 		{"proxy/assembly", "proxy/admin", false},
-		{"proxy", "proxy/security/listener", false},
-		{"proxy/security/listener", "proxy/apis", false},
+		{"proxy", "proxy/listener", false},
+		{"proxy/listener", "proxy/apis", false},
 		{"proxy/security/authz", "proxy/security/principal", false},
 		{"proxy", "proxy/assembly", true},
 		{"proxy", "proxy/admin", true},
 		{"proxy/admin", "proxy/assembly", true},
 		{"proxy/apis", "proxy", true},
-		{"proxy/apis", "proxy/security/listener", true},
-		{"proxy/security/listener", "proxy", true},
+		{"proxy/apis", "proxy/listener", true},
+		{"proxy/listener", "proxy", true},
+		{"proxy/security/credstore", "proxy/apis", true},
+		{"proxy/security/audit", "proxy/apis/local", true},
 		{"proxy/upstream", "proxy/apis", true},
 		{"proxy/somewhere", "proxy/apis", true},
 	}
@@ -365,5 +368,24 @@ func TestInternalHoldsOnlyLeaves(t *testing.T) {
 	}
 	if got := internalReachUp(map[string][]string{"internal/x": {"layout", "proxy/apis"}, "bench": {"proxy"}}); len(got) != 1 {
 		t.Errorf("internalReachUp flags %q, want only internal/x's proxy/apis", got)
+	}
+}
+
+// TestSecurityBelowTheDispatcher reads the whole dependency tree of
+// proxy/security/...: the security libraries sit below the dispatcher, so
+// none depends on proxy/apis or anything under it.
+func TestSecurityBelowTheDispatcher(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", module+"proxy/security/...").Output()
+	if err != nil {
+		t.Fatalf("go list -deps proxy/security/...: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, module+"proxy/security/principal") {
+		t.Fatalf("go list -deps proxy/security/... has no proxy/security/principal; the check would prove nothing:\n%s", out)
+	}
+	for _, d := range deps {
+		if under(d, module+"proxy/apis") {
+			t.Errorf("proxy/security/... depends on %s", d)
+		}
 	}
 }

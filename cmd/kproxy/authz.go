@@ -6,7 +6,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/kproxy/kproxy/proxy/security/listener"
+	"github.com/kproxy/kproxy/proxy/listener"
 
 	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/proxy/security/principal"

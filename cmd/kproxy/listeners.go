@@ -5,7 +5,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/kproxy/kproxy/proxy/security/listener"
+	"github.com/kproxy/kproxy/proxy/listener"
 )
 
 // listenerFlags are Kafka's listener settings; --listen and --advertise

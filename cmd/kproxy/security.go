@@ -10,8 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/kproxy/kproxy/internal/commalist"
+	"github.com/kproxy/kproxy/proxy/listener"
 	"github.com/kproxy/kproxy/proxy/security/audit"
-	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/principal"
 	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )

@@ -13,8 +13,8 @@ import (
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy/assembly"
+	"github.com/kproxy/kproxy/proxy/listener"
 	"github.com/kproxy/kproxy/proxy/security/credstore"
-	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/sasl"
 	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )

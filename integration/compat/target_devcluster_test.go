@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/kproxy/kproxy/assembly/devcluster"
-	"github.com/kproxy/kproxy/proxy/security/listener"
+	"github.com/kproxy/kproxy/proxy/listener"
 )
 
 // compatLeaseTTL is the brokers' lease TTL: how long a killed broker's

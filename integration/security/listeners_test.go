@@ -10,7 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/proxy/assembly"
-	"github.com/kproxy/kproxy/proxy/security/listener"
+	"github.com/kproxy/kproxy/proxy/listener"
 )
 
 // TestListenersAdvertiseTheirOwnAddress: Metadata, FindCoordinator and

@@ -14,8 +14,8 @@ import (
 	"github.com/xdg-go/scram"
 
 	"github.com/kproxy/kproxy/proxy/assembly"
+	"github.com/kproxy/kproxy/proxy/listener"
 	"github.com/kproxy/kproxy/proxy/security/audit"
-	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/sasl"
 	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 	"github.com/kproxy/kproxy/testkit/testrig"

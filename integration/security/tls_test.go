@@ -15,8 +15,8 @@ import (
 
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/proxy/assembly"
+	"github.com/kproxy/kproxy/proxy/listener"
 	"github.com/kproxy/kproxy/proxy/security/audit"
-	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 	"github.com/kproxy/kproxy/testkit/testrig"
 )

@@ -11,10 +11,10 @@ import (
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
+	"github.com/kproxy/kproxy/proxy/listener"
 	"github.com/kproxy/kproxy/proxy/quota"
 	"github.com/kproxy/kproxy/proxy/security/adminauth"
 	"github.com/kproxy/kproxy/proxy/security/authz"
-	"github.com/kproxy/kproxy/proxy/security/listener"
 	"github.com/kproxy/kproxy/proxy/zone"
 )
 
