@@ -436,6 +436,16 @@ func ConnInfoFrom(ctx context.Context) *ConnInfo {
 	return c
 }
 
+// ConnIdentity is the principal and listener of the client connection in
+// ctx; false when ctx carries none (local.UsersConfig.Conn).
+func ConnIdentity(ctx context.Context) (principal.Principal, string, bool) {
+	c := ConnInfoFrom(ctx)
+	if c == nil {
+		return principal.Anonymous, "", false
+	}
+	return c.Principal(), c.Listener, true
+}
+
 // endpoint is the address to advertise to the client of ctx: its
 // listener's, or the configured one when the context names no listener.
 type endpoint struct {

@@ -24,6 +24,7 @@ import (
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/admin"
 	"github.com/kproxy/kproxy/proxy/apis"
+	"github.com/kproxy/kproxy/proxy/apis/local"
 	"github.com/kproxy/kproxy/proxy/listener"
 	"github.com/kproxy/kproxy/proxy/quota"
 	"github.com/kproxy/kproxy/proxy/security/aclstore"
@@ -132,7 +133,7 @@ func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener) (*Proxy, erro
 		Routes: routes, Sender: pool, Quotas: qs,
 		NodeID: cfg.NodeID, AdvertisedHost: advertise.Host, AdvertisedPort: advertise.Port, ClusterID: cfg.ClusterID,
 		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions,
-		SCRAM:      listener.NewUsers(store, cfg.Etcd, cfg.Layout, &cfg.Security),
+		SCRAM:      local.NewUsers(local.UsersConfig{Store: store, Etcd: cfg.Etcd, Layout: cfg.Layout, MayManage: cfg.Security.MayManageUsers, Conn: apis.ConnIdentity, Audit: cfg.Security.Audit}),
 		Authorizer: az, AuthzRecorder: rec, ACLs: acls,
 		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry, Bufs: bufs,
 		ProduceValidation: cfg.ProduceValidation, BadInput: proxy.NewBadInput(cfg.Registry),

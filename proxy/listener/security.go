@@ -164,7 +164,7 @@ func newSecurityMetrics(reg prometheus.Registerer) *securityMetrics {
 	return m
 }
 
-// mayManageUsers says whether p may describe and alter SCRAM credentials.
-func (s *Security) mayManageUsers(p principal.Principal) bool {
+// MayManageUsers says whether p may describe and alter SCRAM credentials.
+func (s *Security) MayManageUsers(p principal.Principal) bool {
 	return len(s.SuperUsers) == 0 || slices.Contains(s.SuperUsers, p)
 }
