@@ -156,9 +156,10 @@ func (d *Dispatcher) guard(ctx context.Context, key int16) authrule.Guard {
 	return authrule.NewGuard(ctx, key, s, &d.authEnv)
 }
 
-// topicCheck authorizes op on the topics of one partition-split request.
-func (d *Dispatcher) topicCheck(ctx context.Context, key int16, op kmsg.ACLOperation) *authrule.TopicCheck {
-	return authrule.NewTopicCheck(d.guard(ctx, key), op)
+// topicCheck authorizes the operation of key's row (perTopic) on the
+// topics of one partition-split request.
+func (d *Dispatcher) topicCheck(ctx context.Context, key int16) *authrule.TopicCheck {
+	return authrule.NewTopicCheck(d.guard(ctx, key), apiTable[key].auth.op)
 }
 
 // idNames is the Dispatcher as authrule.Names (Dispatcher.authEnv): a

@@ -116,7 +116,7 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 // fetchCheck is Kafka's: Read on each topic for a consumer; a follower
 // (a replica id) needs ClusterAction, or every partition is refused.
 func fetchCheck(ctx context.Context, d *Dispatcher, req *kmsg.FetchRequest) *authrule.TopicCheck {
-	chk := d.topicCheck(ctx, int16(kmsg.Fetch), kmsg.ACLOperationRead)
+	chk := d.topicCheck(ctx, int16(kmsg.Fetch))
 	follower := req.ReplicaID >= 0 || req.ReplicaState.ID >= 0
 	if follower && chk.Guard().On() && !chk.Guard().Cluster(kmsg.ACLOperationClusterAction) {
 		chk.RefuseAll(kerr.TopicAuthorizationFailed.Code)

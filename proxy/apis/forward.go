@@ -116,42 +116,6 @@ func adminKey(req kmsg.Request) string {
 	return ""
 }
 
-// The routing keys of admin and transaction requests (their rows' route).
-func firstOf[T any](list []T, name func(*T) string) string {
-	if len(list) == 0 {
-		return ""
-	}
-	return name(&list[0])
-}
-
-func createdTopic(t *kmsg.CreateTopicsRequestTopic) string        { return t.Topic }
-func partitionsTopic(t *kmsg.CreatePartitionsRequestTopic) string { return t.Topic }
-func describedName(r *kmsg.DescribeConfigsRequestResource) string { return r.ResourceName }
-func alteredName(r *kmsg.AlterConfigsRequestResource) string      { return r.ResourceName }
-func incrementallyAlteredName(r *kmsg.IncrementalAlterConfigsRequestResource) string {
-	return r.ResourceName
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
-}
-
-// addPartitionsKey: the transactional id, of the first transaction from v4
-// (which batches transactions, broker to broker).
-func addPartitionsKey(req kmsg.Request) string {
-	r := req.(*kmsg.AddPartitionsToTxnRequest)
-	if r.Version < 4 {
-		return r.TransactionalID
-	}
-	if len(r.Transactions) > 0 {
-		return r.Transactions[0].TransactionalID
-	}
-	return ""
-}
-
 // Group requests go to the group's coordinator. A request naming one group
 // is forwarded unchanged (forwardOp); a request naming several groups
 // (DescribeGroups, DeleteGroups, ConsumerGroupDescribe, OffsetFetch v8+)

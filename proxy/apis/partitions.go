@@ -54,20 +54,12 @@ func (d *Dispatcher) beginOffsets(ctx context.Context, conn uint64, h Header, bo
 	return o, Reply{}, nil
 }
 
-// offsetsOp is what Kafka checks on each topic: Describe to list offsets
-// or epochs, Delete to delete records.
-func offsetsOp(key int16) kmsg.ACLOperation {
-	if key == int16(kmsg.DeleteRecords) {
-		return kmsg.ACLOperationDelete
-	}
-	return kmsg.ACLOperationDescribe
-}
-
-// offsetsCheck is Kafka's: offsetsOp on each topic, except that
+// offsetsCheck is Kafka's: the row's operation on each topic (Describe to
+// list offsets or epochs, Delete to delete records), except that
 // OffsetForLeaderEpoch, which brokers' followers use too, is allowed on every
 // topic for a principal with ClusterAction on the cluster.
 func offsetsCheck(ctx context.Context, d *Dispatcher, key int16) *authrule.TopicCheck {
-	chk := d.topicCheck(ctx, key, offsetsOp(key))
+	chk := d.topicCheck(ctx, key)
 	if key == int16(kmsg.OffsetForLeaderEpoch) && chk.Guard().On() &&
 		chk.Guard().Quietly(kmsg.ACLOperationClusterAction, kmsg.ACLResourceTypeCluster, authz.ClusterName) {
 		return nil // a nil check denies nothing

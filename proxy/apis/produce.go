@@ -74,7 +74,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 // produceCheck is Kafka's: Write on each topic, and a transactional
 // produce needs Write on its transactional id or fails whole.
 func (o *produceOp) produceCheck(ctx context.Context) *authrule.TopicCheck {
-	chk := o.d.topicCheck(ctx, int16(kmsg.Produce), kmsg.ACLOperationWrite)
+	chk := o.d.topicCheck(ctx, int16(kmsg.Produce))
 	if id := o.req.TransactionID; id != nil && chk.Guard().On() &&
 		!chk.Guard().Allowed(kmsg.ACLOperationWrite, kmsg.ACLResourceTypeTransactionalId, *id) {
 		chk.RefuseAll(kerr.TransactionalIDAuthorizationFailed.Code)

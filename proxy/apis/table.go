@@ -83,12 +83,18 @@ const (
 type auth struct {
 	mode authMode
 	rule authrule.Rule
+	// op is the operation a partition-split request needs on each topic
+	// (topicCheck reads it); set by perTopic, required of kindPartition rows.
+	op kmsg.ACLOperation
 }
 
 func byRule(r authrule.Rule) auth { return auth{mode: authRule, rule: r} }
 
+// perTopic: the handler checks op on each topic as it splits (topicCheck).
+func perTopic(op kmsg.ACLOperation) auth { return auth{mode: authPerPartition, op: op} }
+
 var (
-	perPartition = auth{mode: authPerPartition}
+	perPartition = auth{mode: authPerPartition} // the handler decides per entry (metadataDenied, aclOp)
 	noAuth       = auth{mode: authNone}
 )
 
@@ -119,15 +125,31 @@ type refusal struct {
 // advertised and answered with UNSUPPORTED_VERSION (the row of an unserved
 // key carries only that refusal).
 //
-// Adding an API is one row here plus one handler file: the row names the
-// kind; the handler (begin, or serve to get the request decoded once and
-// authorized by a rule); auth (byRule with a rule of package authrule,
-// perPartition when the handler checks each partition with topicCheck,
-// or noAuth); route and hold when the request goes to one broker or may be
-// held; repeatable when a repeat has no effect; and the refusal codes (the
-// denied code Kafka answers, an answer function when the response names
-// its entries differently). TestEveryRowHasAuth, TestRefusalTableCoversEveryAPI
-// and the bridge tests then check the row.
+// Adding an API takes these parts, and no others (docs/architecture.md,
+// "Adding an API", works one through):
+//  1. its row in rows(), below: the kind; the handler (begin, or serve to
+//     get the request decoded once and authorized by a rule); auth (byRule
+//     with a rule of package authrule; perTopic(op) for a partition-split
+//     API, whose handler checks op on each topic with topicCheck;
+//     perPartition when the handler decides each entry itself; or noAuth);
+//     route (its helpers sit beside the rows) and hold when the request goes
+//     to one broker or may be held; repeatable when a repeat has no effect;
+//     and the refusal (the denied code Kafka answers, an answer function when
+//     the response names its entries differently);
+//  2. its handler, when none fits: group and admin requests have theirs
+//     (beginGroup, beginAdmin in forward.go); a partition list with the
+//     offsets' shape is a partListSpec and a case in partitions.go; any
+//     other is one new file of this package, an adapter of the split engine;
+//  3. its rule in authrule/rules.go, when auth is byRule;
+//  4. its line in docs/authorization.md's table of what each request needs
+//     (TestAuthorizationDocMatchesTable fails until it is there);
+//  5. for an API routed to brokers: the reference broker's answer
+//     (refbroker/broker/apiversions.go's implemented), or its name in
+//     testkit's refBrokerLacks (TestRefBrokerAPIsMatchTheProxy fails until
+//     one is there).
+//
+// TestEveryRowHasAuth flags a row that lacks a part (rowProblems),
+// TestRefusalTableCoversEveryAPI its refusal, the bridge tests its versions.
 var apiTable [numKeys]api
 
 func init() { apiTable = buildTable(rows()) }
@@ -160,11 +182,11 @@ func rows() map[kmsg.Key]api {
 	admin := (*Dispatcher).beginAdmin
 	return map[kmsg.Key]api{
 		// Split by partition owner, authorized per partition.
-		kmsg.Produce:              {kind: kindPartition, begin: (*Dispatcher).beginProduce, auth: perPartition, hold: produceHold, refusal: topic},
-		kmsg.Fetch:                {kind: kindPartition, begin: (*Dispatcher).beginFetch, auth: perPartition, hold: fetchRequestHold, repeatable: true, refusal: topic},
-		kmsg.ListOffsets:          {kind: kindPartition, begin: (*Dispatcher).beginOffsets, auth: perPartition, repeatable: true, refusal: topic},
-		kmsg.OffsetForLeaderEpoch: {kind: kindPartition, begin: (*Dispatcher).beginOffsets, auth: perPartition, repeatable: true, refusal: topic},
-		kmsg.DeleteRecords:        {kind: kindPartition, begin: (*Dispatcher).beginOffsets, auth: perPartition, hold: convergeHold, refusal: topic},
+		kmsg.Produce:              {kind: kindPartition, begin: (*Dispatcher).beginProduce, auth: perTopic(kmsg.ACLOperationWrite), hold: produceHold, refusal: topic},
+		kmsg.Fetch:                {kind: kindPartition, begin: (*Dispatcher).beginFetch, auth: perTopic(kmsg.ACLOperationRead), hold: fetchRequestHold, repeatable: true, refusal: topic},
+		kmsg.ListOffsets:          {kind: kindPartition, begin: (*Dispatcher).beginOffsets, auth: perTopic(kmsg.ACLOperationDescribe), repeatable: true, refusal: topic},
+		kmsg.OffsetForLeaderEpoch: {kind: kindPartition, begin: (*Dispatcher).beginOffsets, auth: perTopic(kmsg.ACLOperationDescribe), repeatable: true, refusal: topic},
+		kmsg.DeleteRecords:        {kind: kindPartition, begin: (*Dispatcher).beginOffsets, auth: perTopic(kmsg.ACLOperationDelete), hold: convergeHold, refusal: topic},
 
 		// Answered by the proxy.
 		kmsg.Metadata:    {kind: kindLocal, begin: (*Dispatcher).beginMetadata, auth: perPartition, repeatable: true, refusal: topic},
@@ -238,6 +260,42 @@ func rows() map[kmsg.Key]api {
 			route: func(r kmsg.Request) string { return r.(*kmsg.EndTxnRequest).TransactionalID }},
 		kmsg.DescribeLogDirs: {kind: kindAny, serve: admin, auth: byRule(authrule.DescribeLogDirs), refusal: clusterAs(answer.DescribeLogDirsRefusal)},
 	}
+}
+
+// The routing keys of admin and transaction requests (their rows' route).
+func firstOf[T any](list []T, name func(*T) string) string {
+	if len(list) == 0 {
+		return ""
+	}
+	return name(&list[0])
+}
+
+func createdTopic(t *kmsg.CreateTopicsRequestTopic) string        { return t.Topic }
+func partitionsTopic(t *kmsg.CreatePartitionsRequestTopic) string { return t.Topic }
+func describedName(r *kmsg.DescribeConfigsRequestResource) string { return r.ResourceName }
+func alteredName(r *kmsg.AlterConfigsRequestResource) string      { return r.ResourceName }
+func incrementallyAlteredName(r *kmsg.IncrementalAlterConfigsRequestResource) string {
+	return r.ResourceName
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// addPartitionsKey: the transactional id, of the first transaction from v4
+// (which batches transactions, broker to broker).
+func addPartitionsKey(req kmsg.Request) string {
+	r := req.(*kmsg.AddPartitionsToTxnRequest)
+	if r.Version < 4 {
+		return r.TransactionalID
+	}
+	if len(r.Transactions) > 0 {
+		return r.Transactions[0].TransactionalID
+	}
+	return ""
 }
 
 // staticTable is what kmsg decodes of every API in apiTable, before any

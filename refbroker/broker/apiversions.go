@@ -148,3 +148,14 @@ func (b *Broker) handleGroupRequest(ctx context.Context, c *conn, h header, req 
 	}
 	return b.groups.Handle(ctx, req, cl)
 }
+
+// ImplementedKeys lists the API keys the reference broker answers, in key
+// order (testkit checks them against the proxy's table).
+func ImplementedKeys() []int16 {
+	keys := make([]int16, 0, len(implemented))
+	for k := range implemented {
+		keys = append(keys, int16(k))
+	}
+	slices.Sort(keys)
+	return keys
+}
