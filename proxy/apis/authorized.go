@@ -4,12 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/proxy/apis/answer"
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
-	"github.com/kproxy/kproxy/proxy/apis/local"
 	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/proxy/security/principal"
 )
@@ -169,82 +167,4 @@ type idNames Dispatcher
 func (n *idNames) TopicName(id [16]byte) (string, bool) {
 	d := (*Dispatcher)(n)
 	return d.ids.name(d.routes, id)
-}
-
-// The APIs answered from the proxy's own stores (package local). The
-// store interfaces are local's; Config names them.
-type (
-	ACLAdmin   = local.ACLAdmin
-	SCRAMAdmin = local.SCRAMAdmin
-	QuotaAdmin = local.QuotaAdmin
-)
-
-func (d *Dispatcher) beginACLs(ctx context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
-	req := kmsg.RequestForKey(h.Key)
-	req.SetVersion(h.Version)
-	if err := req.ReadFrom(body); err != nil { // copying: finish runs later
-		return nil, Reply{}, fmt.Errorf("decode: %w", err)
-	}
-	return storeOp{local.ACLs(req, d.cfg.ACLs, d.guard(ctx, h.Key).Cluster, d.log)}, Reply{}, nil
-}
-
-func (d *Dispatcher) beginDescribeSCRAM(ctx context.Context, _ uint64, _ Header, req kmsg.Request, _ []byte) (op, Reply, error) {
-	return nil, Reply{Body: local.DescribeSCRAM(ctx, d.cfg.SCRAM, req.(*kmsg.DescribeUserSCRAMCredentialsRequest)).AppendTo(nil)}, nil
-}
-
-func (d *Dispatcher) beginAlterSCRAM(ctx context.Context, _ uint64, _ Header, req kmsg.Request, _ []byte) (op, Reply, error) {
-	return nil, Reply{Body: local.AlterSCRAM(ctx, d.cfg.SCRAM, req.(*kmsg.AlterUserSCRAMCredentialsRequest)).AppendTo(nil)}, nil
-}
-
-// The client quota APIs are forwarded when the proxy keeps no quotas.
-func (d *Dispatcher) beginDescribeClientQuotas(ctx context.Context, conn uint64, h Header, req kmsg.Request, body []byte) (op, Reply, error) {
-	if d.cfg.Quotas == nil {
-		return d.beginAdmin(ctx, conn, h, req, body)
-	}
-	return nil, Reply{Body: local.DescribeClientQuotas(d.cfg.Quotas, req.(*kmsg.DescribeClientQuotasRequest)).AppendTo(nil)}, nil
-}
-
-func (d *Dispatcher) beginAlterClientQuotas(ctx context.Context, conn uint64, h Header, req kmsg.Request, body []byte) (op, Reply, error) {
-	if d.cfg.Quotas == nil {
-		return d.beginAdmin(ctx, conn, h, req, body)
-	}
-	return storeOp{local.AlterClientQuotas(d.cfg.Quotas, req.(*kmsg.AlterClientQuotasRequest), d.cfg.RetryBudget, d.log)}, Reply{}, nil
-}
-
-// storeOp is a local.Op as an op.
-type storeOp struct{ o local.Op }
-
-func (s storeOp) finish(ctx context.Context) (Reply, error) {
-	resp, err := s.o.Finish(ctx)
-	if err != nil {
-		return Reply{}, err
-	}
-	return Reply{Body: resp.AppendTo(nil)}, nil
-}
-
-// beginSASL answers SaslHandshake and SaslAuthenticate that reach the
-// dispatcher: the client connection runs SASL exchanges itself (package
-// proxy), so these come on listeners without SASL, and Kafka's request
-// handler answers them with ILLEGAL_SASL_STATE.
-func (d *Dispatcher) beginSASL(_ context.Context, _ uint64, h Header, body []byte) (op, Reply, error) {
-	r, err := d.answerSASL(h, body)
-	return nil, r, err
-}
-
-func (d *Dispatcher) answerSASL(h Header, body []byte) (Reply, error) {
-	req := kmsg.RequestForKey(h.Key)
-	req.SetVersion(h.Version)
-	if err := req.ReadFrom(body); err != nil {
-		return Reply{}, fmt.Errorf("decode: %w", err)
-	}
-	switch r := req.ResponseKind().(type) {
-	case *kmsg.SASLHandshakeResponse:
-		r.Version, r.ErrorCode = h.Version, kerr.IllegalSaslState.Code
-		return Reply{Body: r.AppendTo(nil)}, nil
-	case *kmsg.SASLAuthenticateResponse:
-		r.Version, r.ErrorCode = h.Version, kerr.IllegalSaslState.Code
-		r.ErrorMessage = kmsg.StringPtr("this listener does not authenticate with SASL")
-		return Reply{Body: r.AppendTo(nil)}, nil
-	}
-	return Reply{}, fmt.Errorf("not a SASL request")
 }
