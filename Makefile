@@ -19,7 +19,7 @@ build: ## bin/kproxy, the one binary
 test: clients lint vet unit fuzz deploy-check ## lint, vet and every test under -race (includes the client matrix, a short fault run and the deployment files), then a short fuzz run
 
 # Staticcheck is run at a pinned version with go run, so it stays out of
-# go.mod; staticcheck.conf says which checks are off and why.
+# go.mod, with its default checks (there is no staticcheck.conf).
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint: ## staticcheck and gofmt -l (fails when gofmt would change a file)
 	$(GO) run $(STATICCHECK) ./...
@@ -54,19 +54,19 @@ docs: clients ## regenerate docs/compatibility.md from a full client-matrix run 
 	KPROXY_WRITE_DOCS=1 $(GO) test $(GOFLAGS_TEST) -count=1 ./integration/compat/
 
 bench: ## proxy cost side by side with direct and a plain TCP relay; writes docs/benchmarks.md
-	$(GO) run ./bench/cmd/benchrun
+	$(GO) run ./bench/cmd/benchrun -docs docs/benchmarks.md
 
 scale: ## 10k, 30k and 100k partitions and 1,000 simulated brokers through 2 proxies (SCALEFLAGS=-quick for a smoke run); writes docs/scale.md
-	$(GO) run ./bench/cmd/scalerun $(SCALEFLAGS)
+	$(GO) run ./bench/cmd/scalerun -docs docs/scale.md $(SCALEFLAGS)
 
 zones: ## zone-aware fetch routing: 3 zones x 2 brokers, owner vs zone routing side by side (ZONESFLAGS for experiments); writes docs/zones.md
-	$(GO) run ./bench/cmd/zonesrun $(ZONESFLAGS)
+	$(GO) run ./bench/cmd/zonesrun -docs docs/zones.md $(ZONESFLAGS)
 
-chaos: ## the full fault suite (DURATION=5m; CHAOSFLAGS=-zones=a,b,c for the zone-routing mode); leaves a report under results/ (kchaos builds kproxy with -tags kproxy_unsafe)
-	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/ $(CHAOSFLAGS)
+chaos: ## the full fault suite (DURATION=5m; CHAOSFLAGS=-zones=a,b,c for the zone-routing mode); leaves a report under results/ and writes docs/correctness.md (kchaos builds kproxy with -tags kproxy_unsafe)
+	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/ -docs docs/correctness.md $(CHAOSFLAGS)
 
 soak: ## a proxy under well-behaved and hostile clients for SOAK (30m; SOAK=5m for a short run); writes docs/soak.md and docs/soak.png
-	$(GO) run ./testkit/soak/cmd/ksoak -duration $(SOAK) -out docs/soak.md
+	$(GO) run ./testkit/soak/cmd/ksoak -duration $(SOAK) -docs docs/soak.md
 
 clean: ## remove bin/ and results/
 	rm -rf bin results

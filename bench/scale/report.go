@@ -14,22 +14,17 @@ import (
 
 // Report is one run's figures and each target's status.
 type Report struct {
-	Generated string       `json:"generated"`
-	Elapsed   string       `json:"elapsed"`
-	Command   string       `json:"command"`
-	Quick     bool         `json:"quick"`
-	Machine   string       `json:"machine"`
-	LoadStart string       `json:"load_start"`
-	LoadEnd   string       `json:"load_end"`
-	LeaseTTL  string       `json:"lease_ttl"`
-	Sizes     []SizeResult `json:"sizes"`
-	Sim       *SimResult   `json:"simulation,omitempty"`
-	Targets   []Target     `json:"targets"`
-}
-
-// Target is a goal and how the run did against it.
-type Target struct {
-	Name, Goal, Figure, Status string
+	Generated string           `json:"generated"`
+	Elapsed   string           `json:"elapsed"`
+	Command   string           `json:"command"`
+	Quick     bool             `json:"quick"`
+	Machine   string           `json:"machine"`
+	LoadStart string           `json:"load_start"`
+	LoadEnd   string           `json:"load_end"`
+	LeaseTTL  string           `json:"lease_ttl"`
+	Sizes     []SizeResult     `json:"sizes"`
+	Sim       *SimResult       `json:"simulation,omitempty"`
+	Targets   []harness.Target `json:"targets"`
 }
 
 func newReport(cfg Config) *Report {
@@ -54,7 +49,7 @@ func status(ok bool) string {
 func (r *Report) evaluate(ttl time.Duration) {
 	r.Targets = nil
 	add := func(name, goal, figure string, ok bool) {
-		r.Targets = append(r.Targets, Target{Name: name, Goal: goal, Figure: figure, Status: status(ok)})
+		r.Targets = append(r.Targets, harness.Target{Name: name, Goal: goal, Figure: figure, Status: status(ok)})
 	}
 	takeoverGoal := ttl + 10*time.Second
 	for _, s := range r.Sizes {
@@ -62,7 +57,7 @@ func (r *Report) evaluate(ttl time.Duration) {
 		add(p+"cold start", "every partition acknowledged, no client hang",
 			fmt.Sprintf("%s, %d failed, %d unanswered", s.ColdStart.Round(time.Millisecond), s.Failed, s.Unanswered), s.Failed == 0 && s.Unanswered == 0)
 		if s.SessionLosses < 0 {
-			r.Targets = append(r.Targets, Target{Name: p + "session losses", Goal: "0",
+			r.Targets = append(r.Targets, harness.Target{Name: p + "session losses", Goal: "0",
 				Figure: fmt.Sprintf("not exported by this build (%s absent); ownerships lost without release: %.0f", SessionLossSeries, s.OwnershipLosses),
 				Status: "inconclusive"})
 		} else {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/kproxy/kproxy/bench/harness"
 	"github.com/kproxy/kproxy/bench/load"
 )
 
@@ -53,18 +54,13 @@ func cross(v [3]float64) float64 {
 
 func sum(v [3]float64) float64 { return v[0] + v[1] + v[2] }
 
-// Target is one goal of the scenario and whether the run met it.
-type Target struct {
-	Name, Goal, Figure, Status string
-}
-
 // Report is one run of the scenario.
 type Report struct {
 	Config  Config
 	Started time.Time
 	Elapsed time.Duration
 	Modes   map[string]*ModeResult
-	Targets []Target
+	Targets []harness.Target
 }
 
 func (r *Report) finish(elapsed time.Duration) {
@@ -77,7 +73,7 @@ func (r *Report) finish(elapsed time.Duration) {
 		return "MISSED"
 	}
 	zc := cross(zone.Counts.proxyFetch)
-	r.Targets = append(r.Targets, Target{
+	r.Targets = append(r.Targets, harness.Target{
 		Name: "consumed bytes crossing zones, zone routing", Goal: "<= 5% (owner routing: about 67%)",
 		Figure: fmt.Sprintf("%.1f%% (owner routing %.1f%%)", 100*zc, 100*cross(owner.Counts.proxyFetch)),
 		Status: status(zc <= 0.05 && sum(zone.Counts.proxyFetch) > 0),
@@ -89,7 +85,7 @@ func (r *Report) finish(elapsed time.Duration) {
 	for i, q := range ratios {
 		per[i] = fmt.Sprintf("%+.0f%%", 100*(q-1))
 	}
-	r.Targets = append(r.Targets, Target{
+	r.Targets = append(r.Targets, harness.Target{
 		Name: "p99 end-to-end latency, zone vs owner routing", Goal: "<= owner + 10% (median of the rounds' ratios)",
 		Figure: fmt.Sprintf("%+.0f%% (rounds: %s; all rounds merged: %s vs %s, %+.0f%%)",
 			100*(med-1), strings.Join(per, ", "), us(zp), us(op), 100*(float64(zp)/float64(max(op, 1))-1)),

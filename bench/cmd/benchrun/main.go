@@ -1,21 +1,21 @@
 // Command benchrun is `make bench`: it runs the benchmark harness
-// (bench/harness) from the repository root and writes docs/benchmarks.md and
-// docs/benchmarks.json.
+// (bench/harness) from the repository root; with -docs (the make target
+// passes docs/benchmarks.md) it writes the Markdown report there and the
+// JSON report beside it.
 package main
 
 import (
-	"context"
+	"cmp"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kproxy/kproxy/bench/harness"
 	"github.com/kproxy/kproxy/testkit/progress"
+	"github.com/kproxy/kproxy/testkit/toolcli"
 )
 
 func main() {
@@ -35,10 +35,16 @@ func main() {
 	flag.BoolVar(&cfg.Profile, "profile", true, "profile the proxy during an extra produce and fetch run")
 	flag.StringVar(&proxyFlags, "proxy-flags", "", "extra `kproxy serve` flags, space-separated (experiments)")
 	flag.BoolVar(&cfg.KeepDir, "keep", false, "keep the work directory (process logs, profiles)")
-	flag.StringVar(&cfg.Markdown, "md", "docs/benchmarks.md", "Markdown report path (empty: none)")
-	flag.StringVar(&cfg.JSON, "json", "docs/benchmarks.json", "JSON report path (empty: none)")
+	docs := toolcli.DocsFlag(flag.CommandLine, "the Markdown report, and the JSON report beside it as .json", "make bench")
 	render := flag.Bool("render", false, "only rewrite the Markdown (and targets, findings) from the existing JSON report")
 	flag.Parse()
+	if *docs != "" {
+		cfg.Markdown, cfg.JSON = *docs, strings.TrimSuffix(*docs, ".md")+".json"
+	}
+	if *render && *docs == "" {
+		fmt.Fprintln(os.Stderr, "benchrun: -render rewrites the report -docs names")
+		os.Exit(2)
+	}
 	if *render {
 		if err := harness.Render(cfg.JSON, cfg.Markdown); err != nil {
 			fmt.Fprintln(os.Stderr, "benchrun:", err)
@@ -50,7 +56,7 @@ func main() {
 		cfg.Only = strings.Split(only, ",")
 	}
 	cfg.ProxyFlags = strings.Fields(proxyFlags)
-	cfg.Command = reproduceCommand()
+	cfg.Command = toolcli.Command("make bench", "./bench/cmd/benchrun", os.Args[1:])
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg.Progress = progress.New(os.Stdout, "bench", 10*time.Second, nil)
 	if cfg.Rounds < 1 || cfg.Duration <= 0 {
@@ -58,7 +64,7 @@ func main() {
 		os.Exit(2)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := toolcli.Context()
 	defer stop()
 	rep, err := harness.Run(ctx, cfg)
 	if err != nil {
@@ -68,13 +74,5 @@ func main() {
 	for _, t := range rep.Targets {
 		fmt.Printf("%-40s %-8s %s (goal %s)\n", t.Name, t.Status, t.Figure, t.Goal)
 	}
-	fmt.Printf("report: %s, %s (%s)\n", cfg.Markdown, cfg.JSON, rep.Elapsed)
-}
-
-// reproduceCommand is the command line that reproduces this run.
-func reproduceCommand() string {
-	if len(os.Args) == 1 {
-		return "make bench"
-	}
-	return "go run ./bench/cmd/benchrun " + strings.Join(os.Args[1:], " ")
+	fmt.Printf("report: %s (%s)\n", cmp.Or(cfg.Markdown+", "+cfg.JSON, "none written (-docs)"), rep.Elapsed)
 }

@@ -1,21 +1,21 @@
 // Command scalerun is `make scale`: it runs the scale harness (bench/scale)
-// from the repository root and writes docs/scale.md.
+// from the repository root; with -docs (the make target passes
+// docs/scale.md) it writes the report there.
 package main
 
 import (
-	"context"
+	"cmp"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kproxy/kproxy/bench/scale"
 	"github.com/kproxy/kproxy/testkit/progress"
+	"github.com/kproxy/kproxy/testkit/toolcli"
 )
 
 func main() {
@@ -28,9 +28,10 @@ func main() {
 	flag.DurationVar(&cfg.LeaseTTL, "lease-ttl", 10*time.Second, "brokers' etcd lease TTL")
 	flag.DurationVar(&cfg.DeliveryTimeout, "delivery-timeout", 5*time.Minute, "the cold-start producer's delivery timeout per record")
 	flag.IntVar(&cfg.ConvergenceSamples, "convergence-samples", 50, "owner moves timed for route convergence")
-	flag.StringVar(&cfg.Markdown, "md", "docs/scale.md", "report path (empty: none)")
+	docs := toolcli.DocsFlag(flag.CommandLine, "the report", "make scale")
 	flag.BoolVar(&cfg.KeepDir, "keep", false, "keep the work directory (process logs)")
 	flag.Parse()
+	cfg.Markdown = *docs
 	list := *sizes
 	if cfg.Quick {
 		list = "2000"
@@ -45,13 +46,10 @@ func main() {
 		}
 		cfg.Sizes = append(cfg.Sizes, n)
 	}
-	cfg.Command = "make scale"
-	if len(os.Args) > 1 {
-		cfg.Command = "go run ./bench/cmd/scalerun " + strings.Join(os.Args[1:], " ")
-	}
+	cfg.Command = toolcli.Command("make scale", "./bench/cmd/scalerun", os.Args[1:])
 	cfg.Progress = progress.New(os.Stdout, "scale", 10*time.Second, nil)
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := toolcli.Context()
 	defer stop()
 	rep, err := scale.Run(ctx, cfg)
 	if err != nil {
@@ -61,5 +59,5 @@ func main() {
 	for _, t := range rep.Targets {
 		fmt.Printf("%-55s %-12s %s (goal %s)\n", t.Name, t.Status, t.Figure, t.Goal)
 	}
-	fmt.Printf("report: %s (%s)\n", cfg.Markdown, rep.Elapsed)
+	fmt.Printf("report: %s (%s)\n", cmp.Or(cfg.Markdown, "none written (-docs)"), rep.Elapsed)
 }

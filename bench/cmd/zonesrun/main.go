@@ -1,19 +1,18 @@
 // Command zonesrun is `make zones`: it runs the zone-routing scenario
-// (bench/zones) from the repository root and writes docs/zones.md.
+// (bench/zones) from the repository root; with -docs (the make target
+// passes docs/zones.md) it writes the report there.
 package main
 
 import (
-	"context"
+	"cmp"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kproxy/kproxy/bench/zones"
+	"github.com/kproxy/kproxy/testkit/toolcli"
 )
 
 func main() {
@@ -25,15 +24,13 @@ func main() {
 	flag.DurationVar(&cfg.Warmup, "warmup", 3*time.Second, "unmeasured start of each phase")
 	flag.DurationVar(&cfg.Duration, "duration", 10*time.Second, "measured window of each phase")
 	flag.IntVar(&cfg.Rounds, "rounds", 5, "rounds; each routing mode runs once per round, order rotated (the latency target is the median of the rounds' ratios)")
-	flag.StringVar(&cfg.Markdown, "md", "docs/zones.md", "report path (empty: none)")
+	docs := toolcli.DocsFlag(flag.CommandLine, "the report", "make zones")
 	flag.BoolVar(&cfg.KeepDir, "keep", false, "keep the work directory (process logs)")
 	flag.Parse()
-	cfg.Command = "make zones"
-	if len(os.Args) > 1 {
-		cfg.Command = "go run ./bench/cmd/zonesrun " + strings.Join(os.Args[1:], " ")
-	}
+	cfg.Markdown = *docs
+	cfg.Command = toolcli.Command("make zones", "./bench/cmd/zonesrun", os.Args[1:])
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := toolcli.Context()
 	defer stop()
 	rep, err := zones.Run(ctx, cfg)
 	if err != nil {
@@ -43,5 +40,5 @@ func main() {
 	for _, t := range rep.Targets {
 		fmt.Printf("%-50s %-7s %s (goal %s)\n", t.Name, t.Status, t.Figure, t.Goal)
 	}
-	fmt.Printf("report: %s (%s)\n", cfg.Markdown, rep.Elapsed)
+	fmt.Printf("report: %s (%s)\n", cmp.Or(cfg.Markdown, "none written (-docs)"), rep.Elapsed)
 }

@@ -7,14 +7,11 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/kproxy/kproxy/integration/chaos"
@@ -22,6 +19,7 @@ import (
 	"github.com/kproxy/kproxy/integration/chaos/workload"
 	"github.com/kproxy/kproxy/internal/commalist"
 	"github.com/kproxy/kproxy/testkit/progress"
+	"github.com/kproxy/kproxy/testkit/toolcli"
 )
 
 func main() {
@@ -34,7 +32,6 @@ func run() int {
 		faults             string
 		mode               string
 		mutation           time.Duration
-		docs               string
 		verbose            bool
 		docsOnly           bool
 		seed               uint64
@@ -56,12 +53,13 @@ func run() int {
 	flag.StringVar(&opt.Bin.EtcdMember, "etcdmember", "", "prebuilt etcdmember binary (default: go build)")
 	flag.StringVar(&brokerFlags, "broker-flags", "", "extra flags for every broker, space-separated")
 	flag.StringVar(&zones, "zones", "", "zone mode: comma-separated zones brokers and proxies are spread over (e.g. a,b,c: consumers set client.rack and read through zone-local brokers, mostly non-owners)")
-	flag.StringVar(&docs, "docs", "docs/correctness.md", "write the correctness page with this run's figures here (\"\": don't)")
 	flag.BoolVar(&opt.KeepData, "keep-data", false, "keep etcd and store data of valid runs too (invalid runs always keep it)")
 	flag.BoolVar(&docsOnly, "docs-only", false, "only write -docs from the newest reports under -results; run nothing")
 	flag.BoolVar(&verbose, "v", false, "log progress to stderr")
+	docsFlag := toolcli.DocsFlag(flag.CommandLine, "the correctness page with this run's figures", "make chaos")
 	flag.Parse()
 
+	docs := *docsFlag
 	opt.Seed = seed
 	opt.Mode = workload.Mode(mode)
 	opt.BrokerArgs = strings.Fields(brokerFlags)
@@ -78,6 +76,10 @@ func run() int {
 	opt.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	opt.Progress = progress.New(os.Stdout, "chaos", 10*time.Second, nil)
 
+	if docsOnly && docs == "" {
+		fmt.Fprintln(os.Stderr, "kchaos: -docs-only needs -docs")
+		return 2
+	}
 	if docsOnly {
 		if err := chaos.WriteDocs(docs, opt.Results, nil, nil); err != nil {
 			fmt.Fprintln(os.Stderr, "kchaos: docs:", err)
@@ -87,7 +89,7 @@ func run() int {
 		return 0
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := toolcli.Context()
 	defer stop()
 
 	if opt.Bin.Kproxy == "" || opt.Bin.EtcdMember == "" {

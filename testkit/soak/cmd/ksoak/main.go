@@ -2,26 +2,25 @@
 // report and plot: `make soak` (SOAK=30m by default; SOAK=5m for a short
 // run, labelled as such in the report).
 //
-//	go run ./testkit/soak/cmd/ksoak -duration 30m -out docs/soak.md
+//	go run ./testkit/soak/cmd/ksoak -duration 30m -docs docs/soak.md
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/kproxy/kproxy/testkit/soak"
 	"github.com/kproxy/kproxy/testkit/testrig"
+	"github.com/kproxy/kproxy/testkit/toolcli"
 )
 
 func main() {
 	dur := flag.Duration("duration", 30*time.Minute, "the whole run: baseline, hostile phase, cool-down")
-	out := flag.String("out", "docs/soak.md", "the report; the plot goes next to it as <name>.png")
+	out := toolcli.DocsFlag(flag.CommandLine, "the report, and the plot next to it as <name>.png", "make soak")
 	every := flag.Duration("every", 10*time.Second, "sampling interval")
 	flag.Parse()
 	if err := run(*dur, *every, *out); err != nil {
@@ -31,7 +30,7 @@ func main() {
 }
 
 func run(dur, every time.Duration, out string) error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := toolcli.Context()
 	defer stop()
 	dir, err := os.MkdirTemp("", "ksoak")
 	if err != nil {
@@ -51,6 +50,14 @@ func run(dur, every time.Duration, out string) error {
 	if err != nil {
 		return err
 	}
+	t := res.Judge()
+	fmt.Printf("RSS %d -> %d MiB (%+.1f%%), errors %d/%d, p99 %.1f -> %.1f ms (%.2fx)\n",
+		t.RSSWarm>>20, t.RSSEnd>>20, 100*t.RSSGrowth, t.ProduceErrs, t.ConsumeErr,
+		float64(t.BaseP99.Microseconds())/1000, float64(t.HostileP99.Microseconds())/1000, t.P99Ratio)
+	if out == "" {
+		fmt.Println("no report written (-docs names where)")
+		return nil
+	}
 	png := strings.TrimSuffix(out, filepath.Ext(out)) + ".png"
 	if err := res.WritePlot(png); err != nil {
 		return err
@@ -59,9 +66,6 @@ func run(dur, every time.Duration, out string) error {
 	if err := os.WriteFile(out, []byte(res.Markdown(filepath.Base(png), cmd, dur < 30*time.Minute)), 0o644); err != nil {
 		return err
 	}
-	t := res.Judge()
-	fmt.Printf("RSS %d -> %d MiB (%+.1f%%), errors %d/%d, p99 %.1f -> %.1f ms (%.2fx); wrote %s and %s\n",
-		t.RSSWarm>>20, t.RSSEnd>>20, 100*t.RSSGrowth, t.ProduceErrs, t.ConsumeErr,
-		float64(t.BaseP99.Microseconds())/1000, float64(t.HostileP99.Microseconds())/1000, t.P99Ratio, out, png)
+	fmt.Printf("wrote %s and %s\n", out, png)
 	return nil
 }
