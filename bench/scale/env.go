@@ -1,10 +1,8 @@
 package scale
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -19,12 +17,11 @@ import (
 // state. `make scale` starts one per size; integration's 30,000-partition
 // test starts one too, so both measure the same set-up.
 type Env struct {
-	etcd     *testrig.Proc
+	stack    *testrig.Stack
 	endpoint string
 	cli      *clientv3.Client
 	rig      *testrig.Cluster
 	layout   layout.Layout
-	dataDir  string
 }
 
 // EnvConfig says how many of each to run.
@@ -44,84 +41,25 @@ type EnvConfig struct {
 }
 
 // StartEnv starts etcd, then cfg.Brokers brokers (ids 1 up, memory store)
-// and cfg.Proxies proxies, and returns once each is ready; on an error
-// everything it started is stopped again.
-func StartEnv(ctx context.Context, cfg EnvConfig) (e *Env, err error) {
-	e = &Env{layout: layout.New("")}
-	defer func() {
-		if err != nil {
-			e.Close()
-		}
-	}()
-	logDir := filepath.Join(cfg.Dir, cfg.Name)
-	if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, fmt.Errorf("log folder: %w", err)
-	}
-	addr, err := testrig.FreeAddr()
+// and cfg.Proxies proxies (testrig.StartStack), and returns once each is
+// ready; on an error everything it started is stopped again.
+func StartEnv(ctx context.Context, cfg EnvConfig) (*Env, error) {
+	st, err := testrig.StartStack(ctx, testrig.StackConfig{
+		Kproxy: cfg.Kproxy, LogDir: filepath.Join(cfg.Dir, cfg.Name),
+		Cluster: testrig.ClusterConfig{Store: cfg.Store, LeaseTTL: cfg.LeaseTTL, LogLevel: "warn"},
+		Brokers: cfg.Brokers, Proxies: cfg.Proxies, BrokerFlags: cfg.BrokerFlags, ProxyFlags: cfg.ProxyFlags,
+	})
 	if err != nil {
 		return nil, err
 	}
-	// tmpfs when there is one: etcd's fsync on a shared disk would measure
-	// the disk, not the proxy's and brokers' use of etcd.
-	if e.dataDir, err = os.MkdirTemp("/dev/shm", "kproxy-scale-etcd-"); err != nil {
-		e.dataDir = filepath.Join(logDir, "etcd-data")
-	}
-	e.etcd = testrig.NewProc(testrig.Spec{Name: "etcd", Path: cfg.Kproxy, LogPath: filepath.Join(logDir, "etcd.log"),
-		Args: []string{"etcd", "--listen-client", addr, "--data-dir", e.dataDir}, Ready: "serving clients"})
-	if err := e.etcd.Start(ctx); err != nil {
-		return nil, err
-	}
-	e.endpoint = "http://" + addr
-	if e.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{e.endpoint}, DialTimeout: 5 * time.Second}); err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
-	}
-	e.rig, err = testrig.NewCluster(testrig.ClusterConfig{Kproxy: cfg.Kproxy, LogDir: logDir, Etcd: e.cli,
-		EtcdEndpoints: []string{e.endpoint}, Store: cmp.Or(cfg.Store, "memory"), LeaseTTL: cfg.LeaseTTL, LogLevel: "warn"})
-	if err != nil {
-		return nil, err
-	}
-	for i := range cfg.Brokers {
-		var extra []string
-		if cfg.BrokerFlags != nil {
-			extra = cfg.BrokerFlags(int32(i + 1))
-		}
-		if _, err := e.rig.AddBrokerWith(int32(i+1), nil, extra...); err != nil {
-			return nil, err
-		}
-	}
-	for i := range cfg.Proxies {
-		var extra []string
-		if cfg.ProxyFlags != nil {
-			extra = cfg.ProxyFlags(i)
-		}
-		if _, err := e.rig.AddProxy(extra...); err != nil {
-			return nil, err
-		}
-	}
-	if err := e.rig.StartAll(ctx); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return &Env{stack: st, endpoint: st.Endpoint, cli: st.Client, rig: st.Cluster, layout: layout.New("")}, nil
 }
 
 // Rig is the brokers and proxies.
 func (e *Env) Rig() *testrig.Cluster { return e.rig }
 
 // Close stops every process and removes etcd's data.
-func (e *Env) Close() {
-	if e.rig != nil {
-		_ = e.rig.Close(15 * time.Second)
-	}
-	if e.cli != nil {
-		e.cli.Close()
-	}
-	if e.etcd != nil {
-		_ = e.etcd.Stop(15 * time.Second)
-	}
-	if e.dataDir != "" {
-		os.RemoveAll(e.dataDir)
-	}
-}
+func (e *Env) Close() { e.stack.Close() }
 
 // PutTopic writes topic's key straight to etcd (as CreateTopics would) and
 // waits until every proxy's table is complete up to it.

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/testkit/hostile"
 	"github.com/kproxy/kproxy/testkit/testrig"
@@ -226,67 +225,25 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// env is the cluster's processes.
+// env is the cluster's processes: etcd, 3 brokers and the proxy.
 type env struct {
-	etcd  *testrig.Proc
-	cli   *clientv3.Client
-	rig   *testrig.Cluster
+	stack *testrig.Stack
 	proxy *testrig.Proxy
 }
 
-func start(ctx context.Context, cfg Config) (e *env, err error) {
-	e = &env{}
-	defer func() {
-		if err != nil {
-			e.close()
-		}
-	}()
-	addr, err := testrig.FreeAddr()
+func start(ctx context.Context, cfg Config) (*env, error) {
+	st, err := testrig.StartStack(ctx, testrig.StackConfig{
+		Kproxy: cfg.Kproxy, LogDir: cfg.Dir, EtcdDataDir: filepath.Join(cfg.Dir, "etcd"),
+		Cluster: testrig.ClusterConfig{Partitions: 3, LogLevel: "warn"},
+		Brokers: 3, Proxies: 1,
+	})
 	if err != nil {
 		return nil, err
 	}
-	e.etcd = testrig.NewProc(testrig.Spec{Name: "etcd", Path: cfg.Kproxy, LogPath: filepath.Join(cfg.Dir, "etcd.log"),
-		Args: []string{"etcd", "--listen-client", addr, "--data-dir", filepath.Join(cfg.Dir, "etcd")}, Ready: "serving clients"})
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := e.etcd.Start(sctx); err != nil {
-		return nil, err
-	}
-	endpoint := "http://" + addr
-	if e.cli, err = clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second}); err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
-	}
-	if e.rig, err = testrig.NewCluster(testrig.ClusterConfig{
-		Kproxy: cfg.Kproxy, LogDir: cfg.Dir, Etcd: e.cli, EtcdEndpoints: []string{endpoint},
-		Store: "memory", Partitions: 3, LogLevel: "warn",
-	}); err != nil {
-		return nil, err
-	}
-	for id := int32(1); id <= 3; id++ {
-		if _, err := e.rig.AddBroker(id, nil); err != nil {
-			return nil, err
-		}
-	}
-	if e.proxy, err = e.rig.AddProxy(); err != nil {
-		return nil, err
-	}
-	if err := e.rig.StartAll(ctx); err != nil {
-		return nil, err
-	}
-	return e, nil
+	return &env{stack: st, proxy: st.Cluster.Proxies[0]}, nil
 }
 
-func (e *env) close() {
-	if e.rig != nil {
-		_ = e.rig.Close(15 * time.Second)
-	}
-	if e.cli != nil {
-		e.cli.Close()
-	}
-	if e.etcd != nil {
-		_ = e.etcd.Stop(15 * time.Second)
-	}
-}
+func (e *env) close() { e.stack.Close() }
 
 // sample reads the proxy's memory from /proc and its metrics.
 func (e *env) sample(ctx context.Context) (Sample, error) {
