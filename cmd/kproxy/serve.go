@@ -2,17 +2,20 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net"
 	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/leasewatch/kafscale"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/assembly"
+	"github.com/kproxy/kproxy/proxy/listener"
 	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/proxy/zone"
 )
@@ -52,45 +55,7 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	defer cli.Close()
-	advertise := c.String("advertise")
-	if advertise == "" {
-		advertise = c.String("listen")
-	}
-	if _, _, err := splitHostPort(advertise); err != nil {
-		return fmt.Errorf("--advertise: %w", err)
-	}
-	listeners, err := listenersFromFlags(c)
-	if err != nil {
-		return err
-	}
-	mode, err := authz.ParseMode(c.String("authorizer"))
-	if err != nil {
-		return err
-	}
-	if err := checkSecureAuthorizer(c, listeners, mode); err != nil {
-		return err
-	}
-	if listeners, err = withTLS(c, listeners); err != nil {
-		return err
-	}
-	sec, err := securityFromFlags(c, logger)
-	if err != nil {
-		return err
-	}
-	if f := c.String("super-user-credentials-file"); f != "" {
-		if len(sec.SuperUsers) == 0 {
-			return fmt.Errorf("--super-user-credentials-file needs --super-users")
-		}
-		name := sec.SuperUsers[0].Name
-		added, err := bootstrapSuperUser(c.Context, cli, layout.New(etcdPrefix(c)), name, f)
-		if err != nil {
-			return err
-		}
-		if added {
-			logger.Info("super user credentials created", "user", name)
-		}
-	}
-	az, err := authzConfig(c, sec.SuperUsers)
+	advertise, listeners, sec, az, err := serveSecurity(c, cli, logger)
 	if err != nil {
 		return err
 	}
@@ -103,11 +68,7 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	upTLS, err := upstreamTLSFrom(c)
-	if err != nil {
-		return err
-	}
-	upSASL, err := upstreamSASLFrom(c)
+	upTLS, upSASL, err := upstreamSecurityFrom(c)
 	if err != nil {
 		return err
 	}
@@ -155,12 +116,68 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	logServing(logger, srv, advertise, az)
+	return srv.Run(c.Context)
+}
+
+// logServing says where the proxy listens and warns when every client may
+// do everything.
+func logServing(logger *slog.Logger, srv *assembly.Proxy, advertise string, az authz.Config) {
 	logger.Info("proxy listening", "kafka", srv.Addr(), "admin", srv.AdminAddr(), "advertise", advertise,
 		"authorizer", az.Mode.String(), "authorizer_dry_run", az.DryRun)
 	if az.Mode == authz.AllowAll {
 		logger.Warn("authorizer allow-all: every client may do everything; use --authorizer deny-by-default in production")
 	}
-	return srv.Run(c.Context)
+}
+
+// serveSecurity reads the advertised address, the listeners and their
+// security from the flags: TLS, SASL and the super users (whose credentials it bootstraps in etcd
+// when a file names them), and the authorizer, which must not allow all on
+// a listener that authenticates unless asked to.
+func serveSecurity(c *cli.Context, cli *clientv3.Client, logger *slog.Logger) (advertise string, listeners []listener.Listener, sec listener.Security, az authz.Config, err error) {
+	advertise = c.String("advertise")
+	if advertise == "" {
+		advertise = c.String("listen")
+	}
+	if _, _, err := splitHostPort(advertise); err != nil {
+		return "", nil, sec, az, fmt.Errorf("--advertise: %w", err)
+	}
+	listeners, err = listenersFromFlags(c)
+	if err != nil {
+		return "", nil, sec, az, err
+	}
+	mode, err := authz.ParseMode(c.String("authorizer"))
+	if err != nil {
+		return "", nil, sec, az, err
+	}
+	if err := checkSecureAuthorizer(c, listeners, mode); err != nil {
+		return "", nil, sec, az, err
+	}
+	if listeners, err = withTLS(c, listeners); err != nil {
+		return "", nil, sec, az, err
+	}
+	sec, err = securityFromFlags(c, logger)
+	if err != nil {
+		return "", nil, sec, az, err
+	}
+	if f := c.String("super-user-credentials-file"); f != "" {
+		if len(sec.SuperUsers) == 0 {
+			return "", nil, sec, az, fmt.Errorf("--super-user-credentials-file needs --super-users")
+		}
+		name := sec.SuperUsers[0].Name
+		added, err := bootstrapSuperUser(c.Context, cli, layout.New(etcdPrefix(c)), name, f)
+		if err != nil {
+			return "", nil, sec, az, err
+		}
+		if added {
+			logger.Info("super user credentials created", "user", name)
+		}
+	}
+	az, err = authzConfig(c, sec.SuperUsers)
+	if err != nil {
+		return "", nil, sec, az, err
+	}
+	return advertise, listeners, sec, az, nil
 }
 
 // etcdPrefix is --etcd-prefix, whose default depends on --etcd-layout.

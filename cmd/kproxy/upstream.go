@@ -110,3 +110,13 @@ func brokerTLSFrom(c *cli.Context) (*tls.Config, error) {
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{pair}}, nil
 }
+
+// upstreamSecurityFrom is the TLS and SASL the proxy uses toward brokers.
+func upstreamSecurityFrom(c *cli.Context) (func(string) *tls.Config, sasl.Mechanism, error) {
+	upTLS, err := upstreamTLSFrom(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	upSASL, err := upstreamSASLFrom(c)
+	return upTLS, upSASL, err
+}
