@@ -26,14 +26,21 @@ func main() {
 	os.Exit(run())
 }
 
-func run() int {
+// runFlags are the command line's settings beyond chaos.Options.
+type runFlags struct {
+	mutation time.Duration
+	docs     string
+	docsOnly bool
+}
+
+// parseFlags reads the command line into the suite's options.
+func parseFlags() (chaos.Options, runFlags) {
 	var (
 		opt                chaos.Options
+		rf                 runFlags
 		faults             string
 		mode               string
-		mutation           time.Duration
 		verbose            bool
-		docsOnly           bool
 		seed               uint64
 		brokerFlags, zones string
 	)
@@ -48,18 +55,18 @@ func run() int {
 	flag.DurationVar(&opt.IntervalMin, "interval-min", 10*time.Second, "shortest fault cycle")
 	flag.DurationVar(&opt.IntervalMax, "interval-max", 30*time.Second, "longest fault cycle")
 	flag.BoolVar(&opt.DisableFencing, "unsafe-disable-fencing", false, "run the brokers with fencing disabled (the mutation); anomalies are then expected")
-	flag.DurationVar(&mutation, "mutation", 0, "after the run, also run this long with fencing disabled and require it to find lost writes or inconsistent offsets")
+	flag.DurationVar(&rf.mutation, "mutation", 0, "after the run, also run this long with fencing disabled and require it to find lost writes or inconsistent offsets")
 	flag.StringVar(&opt.Bin.Kproxy, "kproxy", "", "prebuilt kproxy binary, built with -tags kproxy_unsafe for the mutation run (default: go build, tagged)")
 	flag.StringVar(&opt.Bin.EtcdMember, "etcdmember", "", "prebuilt etcdmember binary (default: go build)")
 	flag.StringVar(&brokerFlags, "broker-flags", "", "extra flags for every broker, space-separated")
 	flag.StringVar(&zones, "zones", "", "zone mode: comma-separated zones brokers and proxies are spread over (e.g. a,b,c: consumers set client.rack and read through zone-local brokers, mostly non-owners)")
 	flag.BoolVar(&opt.KeepData, "keep-data", false, "keep etcd and store data of valid runs too (invalid runs always keep it)")
-	flag.BoolVar(&docsOnly, "docs-only", false, "only write -docs from the newest reports under -results; run nothing")
+	flag.BoolVar(&rf.docsOnly, "docs-only", false, "only write -docs from the newest reports under -results; run nothing")
 	flag.BoolVar(&verbose, "v", false, "log progress to stderr")
 	docsFlag := toolcli.DocsFlag(flag.CommandLine, "the correctness page with this run's figures", "make chaos")
 	flag.Parse()
 
-	docs := *docsFlag
+	rf.docs = *docsFlag
 	opt.Seed = seed
 	opt.Mode = workload.Mode(mode)
 	opt.BrokerArgs = strings.Fields(brokerFlags)
@@ -76,6 +83,12 @@ func run() int {
 	opt.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	opt.Progress = progress.New(os.Stdout, "chaos", 10*time.Second, nil)
 
+	return opt, rf
+}
+
+func run() int {
+	opt, rf := parseFlags()
+	mutation, docs, docsOnly := rf.mutation, rf.docs, rf.docsOnly
 	if docsOnly && docs == "" {
 		fmt.Fprintln(os.Stderr, "kchaos: -docs-only needs -docs")
 		return 2
