@@ -149,44 +149,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Baseline, cfg.Duration-cfg.Baseline-cfg.CoolDown, cfg.PatternFor, cfg.CoolDown)
 
 	begin := time.Now()
-	var phase, pattern atomic.Pointer[string]
-	set := func(p *atomic.Pointer[string], v string) { p.Store(&v) }
-	set(&phase, PhaseBaseline)
-	set(&pattern, "")
+	var ph phases
+	ph.set(PhaseBaseline, "")
 	var wg sync.WaitGroup
 	hctx, stopHostile := context.WithCancel(ctx)
 	defer stopHostile()
-	wait := func(d time.Duration) bool {
-		select {
-		case <-time.After(d):
-			return true
-		case <-hctx.Done():
-			return false
-		}
-	}
-	wg.Go(func() {
-		if !wait(cfg.Baseline) {
-			return
-		}
-		hostileUntil := begin.Add(cfg.Duration - cfg.CoolDown)
-		for i := 0; time.Now().Before(hostileUntil) && hctx.Err() == nil; i++ {
-			name := res.Patterns[i%len(res.Patterns)]
-			set(&pattern, name)
-			set(&phase, PhaseHostile)
-			w.hostile.Store(true)
-			pctx, cancel := context.WithDeadline(hctx, minTime(time.Now().Add(cfg.PatternFor), hostileUntil))
-			hostile.Run(pctx, hostile.Config{Addr: env.proxy.Addr, Attackers: cfg.Attackers, Idle: cfg.Idle, Seed: uint64(i),
-				Patterns: []string{name}, FetchTopic: topic, ConnLife: 2 * time.Second, Pause: cfg.Pause})
-			cancel()
-			w.hostile.Store(false)
-			set(&pattern, "")
-			set(&phase, PhaseQuiet)
-			if !wait(min(cfg.PatternFor/2, time.Until(hostileUntil))) {
-				return
-			}
-		}
-		set(&phase, PhaseCoolDown)
-	})
+	wg.Go(func() { hostileSchedule(hctx, cfg, begin, env.proxy.Addr, res.Patterns, w, &ph) })
 	tick := time.NewTicker(cfg.Every)
 	defer tick.Stop()
 	end := time.After(cfg.Duration)
@@ -204,7 +172,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		if err != nil {
 			return res, err
 		}
-		s.At, s.Phase, s.Pattern = time.Since(begin), *phase.Load(), *pattern.Load()
+		s.At = time.Since(begin)
+		s.Phase, s.Pattern = ph.get()
 		w.fill(&s)
 		res.Samples = append(res.Samples, s)
 		cfg.Log("%6s %-9s %-22s RSS %4d MiB heap %4d MiB goroutines %5d fds %5d p99 %6.1f ms acked %5d errors %d/%d",
@@ -216,6 +185,47 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	w.stop()
 	res.Latencies, res.FirstErr = w.result()
 	return res, nil
+}
+
+// phases is what the sampler reads of the hostile schedule: the phase and
+// the pattern running in it ("" for none).
+type phases struct{ phase, pattern atomic.Pointer[string] }
+
+func (p *phases) set(phase, pattern string) { p.pattern.Store(&pattern); p.phase.Store(&phase) }
+
+func (p *phases) get() (phase, pattern string) { return *p.phase.Load(), *p.pattern.Load() }
+
+// hostileSchedule runs the hostile patterns in turn from the end of the
+// baseline until the cool-down, each for cfg.PatternFor followed by a
+// quiet half of that; it returns when ctx ends or the schedule does.
+func hostileSchedule(ctx context.Context, cfg Config, begin time.Time, addr string, patterns []string, w *workload, ph *phases) {
+	wait := func(d time.Duration) bool {
+		select {
+		case <-time.After(d):
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	if !wait(cfg.Baseline) {
+		return
+	}
+	hostileUntil := begin.Add(cfg.Duration - cfg.CoolDown)
+	for i := 0; time.Now().Before(hostileUntil) && ctx.Err() == nil; i++ {
+		name := patterns[i%len(patterns)]
+		ph.set(PhaseHostile, name)
+		w.hostile.Store(true)
+		pctx, cancel := context.WithDeadline(ctx, minTime(time.Now().Add(cfg.PatternFor), hostileUntil))
+		hostile.Run(pctx, hostile.Config{Addr: addr, Attackers: cfg.Attackers, Idle: cfg.Idle, Seed: uint64(i),
+			Patterns: []string{name}, FetchTopic: topic, ConnLife: 2 * time.Second, Pause: cfg.Pause})
+		cancel()
+		w.hostile.Store(false)
+		ph.set(PhaseQuiet, "")
+		if !wait(min(cfg.PatternFor/2, time.Until(hostileUntil))) {
+			return
+		}
+	}
+	ph.set(PhaseCoolDown, "")
 }
 
 func minTime(a, b time.Time) time.Time {
