@@ -94,6 +94,40 @@ func (a *failoverApp) produce(ctx context.Context, cl *kgo.Client, p int32) {
 		})
 }
 
+// run produces failoverRate records a second to partition p until ctx ends.
+func (a *failoverApp) run(ctx context.Context, cl *kgo.Client, p int32) {
+	tick := time.NewTicker(time.Second / failoverRate)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			a.produce(ctx, cl, p)
+		}
+	}
+}
+
+// firstAckAfterKill waits up to timeout for the first acknowledgement of
+// a record sent after the kill and returns when it came.
+func (a *failoverApp) firstAckAfterKill(ctx context.Context, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		a.mu.Lock()
+		first := a.firstAck
+		a.mu.Unlock()
+		if !first.IsZero() {
+			return first, nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("no produce acknowledged within %v of the successor's acquisition", timeout)
+		}
+		if err := waitFor(ctx, a.acks, time.Until(deadline), "ack after the kill"); err != nil {
+			return time.Time{}, err
+		}
+	}
+}
+
 func (h *Harness) failoverTrial(ctx context.Context, topic string, p int32) (FailoverResult, error) {
 	res := FailoverResult{Partition: p}
 	c := h.cluster
@@ -108,20 +142,7 @@ func (h *Harness) failoverTrial(ctx context.Context, topic string, p int32) (Fai
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(time.Second / failoverRate)
-		defer tick.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-tick.C:
-				app.produce(runCtx, cl, p)
-			}
-		}
-	}()
+	wg.Go(func() { app.run(runCtx, cl, p) })
 	defer wg.Wait()
 	defer stop()
 
@@ -161,22 +182,11 @@ func (h *Harness) failoverTrial(ctx context.Context, topic string, p int32) (Fai
 	}
 	res.OwnerGoneSeconds = gone.Sub(killedAt).Seconds()
 	res.NewOwnerSeconds = created.Sub(killedAt).Seconds()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		app.mu.Lock()
-		first := app.firstAck
-		app.mu.Unlock()
-		if !first.IsZero() {
-			res.FailoverSeconds = first.Sub(killedAt).Seconds()
-			break
-		}
-		if time.Now().After(deadline) {
-			return res, errors.New("no produce acknowledged within 30s of the successor's acquisition")
-		}
-		if err := waitFor(ctx, app.acks, time.Until(deadline), "ack after the kill"); err != nil {
-			return res, err
-		}
+	first, err := app.firstAckAfterKill(ctx, 30*time.Second)
+	if err != nil {
+		return res, err
 	}
+	res.FailoverSeconds = first.Sub(killedAt).Seconds()
 	if err := sleepUntil(ctx, time.Now().Add(time.Second)); err != nil { // errors after recovery count too
 		return res, err
 	}

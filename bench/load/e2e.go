@@ -42,18 +42,9 @@ func E2E(ctx context.Context, cfg E2EConfig) (Result, error) {
 	if cfg.Grace <= 0 {
 		cfg.Grace = 10 * time.Second
 	}
-	ends, err := topicEnds(ctx, cfg.Target, cfg.Topic, cfg.Logger)
+	cl, err := e2eConsumer(ctx, cfg)
 	if err != nil {
 		return Result{}, err
-	}
-	from := make(map[int32]kgo.Offset, len(ends))
-	for p, end := range ends {
-		from[p] = kgo.NewOffset().At(end)
-	}
-	cl, err := kgo.NewClient(append(cfg.Target.options(cfg.Logger),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: from}))...)
-	if err != nil {
-		return Result{}, fmt.Errorf("new consumer: %w", err)
 	}
 	defer cl.Close()
 
@@ -74,12 +65,12 @@ func E2E(ctx context.Context, cfg E2EConfig) (Result, error) {
 	}()
 
 	rec := newRecorder()
-	var got, bytes int64
+	win := e2eWindow{start: winStart, end: winEnd, rec: rec}
 	expected := int64(-1) // known once the producer has finished
 	deadline := winEnd.Add(cfg.Grace)
 	pollCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	for pollCtx.Err() == nil && (expected < 0 || got < expected) {
+	for pollCtx.Err() == nil && (expected < 0 || win.got < expected) {
 		select {
 		case p := <-prodDone:
 			if p.err != nil {
@@ -96,25 +87,9 @@ func E2E(ctx context.Context, cfg E2EConfig) (Result, error) {
 		short, cancelShort := context.WithTimeout(pollCtx, 100*time.Millisecond)
 		fs := cl.PollFetches(short)
 		cancelShort()
-		now := time.Now()
-		fs.EachError(func(_ string, _ int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				rec.fail(err)
-			}
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			if len(r.Value) < 8 {
-				return
-			}
-			sent := time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))
-			if sent.Before(winStart) || !sent.Before(winEnd) {
-				return
-			}
-			got++
-			bytes += int64(len(r.Value))
-			rec.record(now.Sub(sent))
-		})
+		win.absorb(fs, time.Now())
 	}
+	got, bytes := win.got, win.bytes
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("e2e run interrupted: %w", err)
 	}
@@ -136,4 +111,52 @@ func E2E(ctx context.Context, cfg E2EConfig) (Result, error) {
 		return Result{}, err
 	}
 	return res, nil
+}
+
+// e2eConsumer reads cfg.Topic's partitions from their current ends, so it
+// sees only the records the run produces.
+func e2eConsumer(ctx context.Context, cfg E2EConfig) (*kgo.Client, error) {
+	ends, err := topicEnds(ctx, cfg.Target, cfg.Topic, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	from := make(map[int32]kgo.Offset, len(ends))
+	for p, end := range ends {
+		from[p] = kgo.NewOffset().At(end)
+	}
+	cl, err := kgo.NewClient(append(cfg.Target.options(cfg.Logger),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: from}))...)
+	if err != nil {
+		return nil, fmt.Errorf("new consumer: %w", err)
+	}
+	return cl, nil
+}
+
+// e2eWindow counts the records stamped within [start, end) as they are
+// consumed, recording each one's latency from its stamp.
+type e2eWindow struct {
+	start, end time.Time
+	rec        *recorder
+	got, bytes int64
+}
+
+// absorb takes one poll's fetches, consumed at now.
+func (w *e2eWindow) absorb(fs kgo.Fetches, now time.Time) {
+	fs.EachError(func(_ string, _ int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			w.rec.fail(err)
+		}
+	})
+	fs.EachRecord(func(r *kgo.Record) {
+		if len(r.Value) < 8 {
+			return
+		}
+		sent := time.Unix(0, int64(binary.BigEndian.Uint64(r.Value)))
+		if sent.Before(w.start) || !sent.Before(w.end) {
+			return
+		}
+		w.got++
+		w.bytes += int64(len(r.Value))
+		w.rec.record(now.Sub(sent))
+	})
 }

@@ -115,35 +115,16 @@ func Measure(ctx context.Context, cfg MeasureConfig) (Report, error) {
 	tcfg := cfg.Traffic
 	tcfg.Addr = p.addr
 	wg.Go(func() { rep.Traffic = Run(tctx, tcfg) })
-	var acked atomic.Int64
-	var firstErr atomic.Pointer[error]
-	wg.Go(func() {
-		tick := time.NewTicker(cfg.ProduceEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-tctx.Done():
-				return
-			case <-tick.C:
-			}
-			rep.Produced++
-			cl.Produce(ctx, &kgo.Record{Value: []byte(strconv.FormatInt(rep.Produced, 10))}, func(_ *kgo.Record, err error) {
-				if err != nil {
-					firstErr.CompareAndSwap(nil, &err)
-					return
-				}
-				acked.Add(1)
-			})
-		}
-	})
+	var sp steadyProducer
+	wg.Go(func() { sp.run(tctx, ctx, cl, cfg.ProduceEvery) })
 	wg.Wait()
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := cl.Flush(fctx); err != nil {
 		return rep, fmt.Errorf("flush producer: %w", err)
 	}
-	rep.Acked = acked.Load()
-	if e := firstErr.Load(); e != nil {
+	rep.Produced, rep.Acked = sp.produced, sp.acked.Load()
+	if e := sp.firstErr.Load(); e != nil {
 		rep.ProduceErr = *e
 	}
 	rep.RSSPeak = peak.Load()
@@ -159,17 +140,55 @@ func Measure(ctx context.Context, cfg MeasureConfig) (Report, error) {
 	if rep.BadInput, err = testrig.ScrapeCounter(ctx, p.admin, "kproxy_bad_input_total"); err != nil || !cfg.PerPattern {
 		return rep, err
 	}
+	rep.Patterns, err = measurePatterns(ctx, p, cfg)
+	return rep, err
+}
+
+// measurePatterns measures each pattern alone (measurePattern).
+func measurePatterns(ctx context.Context, p *devProc, cfg MeasureConfig) ([]PatternReport, error) {
+	var out []PatternReport
 	for _, name := range Patterns() {
 		tcfg := cfg.Traffic
 		tcfg.Addr, tcfg.Patterns, tcfg.Idle = p.addr, []string{name}, 0
 		pr, err := measurePattern(ctx, p, tcfg, cfg.Duration, cmp.Or(cfg.Settle, 20*time.Second))
 		if err != nil {
-			return rep, fmt.Errorf("pattern %s: %w", name, err)
+			return out, fmt.Errorf("pattern %s: %w", name, err)
 		}
 		pr.Name = name
-		rep.Patterns = append(rep.Patterns, pr)
+		out = append(out, pr)
 	}
-	return rep, nil
+	return out, nil
+}
+
+// steadyProducer is the well-behaved client beside the hostile ones: one
+// record per tick, counting what was acknowledged and keeping the first
+// error.
+type steadyProducer struct {
+	produced int64 // read after run returns
+	acked    atomic.Int64
+	firstErr atomic.Pointer[error]
+}
+
+// run produces until ticks ends; sends use sendCtx, which outlives ticks so
+// the records in flight can still be acknowledged.
+func (s *steadyProducer) run(ticks, sendCtx context.Context, cl *kgo.Client, every time.Duration) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ticks.Done():
+			return
+		case <-tick.C:
+		}
+		s.produced++
+		cl.Produce(sendCtx, &kgo.Record{Value: []byte(strconv.FormatInt(s.produced, 10))}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				s.firstErr.CompareAndSwap(nil, &err)
+				return
+			}
+			s.acked.Add(1)
+		})
+	}
 }
 
 // measurePattern runs one pattern for d, sampling the proxy, then waits
