@@ -101,18 +101,10 @@ func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener) (*Proxy, erro
 	if err != nil {
 		return nil, fmt.Errorf("proxy: routing watch: %w", err)
 	}
-	az := authz.New(cfg.Authz)
-	rec, err := authz.NewRecorder(authz.RecorderConfig{
-		APIs: apis.AuthorizedKeys(), Registerer: cfg.Registry, Logger: cfg.Logger.With("component", "authz"),
-		Audit: authzAudit(cfg), AuditAllowsEvery: cfg.AuditAllowsEvery,
-	})
+	az, rec, acls, err := newAuthorizer(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("proxy: authorizer: %w", err)
+		return nil, err
 	}
-	acls := aclstore.New(aclstore.Config{
-		Client: cfg.Etcd, Layout: cfg.Layout, Authorizer: az,
-		Logger: cfg.Logger.With("component", "aclstore"), OnBadValue: rec.BadBinding,
-	})
 	qm, qs, err := newQuotas(cfg)
 	if err != nil {
 		return nil, err
@@ -168,6 +160,24 @@ func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener) (*Proxy, erro
 			{"security", sec.Run}, {"", ep.Run},
 		},
 	}, nil
+}
+
+// newAuthorizer is Kafka's ACL authorizer with its decision metrics and
+// the bindings it enforces, kept from etcd.
+func newAuthorizer(cfg Config) (*authz.Authorizer, *authz.Recorder, *aclstore.Store, error) {
+	az := authz.New(cfg.Authz)
+	rec, err := authz.NewRecorder(authz.RecorderConfig{
+		APIs: apis.AuthorizedKeys(), Registerer: cfg.Registry, Logger: cfg.Logger.With("component", "authz"),
+		Audit: authzAudit(cfg), AuditAllowsEvery: cfg.AuditAllowsEvery,
+	})
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("proxy: authorizer: %w", err)
+	}
+	acls := aclstore.New(aclstore.Config{
+		Client: cfg.Etcd, Layout: cfg.Layout, Authorizer: az,
+		Logger: cfg.Logger.With("component", "aclstore"), OnBadValue: rec.BadBinding,
+	})
+	return az, rec, acls, nil
 }
 
 // Addr is the bound address of the first Kafka listener.
