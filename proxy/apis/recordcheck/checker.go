@@ -106,10 +106,48 @@ func (c *Checker) CheckBatch(version int16, transactionalID bool, records []byte
 	if c.level == Off {
 		return Result{}
 	}
-	b, res := frame(c.level, version, transactionalID, records)
-	if !res.OK() || c.level != Full {
-		return res
+	if c.level != Full || !plain(records) {
+		b, res := frame(c.level, version, transactionalID, records)
+		if !res.OK() || c.level != Full {
+			return res
+		}
+		return c.records(b, into, nil)
 	}
+	// An uncompressed batch: the CRC is computed with the record walk, in
+	// one pass. Kafka checks the CRC before the header fields, so a wrong
+	// CRC is the answer whatever else is wrong.
+	b, res := frame(Framing, version, transactionalID, records)
+	if b == nil {
+		return res // not framed as one batch: there is no CRC to check
+	}
+	sum := crc{}
+	sum.add(b[kwire.BatchOffAttributes:kwire.BatchHeaderLen])
+	if res.Reason == BaseOffset {
+		return res // checked before the CRC (not under it)
+	}
+	if !res.OK() {
+		sum.add(b[kwire.BatchHeaderLen:])
+		return crcFirst(b, sum, res)
+	}
+	return crcFirst(b, sum, c.records(b, into, &sum))
+}
+
+// plain reports whether records starts with an uncompressed batch header.
+func plain(records []byte) bool {
+	return len(records) >= kwire.BatchHeaderLen && records[kwire.BatchOffAttributes+1]&kwire.BatchAttrCodec == codecNone
+}
+
+// crcFirst is a CRC refusal if sum is not b's CRC, else res.
+func crcFirst(b []byte, sum crc, res Result) Result {
+	if sum.sum != binary.BigEndian.Uint32(b[kwire.BatchOffCRC:]) {
+		return refuse(CRC, kerr.CorruptMessage)
+	}
+	return res
+}
+
+// records checks the records of batch b, whose header passed, into into;
+// sum, if not nil, gathers the CRC of an uncompressed batch's records.
+func (c *Checker) records(b []byte, into *Batch, sum *crc) Result {
 	be := binary.BigEndian
 	codec := uint8(be.Uint16(b[kwire.BatchOffAttributes:]) & kwire.BatchAttrCodec)
 	count := int32(be.Uint32(b[kwire.BatchOffNumRecords:]))
@@ -119,7 +157,7 @@ func (c *Checker) CheckBatch(version int16, transactionalID bool, records []byte
 			return refuseFor(r)
 		}
 	}
-	if r := walk(into.Data, count); r != None {
+	if r := walk(into.Data, count, sum); r != None {
 		return refuseFor(r)
 	}
 	return Result{}
