@@ -3,6 +3,8 @@ package recordcheck
 import (
 	"testing"
 
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck/probe"
+
 	"github.com/kproxy/kproxy/internal/kwire"
 )
 
@@ -38,8 +40,8 @@ func BenchmarkCheck(b *testing.B) {
 		}
 	})
 	for _, c := range codecs {
-		batch := benchBatch(b, c.codec)
-		b.Run(c.name, func(b *testing.B) { benchCheck(b, full, batch) })
+		batch := benchBatch(b, c.ID)
+		b.Run(c.Name, func(b *testing.B) { benchCheck(b, full, batch) })
 	}
 }
 
@@ -47,7 +49,7 @@ func BenchmarkCheck(b *testing.B) {
 // words of a small alphabet: it compresses about as well as JSON).
 func benchBatch(b *testing.B, codec uint8) []byte {
 	var raw []byte
-	j := junk(benchRecords*benchValue, 7)
+	j := probe.Junk(benchRecords*benchValue, 7)
 	for i := range benchRecords {
 		v := j[i*benchValue : (i+1)*benchValue]
 		for k := range v {
@@ -75,13 +77,13 @@ func benchCheck(b *testing.B, c *Checker, batch []byte) {
 func BenchmarkDecompress(b *testing.B) {
 	c := checker(b, Full, 0)
 	for _, cd := range codecs[1:] {
-		batch := benchBatch(b, cd.codec)
-		b.Run(cd.name, func(b *testing.B) {
+		batch := benchBatch(b, cd.ID)
+		b.Run(cd.Name, func(b *testing.B) {
 			b.SetBytes(benchRecords * benchValue)
 			b.ReportAllocs()
 			for b.Loop() {
 				buf := c.dec.getBuf()
-				out, err := c.dec.decompress(uint16(cd.codec), (*buf)[:0], batch[kwire.BatchHeaderLen:])
+				out, err := c.dec.decompress(uint16(cd.ID), (*buf)[:0], batch[kwire.BatchHeaderLen:])
 				if err != nil {
 					b.Fatal(err)
 				}

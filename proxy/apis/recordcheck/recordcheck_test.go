@@ -218,7 +218,7 @@ func TestCheckAllocates(t *testing.T) {
 	good, bad := batch(50), legacySet(0, 10)
 	var compressed [][]byte
 	for _, c := range codecs[1:] {
-		compressed = append(compressed, valid(t, c.codec, 50, 100))
+		compressed = append(compressed, valid(t, c.ID, 50, 100))
 	}
 	if n := testing.AllocsPerRun(100, func() {
 		full.Check(9, false, good)
