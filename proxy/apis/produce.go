@@ -89,9 +89,7 @@ func (o *produceOp) addItems(ctx context.Context, chk *authrule.TopicCheck) {
 	o.s.Reserve(n)
 	o.tstart = split.TopicStarts(o.tstart, o.req.Topics, produceParts)
 	whole := o.transactionalNoID()
-	if o.dups = o.markDuplicates(); o.dups > 0 {
-		o.d.pg.refused(reasonDuplicate, 0, o.client, o.req.Version, "", -1)
-	}
+	o.dups = o.markDuplicates()
 	i := 0
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
@@ -100,8 +98,9 @@ func (o *produceOp) addItems(ctx context.Context, chk *authrule.TopicCheck) {
 			name, rid, code := o.d.partRoute(chk, t.Topic, t.TopicID, o.byID, part)
 			switch {
 			case o.dups > 0 && o.dropped[i]:
-				code = 0 // neither forwarded nor answered (Merge leaves it out)
-				o.s.AddLocal(name, t.TopicID, part, int32(ti), int32(pi), code)
+				// Neither forwarded nor answered (Merge leaves it out).
+				o.d.pg.refused(reasonDuplicate, 0, o.client, o.req.Version, t.Topic, part)
+				o.s.AddLocal(name, t.TopicID, part, int32(ti), int32(pi), 0)
 				i++
 				continue
 			case whole != 0:
