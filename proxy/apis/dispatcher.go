@@ -152,7 +152,11 @@ type Config struct {
 	// fault, counted in BadInput (kproxy_bad_input_total, shared with the
 	// proxy's frame checks; nil: not counted) and logged at most once per
 	// reason per BadInputLogInterval (default 10s).
-	ProduceValidation   recordcheck.Level
+	ProduceValidation recordcheck.Level
+	// MaxBatchBytes bounds what a compressed batch may decompress to while
+	// it is checked: the largest frame the proxy reads (its
+	// --max-frame-bytes; default recordcheck.DefaultMaxBatchBytes).
+	MaxBatchBytes       int
 	BadInput            *prometheus.CounterVec
 	BadInputLogInterval time.Duration
 
@@ -249,7 +253,10 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg: cfg, routes: cfg.Routes, sender: cfg.Sender, log: cfg.Logger,
 		now: cfg.Now, policy: cfg.Retry, m: m, rnd: cfg.Rand, bufs: cfg.Bufs,
 	}
-	d.pg = newProduceGuard(cfg)
+	var err error
+	if d.pg, err = newProduceGuard(cfg); err != nil {
+		return nil, fmt.Errorf("apis: produce validation: %w", err)
+	}
 	d.floors = hwfloor.New(func(id [16]byte) bool { _, ok := d.ids.name(d.routes, id); return ok })
 	d.authEnv = authrule.Env{Recorder: cfg.AuthzRecorder, Names: (*idNames)(d)}
 	crand.Read(d.secret[:]) // never fails (Go 1.24+)
@@ -267,7 +274,10 @@ func New(cfg Config) (*Dispatcher, error) {
 // its broker answers or its client connection's context ends, so call Close
 // once every client connection is gone or the Sender is closed (which fails
 // what is in flight). Begin must not be called after Close.
-func (d *Dispatcher) Close() { d.eng.Close() }
+func (d *Dispatcher) Close() {
+	d.eng.Close()
+	d.pg.check.Close()
+}
 
 // clientZone is the zone of the client of ctx (split.Env.ClientZone).
 func (d *Dispatcher) clientZone(ctx context.Context, rack string, clientID *string) (string, zone.Source) {

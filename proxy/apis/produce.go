@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/internal/ratelog"
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
-	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/retry"
 )
@@ -43,6 +39,11 @@ type produceOp struct {
 	client   *string // the client's id, for the log of refused partitions
 	hints    bool    // a leader hint was rewritten to point at the proxy
 	byID     bool    // v13+: topics by id
+
+	dups    int      // items listed again later (producedup.go): not forwarded, not answered
+	dropped []bool   // item i is such a listing (set when dups > 0)
+	dupKeys []dupKey // scratch of markDuplicates
+	kept    []kmsg.ProduceResponseTopicPartition
 }
 
 func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
@@ -62,7 +63,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		Deadline: retry.Budget(d.now(), time.Duration(o.req.TimeoutMillis)*time.Millisecond, minBudget),
 		RouteBy:  split.ByPartitionWrite, // a first write may take its lease in the producer's zone
 	})
-	o.addItems(o.produceCheck(ctx))
+	o.addItems(ctx, o.produceCheck(ctx))
 	if o.req.Acks == 0 {
 		r, err := o.fireAndForget(ctx)
 		return nil, r, err
@@ -82,23 +83,32 @@ func (o *produceOp) produceCheck(ctx context.Context) *authrule.TopicCheck {
 	return chk
 }
 
-func (o *produceOp) addItems(chk *authrule.TopicCheck) {
+func (o *produceOp) addItems(ctx context.Context, chk *authrule.TopicCheck) {
 	n := split.CountParts(o.req.Topics, produceParts)
 	o.answers = slices.Grow(o.answers[:0], n)[:n]
 	o.s.Reserve(n)
 	o.tstart = split.TopicStarts(o.tstart, o.req.Topics, produceParts)
 	whole := o.transactionalNoID()
+	o.dups = o.markDuplicates()
+	i := 0
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
 		for pi := range t.Partitions {
 			part := t.Partitions[pi].Partition
 			name, rid, code := o.d.partRoute(chk, t.Topic, t.TopicID, o.byID, part)
 			switch {
+			case o.dups > 0 && o.dropped[i]:
+				// Neither forwarded nor answered (Merge leaves it out).
+				o.d.pg.refused(reasonDuplicate, 0, o.client, o.req.Version, t.Topic, part)
+				o.s.AddLocal(name, t.TopicID, part, int32(ti), int32(pi), 0)
+				i++
+				continue
 			case whole != 0:
 				code = whole
 			case code == 0:
-				code = o.checkRecords(name, int32(ti), int32(pi))
+				code = o.checkPartition(ctx, name, int32(ti), int32(pi))
 			}
+			i++
 			if code != 0 {
 				o.s.AddLocal(name, t.TopicID, part, int32(ti), int32(pi), code)
 				continue
@@ -136,7 +146,9 @@ func (o *produceOp) release() {
 	d := o.d
 	o.s.Reset()
 	clear(o.answers)
-	o.throttle, o.hints, o.byID, o.client = 0, false, false, nil
+	o.throttle, o.hints, o.byID, o.client, o.dups = 0, false, false, nil, 0
+	clear(o.dupKeys)
+	clear(o.kept)
 	d.producePool.Put(o)
 }
 
@@ -297,86 +309,19 @@ func (o *produceOp) Fail(i int32, code int16) {
 func (o *produceOp) Merge(dst []byte) []byte {
 	o.out = kmsg.ProduceResponse{Version: o.s.Version(), ThrottleMillis: o.throttle, Topics: slices.Grow(o.out.Topics[:0], len(o.req.Topics))[:len(o.req.Topics)]}
 	resp := &o.out
-	for ti := range o.req.Topics {
-		t := &o.req.Topics[ti]
-		resp.Topics[ti] = kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID, Partitions: o.answers[o.tstart[ti]:o.tstart[ti+1]]}
+	if o.dups > 0 {
+		resp.Topics = o.keptTopics(resp.Topics[:0])
+	} else {
+		for ti := range o.req.Topics {
+			t := &o.req.Topics[ti]
+			resp.Topics[ti] = kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID, Partitions: o.answers[o.tstart[ti]:o.tstart[ti+1]]}
+		}
 	}
 	if o.hints && slices.ContainsFunc(o.answers, func(p kmsg.ProduceResponseTopicPartition) bool { return p.CurrentLeader.LeaderID >= 0 }) {
 		d := o.d // the hint's endpoint: the proxy
 		resp.Brokers = []kmsg.ProduceResponseBroker{{NodeID: d.cfg.NodeID, Host: o.ep.host, Port: o.ep.port}}
 	}
 	return resp.AppendTo(dst)
-}
-
-// produceGuard refuses Produce record data that a broker could mis-store
-// (recordcheck), counts each refusal in kproxy_bad_input_total and logs it
-// at a limited rate.
-type produceGuard struct {
-	level recordcheck.Level
-	bad   *prometheus.CounterVec // reason; nil: not counted
-	log   *ratelog.Logger
-}
-
-func newProduceGuard(cfg Config) produceGuard {
-	g := produceGuard{
-		level: cfg.ProduceValidation, bad: cfg.BadInput,
-		log: ratelog.New(cfg.Logger, slog.LevelWarn, cfg.BadInputLogInterval, cfg.Now),
-	}
-	if g.bad != nil {
-		for _, r := range recordcheck.Reasons() {
-			g.bad.WithLabelValues(r.String()) // at 0 before the first refusal
-		}
-	}
-	return g
-}
-
-// refused counts and logs one refused partition.
-func (g *produceGuard) refused(r recordcheck.Result, clientID *string, version int16, topic string, part int32) {
-	if g.bad != nil {
-		g.bad.WithLabelValues(r.Reason.String()).Inc()
-	}
-	client := ""
-	if clientID != nil {
-		client = *clientID
-	}
-	g.log.Log(r.Reason.String(), "produce partition refused: its record data would be mis-stored",
-		"client_id", client, "topic", topic, "partition", part, "version", version,
-		"code", kerr.TypedErrorForCode(r.Code).Message)
-}
-
-// transactionalNoID is Kafka's first check of a Produce: a transactional
-// batch in a request without a transactional id fails the whole request
-// with TRANSACTIONAL_ID_AUTHORIZATION_FAILED. It returns that code, or 0.
-func (o *produceOp) transactionalNoID() int16 {
-	if o.req.TransactionID != nil || o.d.pg.level == recordcheck.Off {
-		return 0
-	}
-	var code int16
-	for ti := range o.req.Topics {
-		t := &o.req.Topics[ti]
-		for pi := range t.Partitions {
-			p := &t.Partitions[pi]
-			if recordcheck.Transactional(p.Records) {
-				r := recordcheck.Result{Reason: recordcheck.TransactionalNoID, Code: kerr.TransactionalIDAuthorizationFailed.Code}
-				o.d.pg.refused(r, o.client, o.req.Version, t.Topic, p.Partition)
-				code = r.Code
-			}
-		}
-	}
-	return code
-}
-
-// checkRecords validates the records of item (ti, pi), which exists and may
-// be written (Kafka checks records after both), and returns the code to
-// answer it with, or 0 to forward it.
-func (o *produceOp) checkRecords(topic string, ti, pi int32) int16 {
-	p := &o.req.Topics[ti].Partitions[pi]
-	r := recordcheck.Check(o.d.pg.level, o.req.Version, o.req.TransactionID != nil, p.Records)
-	if r.OK() {
-		return 0
-	}
-	o.d.pg.refused(r, o.client, o.req.Version, topic, p.Partition)
-	return r.Code
 }
 
 // defaultBadInputLogInterval is the proxy's default (Limits.BadInputLogInterval).

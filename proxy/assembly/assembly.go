@@ -128,7 +128,7 @@ func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener) (*Proxy, erro
 		SCRAM:      local.NewUsers(local.UsersConfig{Store: store, Etcd: cfg.Etcd, Layout: cfg.Layout, MayManage: cfg.Security.MayManageUsers, Conn: apis.ConnIdentity, Audit: cfg.Security.Audit}),
 		Authorizer: az, AuthzRecorder: rec, ACLs: acls,
 		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry, Bufs: bufs,
-		ProduceValidation: cfg.ProduceValidation, BadInput: proxy.NewBadInput(cfg.Registry),
+		ProduceValidation: cfg.ProduceValidation, MaxBatchBytes: int(cfg.Server.MaxFrameBytes), BadInput: proxy.NewBadInput(cfg.Registry),
 		BadInputLogInterval: cfg.Server.Limits.BadInputLogInterval,
 		// Each replica jitters its retries differently, or replicas retrying
 		// the same failed broker would move in lockstep.
