@@ -99,12 +99,12 @@ func (l *Limits) setDefaults() {
 const (
 	badFrameSize  = "frame_size" // negative or above max-frame-bytes
 	badOverBudget = "frame_over_budget"
-	badBudgetWait = "budget_wait"        // a half-read frame found no budget in GrowWait
-	badHeader     = "header"             // truncated header, client id or tags
-	badUnknownAPI = "unknown_api"        // api key or version kmsg does not know
-	badRequest    = "request"            // the dispatcher could not serve the body
-	badConnShare  = "partial_conn_share" // an unfinished frame above MaxPartialFrameBytesPerConn
-	badIPShare    = "partial_ip_share"   // one IP's unfinished frames above MaxPartialFrameBytesPerIP
+	badBudgetWait = "budget_wait"         // a half-read frame found no budget in GrowWait
+	badHeader     = "header"              // truncated header, client id or tags
+	badUnknownAPI = "unknown_api"         // api key or version kmsg does not know
+	badRequest    = "request"             // the dispatcher could not serve the body
+	badConnShare  = "partial_conn_share"  // an unfinished frame above MaxPartialFrameBytesPerConn
+	badIPShare    = "partial_ip_share"    // one IP's unfinished frames above MaxPartialFrameBytesPerIP
 	badAllShare   = "partial_total_share" // all unfinished frames above the budget outside the small-frame reserve
 	badReadTime   = "request_read_timeout"
 )
