@@ -34,17 +34,7 @@ func TestDevSecureAnonymousGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	var perr error
-	for deadline := time.Now().Add(15 * time.Second); ; { // once dev's bindings reach the proxy's watch
-		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-		perr = cl.ProduceSync(rctx, &kgo.Record{Topic: "orders", Value: []byte("anon")}).FirstErr()
-		rcancel()
-		if perr == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if perr != nil {
+	if perr := produceOnceBound(ctx, cl, "orders"); perr != nil {
 		t.Fatalf("anonymous produce: %v", perr)
 	}
 	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)
