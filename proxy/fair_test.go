@@ -3,8 +3,10 @@ package proxy
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -140,6 +142,71 @@ func TestLargestHolderIsCut(t *testing.T) {
 			line := fmt.Sprintf("reason=%s", badIPShare)
 			if n := strings.Count(out.String(), line); n != 1 || !strings.Contains(out.String(), "largest unfinished frame") {
 				t.Fatalf("%d log lines with %s for %d cuts, want 1 naming the largest holder:\n%s", n, line, rounds, out.String())
+			}
+		})
+	}
+}
+
+// TestTakeShareCutsLargest drives the shares' heaps directly: whichever
+// holder asks, the largest other holder of the passed share is cut (its
+// bytes leave at once), or the asker when it already holds the most; the
+// totals always equal the holders' sum.
+func TestTakeShareCutsLargest(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		held   []int64 // holders of one IP, in order of arrival
+		asker  int     // index of the asking holder; len(held): a new one
+		total  int64   // what it asks for
+		cut    []int   // holders cut, in order
+		refuse string  // the asker's refusal reason, if refused
+	}{
+		{"fits", []int64{100, 200}, 2, 100, nil, ""},
+		{"new asker cuts the largest", []int64{300, 500, 200}, 3, 100, []int{1}, ""},
+		{"grower cuts a larger one", []int64{300, 400, 250}, 0, 400, []int{1}, ""},
+		{"cuts until it fits", []int64{350, 340, 300}, 3, 600, []int{0, 1}, ""},
+		{"the largest asker is refused", []int64{600, 200, 100}, 0, 750, nil, badIPShare},
+		{"alone over the share", []int64{900}, 0, 1001, nil, badIPShare},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGuard(Limits{QueuedMaxRequestBytes: 1 << 20, MaxPartialFrameBytesPerIP: 1000,
+				MaxPartialFrameBytesPerConn: 1 << 20}, slog.New(slog.DiscardHandler), nil)
+			var cut []int
+			holders := make([]*holder, len(tc.held)+1)
+			for i := range holders {
+				holders[i] = newHolder("10.0.0.1", func(string, error) { cut = append(cut, i) })
+			}
+			for i, n := range tc.held {
+				if err := g.takeShare(holders[i], n); err != nil {
+					t.Fatalf("holder %d takes %d: %v", i, n, err)
+				}
+			}
+			err := g.takeShare(holders[tc.asker], tc.total)
+			var bad *badFrameError
+			switch {
+			case tc.refuse == "" && err != nil:
+				t.Fatalf("asker refused: %v", err)
+			case tc.refuse != "" && (!errors.As(err, &bad) || bad.reason != tc.refuse):
+				t.Fatalf("asker: %v, want a %s refusal", err, tc.refuse)
+			}
+			if fmt.Sprint(cut) != fmt.Sprint(tc.cut) {
+				t.Fatalf("cut %v, want %v", cut, tc.cut)
+			}
+			var sum int64
+			for i, h := range holders {
+				if slices.Contains(cut, i) && h.held != 0 {
+					t.Errorf("holder %d cut but holds %d", i, h.held)
+				}
+				sum += h.held
+			}
+			ip := g.partial["10.0.0.1"]
+			if ip == nil || ip.held != sum || g.allShare.held != sum || ip.heap.Len() != g.allShare.heap.Len() {
+				t.Fatalf("share totals %+v / %d, want %d", ip, g.allShare.held, sum)
+			}
+			for _, h := range holders {
+				g.dropShare(h)
+			}
+			if len(g.partial) != 0 || g.allShare.held != 0 || g.allShare.heap.Len() != 0 {
+				t.Fatalf("after every holder dropped: %d IPs, %d bytes, %d in the heap", len(g.partial), g.allShare.held, g.allShare.heap.Len())
 			}
 		})
 	}
