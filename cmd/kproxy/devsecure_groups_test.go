@@ -60,3 +60,18 @@ func TestDevSecureAnonymousGroups(t *testing.T) {
 		}
 	}
 }
+
+// produceOnceBound produces one record to topic as soon as dev's bindings
+// have reached the proxy's watch (retrying for at most 15 s); it returns
+// the last error.
+func produceOnceBound(ctx context.Context, cl *kgo.Client, topic string) error {
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := cl.ProduceSync(rctx, &kgo.Record{Topic: topic, Value: []byte("anon")}).FirstErr()
+		rcancel()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
