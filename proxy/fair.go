@@ -115,6 +115,11 @@ func (g *guard) takeShare(h *holder, total int64) error {
 		return errEvicted
 	}
 	ip := g.ipShare(h.ip)
+	defer func() { // refused: an IP that holds nothing keeps no entry
+		if ip.held == 0 && g.partial[h.ip] == ip {
+			delete(g.partial, h.ip)
+		}
+	}()
 	for _, s := range []*share{ip, &g.allShare} {
 		for s.held+total-h.held > s.limit {
 			v := s.heap.largestOther(h)

@@ -202,6 +202,12 @@ func TestTakeShareCutsLargest(t *testing.T) {
 			if ip == nil || ip.held != sum || g.allShare.held != sum || ip.heap.Len() != g.allShare.heap.Len() {
 				t.Fatalf("share totals %+v / %d, want %d", ip, g.allShare.held, sum)
 			}
+			if tc.refuse != "" && len(tc.held) == 1 {
+				g.dropShare(holders[0])
+				if err := g.takeShare(holders[1], 1001); err == nil || len(g.partial) != 0 {
+					t.Fatalf("a new holder over the share: %v, %d IPs kept", err, len(g.partial))
+				}
+			}
 			for _, h := range holders {
 				g.dropShare(h)
 			}
