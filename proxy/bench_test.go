@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/binary"
+	"fmt"
 	"log/slog"
 	"testing"
 
@@ -36,5 +37,31 @@ func BenchmarkPipelined(b *testing.B) {
 			}
 		}
 		done += n
+	}
+}
+
+// BenchmarkLargeFrame measures reading large frames (a produce of 1 MiB or
+// 8 MiB) through the budget over loopback, one at a time: the frame buffer
+// grows as the bytes arrive.
+func BenchmarkLargeFrame(b *testing.B) {
+	for _, size := range []int{1 << 20, 8 << 20} {
+		b.Run(fmt.Sprint(size>>20, "MiB"), func(b *testing.B) {
+			ts := startServer(b, Config{Logger: slog.New(slog.DiscardHandler)}, newFakeDispatcher(false))
+			c := dial(b, ts)
+			id := "test"
+			frame := kwire.AppendRequestHeader(nil, 3, 4, 0, &id, false)
+			frame = append(frame, make([]byte, size)...)
+			kwire.FinishFrame(frame)
+			b.SetBytes(int64(len(frame)))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				binary.BigEndian.PutUint32(frame[kwire.CorrOffset:], uint32(i))
+				c.raw(frame)
+				if corr, _ := c.read(); corr != int32(i) {
+					b.Fatalf("got %d, want %d", corr, i)
+				}
+			}
+		})
 	}
 }

@@ -47,6 +47,7 @@ type clientConn struct {
 
 	info *apis.ConnInfo // listener and principal, in ctx for the dispatcher
 	gate listener.Gate  // authentication (package listener)
+	part *holder        // its unfinished frame in the budget's shares (fair.go)
 
 	clientID   []byte // the last client id seen, to reuse its *string
 	clientPtr  *string
@@ -63,6 +64,10 @@ func newClientConn(s *Server, id uint64, nc net.Conn, bl *listener.Bound) *clien
 		log: s.log.With("conn", id, "remote", nc.RemoteAddr().String(), "listener", bl.Name),
 		seq: newSequencer(s.cfg.MaxInFlightPerConn, max(s.g.lim.MaxUnsentBytesPerConn, 0), s.m.mutes.Inc),
 	}
+	c.part = newHolder(info.Client, func(reason string, err error) {
+		s.g.report(c, reason, "closing client connection holding the largest unfinished frame", "err", err)
+		c.close(err)
+	})
 	c.gate.Init(s.sec, listener.Conn{ID: id, NC: c.nc, Listener: bl, Info: info, Log: c.log, Close: c.close})
 	return c
 }
@@ -189,7 +194,7 @@ func (c *clientConn) readOne(cr *connReader, br *bufio.Reader, t uint64) error {
 	if limit := c.gate.FrameLimit(c.s.cfg.MaxFrameBytes); n < 0 || n > limit {
 		return &badFrameError{key: -1, reason: badFrameSize, err: fmt.Errorf("frame of %d bytes (max %d)", n, limit)}
 	}
-	buf, err := c.s.g.readFrame(c.ctx, c.info.Client, br, c.s.bufs, int(n))
+	buf, err := c.s.g.readFrame(c.ctx, c.part, br, c.s.bufs, int(n))
 	cr.endFrame()
 	if err != nil {
 		return err

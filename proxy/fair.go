@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"container/heap"
 	"errors"
 	"fmt"
 	"io"
@@ -11,42 +12,183 @@ import (
 
 // Fairness of the shared request budget: a frame that is still arriving
 // holds budget nobody else can use, so one connection's unfinished frame,
-// and one IP's unfinished frames together, may hold only a share of it, and
-// a frame must arrive whole within RequestReadTimeout of its first byte. A
-// well-behaved client's request then waits behind others' half-sent frames
-// at most that long, however many of them there are, and its own budget is
-// there at once as long as the others' share leaves room.
+// one IP's unfinished frames together, and all unfinished frames together
+// may hold only a share of it, and a frame must arrive whole within
+// RequestReadTimeout of its first byte. When a frame's growth would pass a
+// share, the connection holding the largest unfinished frame in that share
+// is closed, not the one asking (unless it is the largest): a client that
+// claims much and sends little cannot make its neighbours' requests the
+// ones refused. Each IP's holders and all holders are kept in max-heaps, so
+// finding the largest is O(1) and every update O(log n).
 
-// takeShare moves a frame's reservation from had to total bytes, refusing
-// it (closing the connection) if that passes the connection's or the IP's
-// share of unfinished frames.
-func (g *guard) takeShare(ip string, had, total int64) error {
+// holder is one connection's unfinished frame as the shares see it: a
+// connection reads one frame at a time.
+type holder struct {
+	ip      string // the connection's RemoteAddr's IP
+	held    int64  // budget the unfinished frame holds; 0 between frames
+	pos     [2]int // index in its IP's heap and in the global heap; -1 outside
+	evicted bool   // closed as the largest holder of a share
+	// evictReason and evictedHeld say why and holding what it was closed.
+	evictReason string
+	evictedHeld int64
+	// cut closes the connection for the reason, counted and logged
+	// (called without the guard's lock held).
+	cut func(reason string, err error)
+}
+
+func newHolder(ip string, cut func(reason string, err error)) *holder {
+	return &holder{ip: ip, pos: [2]int{-1, -1}, cut: cut}
+}
+
+// holderHeap is a max-heap of holders by held; slot says which of a
+// holder's positions it keeps up to date.
+type holderHeap struct {
+	slot int
+	h    []*holder
+}
+
+func (q *holderHeap) Len() int           { return len(q.h) }
+func (q *holderHeap) Less(i, j int) bool { return q.h[i].held > q.h[j].held }
+func (q *holderHeap) Swap(i, j int) {
+	q.h[i], q.h[j] = q.h[j], q.h[i]
+	q.h[i].pos[q.slot], q.h[j].pos[q.slot] = i, j
+}
+func (q *holderHeap) Push(x any) {
+	h := x.(*holder)
+	h.pos[q.slot] = len(q.h)
+	q.h = append(q.h, h)
+}
+func (q *holderHeap) Pop() any {
+	h := q.h[len(q.h)-1]
+	q.h[len(q.h)-1] = nil
+	q.h = q.h[:len(q.h)-1]
+	h.pos[q.slot] = -1
+	return h
+}
+
+// largestOther is the largest holder of q other than h, or nil: the root,
+// or when h is the root, the larger of its children.
+func (q *holderHeap) largestOther(h *holder) *holder {
+	switch {
+	case len(q.h) == 0:
+		return nil
+	case q.h[0] != h:
+		return q.h[0]
+	case len(q.h) == 1:
+		return nil
+	case len(q.h) == 2 || q.h[1].held >= q.h[2].held:
+		return q.h[1]
+	default:
+		return q.h[2]
+	}
+}
+
+// share is the unfinished frames of one IP, or of everyone.
+type share struct {
+	held  int64
+	heap  holderHeap
+	limit int64
+	name  string // the reason label of a cut for this share
+}
+
+// takeShare moves h's reservation to total bytes. If that passes a share,
+// the largest other holder of that share is closed and its bytes leave the
+// share at once, until the reservation fits; if h already holds more than
+// every other holder, h's connection is refused instead. Held bytes, not
+// the asked total, decide: a frame arriving fast grows in steps of a chunk
+// and is not refused for where it is going while slower frames hold more.
+func (g *guard) takeShare(h *holder, total int64) error {
 	if total > g.lim.MaxPartialFrameBytesPerConn {
 		return &badFrameError{key: -1, reason: badConnShare,
 			err: fmt.Errorf("unfinished frame needs %d bytes of budget, more than max-partial-frame-bytes-per-connection %d",
 				total, g.lim.MaxPartialFrameBytesPerConn)}
 	}
+	var cut []*holder
+	defer func() { // outside the lock: closing takes the connection's own locks
+		for _, v := range cut {
+			v.cut(v.evictReason, fmt.Errorf("closed holding the largest unfinished frame (%d bytes) of a full share", v.evictedHeld))
+		}
+	}()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	held := g.partial[ip]
-	if held+total-had > g.lim.MaxPartialFrameBytesPerIP {
-		return &badFrameError{key: -1, reason: badIPShare,
-			err: fmt.Errorf("unfinished frames of %s would hold %d bytes of budget, more than max-partial-frame-bytes-per-ip %d",
-				ip, held+total-had, g.lim.MaxPartialFrameBytesPerIP)}
+	if h.evicted {
+		return errEvicted
 	}
-	g.partial[ip] = held + total - had
+	ip := g.ipShare(h.ip)
+	defer func() { // refused: an IP that holds nothing keeps no entry
+		if ip.held == 0 && g.partial[h.ip] == ip {
+			delete(g.partial, h.ip)
+		}
+	}()
+	for _, s := range []*share{ip, &g.allShare} {
+		for s.held+total-h.held > s.limit {
+			v := s.heap.largestOther(h)
+			if v == nil || v.held < h.held { // h holds the most already
+				return &badFrameError{key: -1, reason: s.name,
+					err: fmt.Errorf("unfinished frames of %s would hold %d bytes of budget, more than %d",
+						shareWho(s, h), s.held+total-h.held, s.limit)}
+			}
+			v.evictReason, v.evictedHeld = s.name, v.held
+			g.setHeld(v, 0)
+			v.evicted = true
+			cut = append(cut, v)
+		}
+	}
+	g.setHeld(h, total)
 	return nil
 }
 
-// dropShare gives back k bytes of ip's unfinished frames.
-func (g *guard) dropShare(ip string, k int64) {
-	if k == 0 {
-		return
+func shareWho(s *share, h *holder) string {
+	if s.name == badIPShare {
+		return h.ip
 	}
+	return "all connections"
+}
+
+// errEvicted: the connection was closed as the largest holder of a share
+// while it read (already counted and logged by whoever closed it).
+var errEvicted = errors.New("closed as the largest holder of unfinished frames")
+
+// ipShare is ip's share, created empty. Called with g.mu held.
+func (g *guard) ipShare(ip string) *share {
+	s := g.partial[ip]
+	if s == nil {
+		s = &share{heap: holderHeap{slot: 0}, limit: g.lim.MaxPartialFrameBytesPerIP, name: badIPShare}
+		g.partial[ip] = s
+	}
+	return s
+}
+
+// setHeld moves h to held bytes in its IP's share and the global share,
+// entering or leaving their heaps. Called with g.mu held.
+func (g *guard) setHeld(h *holder, held int64) {
+	ip := g.ipShare(h.ip)
+	d := held - h.held
+	ip.held += d
+	g.allShare.held += d
+	h.held = held
+	for _, s := range []*share{ip, &g.allShare} {
+		q, i := &s.heap, h.pos[s.heap.slot]
+		switch {
+		case held == 0 && i >= 0:
+			heap.Remove(q, i)
+		case held > 0 && i < 0:
+			heap.Push(q, h)
+		case held > 0:
+			heap.Fix(q, i)
+		}
+	}
+	if ip.held == 0 {
+		delete(g.partial, h.ip)
+	}
+}
+
+// dropShare ends h's unfinished frame: finished, failed or evicted.
+func (g *guard) dropShare(h *holder) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.partial[ip] -= k; g.partial[ip] <= 0 {
-		delete(g.partial, ip)
+	if h.held > 0 {
+		g.setHeld(h, 0)
 	}
 }
 

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/internal/promreg"
 	"github.com/kproxy/kproxy/internal/ratelog"
 )
@@ -22,9 +24,14 @@ import (
 type Limits struct {
 	// QueuedMaxRequestBytes bounds the request bytes buffered across all
 	// connections (Kafka's queued.max.request.bytes) [256 MiB]. A
-	// connection's frame is reserved as its bytes arrive; one that finds
-	// the budget spent waits, reading nothing, until earlier requests
-	// finish; a frame larger than the whole budget closes its connection.
+	// connection's frame is reserved as its bytes arrive (what arrived
+	// plus one read chunk, kwire.ReadChunkBytes); one that finds the
+	// budget spent waits, reading nothing, until earlier requests finish.
+	// SmallFrameReserve of it only frames of at most SmallFrameBytes may
+	// take, so that ApiVersions and Metadata are answered while large
+	// frames hold the rest; a frame larger than what it may take closes
+	// its connection. Unfinished frames together may hold the part
+	// outside the reserve; passing that closes the largest holder.
 	QueuedMaxRequestBytes int64
 	// GrowWait bounds how long a connection holding part of a frame waits
 	// for budget for the rest before it is closed [30s].
@@ -49,9 +56,10 @@ type Limits struct {
 	// closes its connection [half of QueuedMaxRequestBytes].
 	MaxPartialFrameBytesPerConn int64
 	// MaxPartialFrameBytesPerIP is the most of the shared budget the
-	// unfinished frames of one IP's connections may hold together; the
-	// connection whose frame would pass it is closed [half of
-	// QueuedMaxRequestBytes].
+	// unfinished frames of one IP's connections may hold together; a
+	// frame that would pass it closes the connection of that IP holding
+	// the largest unfinished frame (the asker only if it is the largest)
+	// [half of QueuedMaxRequestBytes].
 	MaxPartialFrameBytesPerIP int64
 	// RequestReadTimeout: a frame must arrive whole within this time of
 	// its first byte, or its connection is closed [30s: Kafka's Java
@@ -91,12 +99,13 @@ func (l *Limits) setDefaults() {
 const (
 	badFrameSize  = "frame_size" // negative or above max-frame-bytes
 	badOverBudget = "frame_over_budget"
-	badBudgetWait = "budget_wait"        // a half-read frame found no budget in GrowWait
-	badHeader     = "header"             // truncated header, client id or tags
-	badUnknownAPI = "unknown_api"        // api key or version kmsg does not know
-	badRequest    = "request"            // the dispatcher could not serve the body
-	badConnShare  = "partial_conn_share" // an unfinished frame above MaxPartialFrameBytesPerConn
-	badIPShare    = "partial_ip_share"   // one IP's unfinished frames above MaxPartialFrameBytesPerIP
+	badBudgetWait = "budget_wait"         // a half-read frame found no budget in GrowWait
+	badHeader     = "header"              // truncated header, client id or tags
+	badUnknownAPI = "unknown_api"         // api key or version kmsg does not know
+	badRequest    = "request"             // the dispatcher could not serve the body
+	badConnShare  = "partial_conn_share"  // an unfinished frame above MaxPartialFrameBytesPerConn
+	badIPShare    = "partial_ip_share"    // one IP's unfinished frames above MaxPartialFrameBytesPerIP
+	badAllShare   = "partial_total_share" // all unfinished frames above the budget outside the small-frame reserve
 	badReadTime   = "request_read_timeout"
 )
 
@@ -111,29 +120,51 @@ const (
 // the rate-limited reporting of bad input.
 type guard struct {
 	lim     Limits
-	budget  *semaphore.Weighted
-	growing chan struct{} // one token: the one half-read frame waiting for budget
+	budget  *semaphore.Weighted // the budget outside the small-frame reserve
+	reserve int64               // SmallFrameReserve: only small frames take it
+	inRes   atomic.Int64        // bytes of the reserve taken
+	growing chan struct{}       // one token: the one half-read frame waiting for budget
 	log     *ratelog.Logger
 
 	badInput *prometheus.CounterVec
 	refused  *prometheus.CounterVec
 	queued   prometheus.Gauge
 
-	mu      sync.Mutex
-	open    int
-	perIP   map[string]int
-	partial map[string]int64 // bytes of unfinished frames reserved, by client IP (fair.go)
+	mu       sync.Mutex
+	open     int
+	perIP    map[string]int
+	partial  map[string]*share // unfinished frames, by client IP (fair.go)
+	allShare share             // every unfinished frame (fair.go)
+}
+
+// SmallFrameBytes is the largest frame that may take the small-frame
+// reserve: ApiVersions, Metadata, Heartbeat and the like, far below it.
+// Equal to the read chunk, so a small frame reserves all of itself at once.
+const SmallFrameBytes = kwire.ReadChunkBytes
+
+// SmallFrameReserve is the part of a budget of q bytes that only frames of
+// at most SmallFrameBytes may take: an eighth, at most 8 MiB; none in a
+// budget below two small frames, where a small frame could otherwise be
+// larger than the part outside the reserve and wait for it for ever.
+func SmallFrameReserve(q int64) int64 {
+	if q < 2*SmallFrameBytes {
+		return 0
+	}
+	return min(q/8, 8<<20)
 }
 
 func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 	lim.setDefaults()
+	reserve := SmallFrameReserve(lim.QueuedMaxRequestBytes)
 	g := &guard{
 		lim:      lim,
-		budget:   semaphore.NewWeighted(lim.QueuedMaxRequestBytes),
+		budget:   semaphore.NewWeighted(lim.QueuedMaxRequestBytes - reserve),
+		reserve:  reserve,
 		growing:  make(chan struct{}, 1),
 		log:      ratelog.New(log, slog.LevelWarn, lim.BadInputLogInterval, nil),
 		perIP:    make(map[string]int),
-		partial:  make(map[string]int64),
+		partial:  make(map[string]*share),
+		allShare: share{heap: holderHeap{slot: 1}, limit: lim.QueuedMaxRequestBytes - reserve, name: badAllShare},
 		badInput: NewBadInput(reg),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kproxy_connections_refused_total",
@@ -149,7 +180,7 @@ func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 		g.queued = promreg.Register(reg, g.queued)
 	}
 	for _, r := range []string{badFrameSize, badOverBudget, badBudgetWait, badHeader, badUnknownAPI, badRequest,
-		badConnShare, badIPShare, badReadTime} {
+		badConnShare, badIPShare, badAllShare, badReadTime} {
 		g.badInput.WithLabelValues(r)
 	}
 	for _, r := range []string{refusedMax, refusedPerIP, closedIdle} {
@@ -222,31 +253,40 @@ func (g *guard) report(c *clientConn, reason, msg string, args ...any) {
 }
 
 // readFrame reads an n-byte frame, reserving the shared budget for its
-// bytes as they arrive rather than as claimed (at most kwire.GrowFactor
-// times ahead of them), so a client that claims a large frame and sends
-// little holds little of it. A connection that holds
-// no reservation waits for its first chunk with its reads paused, however
-// long; one that holds part of a frame waits at most GrowWait for more and
-// is then closed (budget_wait): otherwise frames half read by several
-// connections could each wait for budget another one holds, for ever.
-// While unfinished, the frame's reservation also counts against its
-// connection's and its IP's share (fair.go). The frame's length is its
-// reservation: hand it back with put.
-func (g *guard) readFrame(ctx context.Context, ip string, br *bufio.Reader, bufs bufPool, n int) (*[]byte, error) {
-	if int64(n) > g.lim.QueuedMaxRequestBytes {
+// bytes as they arrive rather than as claimed (what arrived plus one read
+// chunk; nothing for a bare size claim), so a client that claims a large
+// frame and sends little holds little of it. A frame whose bytes have all
+// arrived (in br's buffer) is reserved whole and is never unfinished. A
+// connection that holds no reservation waits for its first chunk with its
+// reads paused, however long; one that holds part of a frame waits at most
+// GrowWait for more and is then closed (budget_wait). While unfinished, the
+// frame's reservation also counts against its connection's, its IP's and
+// everyone's share (fair.go). The frame's length is its reservation: hand
+// it back with put.
+func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs bufPool, n int) (*[]byte, error) {
+	small := n <= SmallFrameBytes
+	if limit := g.frameLimit(small); int64(n) > limit {
 		return nil, &badFrameError{key: -1, reason: badOverBudget,
-			err: fmt.Errorf("frame of %d bytes exceeds queued-max-request-bytes %d", n, g.lim.QueuedMaxRequestBytes)}
+			err: fmt.Errorf("frame of %d bytes exceeds the %d bytes of queued-max-request-bytes it may take", n, limit)}
+	}
+	if n > 0 {
+		if _, err := br.Peek(1); err != nil { // a bare size claim reserves nothing
+			return nil, err
+		}
+	}
+	if br.Buffered() >= n { // arrived whole: nothing unfinished to share
+		if err := g.acquire(ctx, int64(n), small, false); err != nil {
+			return nil, err
+		}
+		g.queued.Add(float64(n))
+		return bufs.ReadGrowingReserved(br, n, nil) // from br's buffer: cannot fail
 	}
 	reserved := 0
 	reserve := func(total int) error {
-		if total <= reserved {
-			return nil
-		}
-		if err := g.takeShare(ip, int64(reserved), int64(total)); err != nil {
+		if err := g.takeShare(h, int64(total)); err != nil {
 			return err
 		}
-		if err := g.acquire(ctx, int64(total-reserved), reserved > 0); err != nil {
-			g.dropShare(ip, int64(total-reserved))
+		if err := g.acquire(ctx, int64(total-reserved), small, reserved > 0); err != nil {
 			return err
 		}
 		g.queued.Add(float64(total - reserved))
@@ -254,20 +294,32 @@ func (g *guard) readFrame(ctx context.Context, ip string, br *bufio.Reader, bufs
 		return nil
 	}
 	buf, err := bufs.ReadGrowingReserved(br, n, reserve)
-	g.dropShare(ip, int64(reserved)) // finished or failed: no longer partial
+	g.dropShare(h) // finished or failed: no longer partial
 	if err != nil {
-		g.release(reserved)
+		g.release(reserved, small)
 		return nil, err
 	}
 	return buf, nil
 }
 
-// acquire takes k bytes of the budget. Bounded (the caller holds part of a
+// frameLimit is the most of the budget one frame may take.
+func (g *guard) frameLimit(small bool) int64 {
+	if small {
+		return g.lim.QueuedMaxRequestBytes
+	}
+	return g.lim.QueuedMaxRequestBytes - g.reserve
+}
+
+// acquire takes k bytes of the budget, from the small-frame reserve for a
+// small frame when the rest is spent. Bounded (the caller holds part of a
 // frame), it waits at most GrowWait, and only one such caller waits at a
 // time: the others queue behind it holding what they have, so that when it
 // gives up, its bytes go to the next instead of every waiter timing out at
 // once.
-func (g *guard) acquire(ctx context.Context, k int64, bounded bool) error {
+func (g *guard) acquire(ctx context.Context, k int64, small, bounded bool) error {
+	if g.budget.TryAcquire(k) || (small && g.takeReserve(k)) {
+		return nil
+	}
 	if !bounded {
 		if err := g.budget.Acquire(ctx, k); err != nil {
 			return fmt.Errorf("wait for request buffer budget: %w", err)
@@ -303,13 +355,41 @@ type bufPool interface {
 
 // put returns a frame from readFrame and its reservation.
 func (g *guard) put(bufs bufPool, buf *[]byte) {
-	g.release(len(*buf))
+	g.release(len(*buf), len(*buf) <= SmallFrameBytes)
 	bufs.Put(buf)
 }
 
-func (g *guard) release(n int) {
+// takeReserve takes k bytes of the small-frame reserve if they are free.
+func (g *guard) takeReserve(k int64) bool {
+	for {
+		used := g.inRes.Load()
+		if used+k > g.reserve {
+			return false
+		}
+		if g.inRes.CompareAndSwap(used, used+k) {
+			return true
+		}
+	}
+}
+
+// release gives back n bytes of a frame. A small frame's bytes refill the
+// reserve first, whichever part they came from: the reserve then never
+// holds more than the small frames outstanding, so what a large frame
+// gives back is always held outside it.
+func (g *guard) release(n int, small bool) {
 	g.queued.Sub(float64(n))
-	g.budget.Release(int64(n))
+	k := int64(n)
+	for small && k > 0 {
+		used := g.inRes.Load()
+		r := min(k, used)
+		if r == 0 || g.inRes.CompareAndSwap(used, used-r) {
+			k -= r
+			break
+		}
+	}
+	if k > 0 {
+		g.budget.Release(k)
+	}
 }
 
 // busy reports whether requests other than the one being read are

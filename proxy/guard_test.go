@@ -59,9 +59,10 @@ func TestFrameOverBudgetCloses(t *testing.T) {
 }
 
 // TestClaimedLengthsCostNothing: claims of 96 MiB with a few bytes behind
-// them reserve only the first chunk each, neither budget nor memory for the
-// rest, so a small frame from another client is served at once (before,
-// three such claims spent the budget and stalled every other client).
+// them reserve only those bytes and one read chunk each, neither budget nor
+// memory for the rest, so a small frame from another client is served at
+// once (before, three such claims spent the budget and stalled every other
+// client).
 func TestClaimedLengthsCostNothing(t *testing.T) {
 	d := newFakeDispatcher(false)
 	ts := startServer(t, Config{}, d)
@@ -74,8 +75,8 @@ func TestClaimedLengthsCostNothing(t *testing.T) {
 		c.raw(binary.BigEndian.AppendUint32(nil, claim))
 		c.raw([]byte{0, 3, 0, 4})
 	}
-	waitFor(t, func() bool { return testutil.ToFloat64(ts.g.queued) == 3*kwire.FirstReadBytes },
-		"each claim to reserve its first chunk")
+	waitFor(t, func() bool { return testutil.ToFloat64(ts.g.queued) == 3*(4+kwire.ReadChunkBytes) },
+		"each claim to reserve its bytes and one chunk")
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 32<<20 {
@@ -89,30 +90,31 @@ func TestClaimedLengthsCostNothing(t *testing.T) {
 }
 
 // TestHalfReadFramesDoNotDeadlock: two frames, each half read with the
-// budget spent between them, would wait for each other for ever; after
-// GrowWait one connection is closed (budget_wait) and the other's frame is
-// read and served.
+// budget spent between them, would wait for each other for ever; the total
+// share of unfinished frames closes the larger holder
+// (partial_total_share) and the other's frame is read and served.
 func TestHalfReadFramesDoNotDeadlock(t *testing.T) {
 	d := newFakeDispatcher(false)
-	const first = kwire.FirstReadBytes
-	ts := startServer(t, Config{Limits: Limits{QueuedMaxRequestBytes: 2*first + first/2, GrowWait: 200 * time.Millisecond,
-		MaxPartialFrameBytesPerConn: 8 * first, MaxPartialFrameBytesPerIP: 8 * first}}, d)
-	// Two chunks each: the second needs budget that the other frame holds.
+	const chunk = kwire.ReadChunkBytes
+	ts := startServer(t, Config{Limits: Limits{QueuedMaxRequestBytes: 10 * chunk, GrowWait: time.Minute,
+		MaxPartialFrameBytesPerConn: 32 * chunk, MaxPartialFrameBytesPerIP: 32 * chunk}}, d)
+	// Each frame alone fits the 8.75 chunks outside the reserve; both do not.
 	id := "test"
 	frame := kwire.AppendRequestHeader(nil, 3, 4, 1, &id, false)
-	frame = append(frame, make([]byte, first+first/2)...)
+	frame = append(frame, make([]byte, 6*chunk)...)
 	kwire.FinishFrame(frame)
 	results := make(chan error, 2)
 	conns := []*testClient{dial(t, ts), dial(t, ts)}
+	const half = 3 * chunk
 	for _, c := range conns {
-		c.raw(frame[:100]) // enough for the size: each reserves its first chunk
+		c.raw(frame[:half]) // each holds half its frame and a chunk ahead
 	}
-	waitFor(t, func() bool { return testutil.ToFloat64(ts.g.queued) == 2*first }, "both frames to hold a first chunk")
+	waitFor(t, func() bool { return testutil.ToFloat64(ts.g.queued) >= 2*half }, "both frames to hold their first half")
 	for _, c := range conns {
 		go func() {
 			// The server may close this connection mid-frame: a failed
 			// write shows up as a failed read below.
-			_, _ = c.nc.Write(frame[100:])
+			_, _ = c.nc.Write(frame[half:])
 		}()
 		go func() {
 			_ = c.nc.SetReadDeadline(time.Now().Add(testWait))
@@ -139,8 +141,8 @@ func TestHalfReadFramesDoNotDeadlock(t *testing.T) {
 	if served != 1 || closed != 1 {
 		t.Fatalf("served %d, closed %d: want one of each", served, closed)
 	}
-	if v := testutil.ToFloat64(ts.g.badInput.WithLabelValues(badBudgetWait)); v != 1 {
-		t.Fatalf("%s count = %v, want 1", badBudgetWait, v)
+	if v := testutil.ToFloat64(ts.g.badInput.WithLabelValues(badAllShare)); v != 1 {
+		t.Fatalf("%s count = %v, want 1", badAllShare, v)
 	}
 	waitFor(t, func() bool { return testutil.ToFloat64(ts.g.queued) == 0 }, "the budget to be returned")
 }

@@ -235,14 +235,16 @@ func unsent(ts *testServer) int {
 
 // TestFairBudget: six connections from one IP each claim a 900 KiB frame
 // and send a third of it, with a 4 MiB budget, as in issue 20. A
-// well-behaved client's ApiVersions is answered at once: either the IP's
-// share of unfinished frames closes the connections that would pass it, or
+// well-behaved client's ApiVersions is answered at once: the shares of
+// unfinished frames close the connections that would pass them, or
 // request-read-timeout cuts the frames that stopped arriving; each cut is
 // counted under its reason. Before these, the budget's first waiter (a
 // half-read frame, for GrowWait) held every new request behind it.
 func TestFairBudget(t *testing.T) {
 	const budget = 4 * mib
-	contended := func(ts *testServer) bool { return len(ts.g.growing) == 1 } // a half-read frame waits for budget
+	holding := func(n float64) func(ts *testServer) bool {
+		return func(ts *testServer) bool { return testutil.ToFloat64(ts.g.queued) >= n }
+	}
 	cuts := func(reason string, n float64) func(ts *testServer) bool {
 		return func(ts *testServer) bool { return testutil.ToFloat64(ts.g.badInput.WithLabelValues(reason)) == n }
 	}
@@ -252,16 +254,16 @@ func TestFairBudget(t *testing.T) {
 		reason string
 		ready  func(ts *testServer) bool // the attackers are where the case needs them
 	}{
-		// Two frames fit the 2 MiB share (900 KiB each once grown); the
-		// first chunk (256 KiB) of each other one passes it.
-		{"per-IP share", Limits{MaxPartialFrameBytesPerIP: budget / 2, RequestReadTimeout: time.Hour},
-			badIPShare, cuts(badIPShare, 4)},
-		{"per-connection share", Limits{MaxPartialFrameBytesPerConn: 512 << 10, MaxPartialFrameBytesPerIP: budget,
+		// Each frame holds its 300 KiB and 32 to 64 KiB ahead: four fit
+		// the 1.5 MiB share, five do not, so two of the six are closed.
+		{"per-IP share", Limits{MaxPartialFrameBytesPerIP: 1536 << 10, RequestReadTimeout: time.Hour},
+			badIPShare, cuts(badIPShare, 2)},
+		{"per-connection share", Limits{MaxPartialFrameBytesPerConn: 256 << 10, MaxPartialFrameBytesPerIP: budget,
 			RequestReadTimeout: time.Hour}, badConnShare, cuts(badConnShare, 6)},
-		// Four frames take 3.6 MiB; the fifth waits to grow, and the
-		// well-behaved request queues behind it until the cut.
+		// The frames hold 2.2 MiB, within every share; the cut comes from
+		// the timeout.
 		{"request read timeout", Limits{MaxPartialFrameBytesPerIP: 2 * budget, RequestReadTimeout: 300 * time.Millisecond},
-			badReadTime, contended},
+			badReadTime, holding(6 * 300 << 10)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lim := tc.lim

@@ -25,7 +25,7 @@ func devCommand() *cli.Command {
 			durationFlag("lease-ttl", 10*time.Second, "brokers' etcd lease TTL"),
 			intFlag("default-partitions", 3, "partitions of an auto-created topic"),
 			boolFlag("auto-create-topics", true, "create unknown topics on first use"),
-			boolFlag("secure", false, "also serve SASL_SSL (SCRAM) with a throwaway CA and an admin user (a super user); ACLs are enforced on every listener, deny by default, and the plaintext listener's clients (User:ANONYMOUS) may only produce and consume; writes ca.pem and client.properties into the data dir"),
+			boolFlag("secure", false, "also serve SASL_SSL (SCRAM) with a throwaway CA and an admin user (a super user); ACLs are enforced on every listener, deny by default, and the plaintext listener's clients (User:ANONYMOUS) may only produce and consume (in consumer groups named anonymous-*); writes ca.pem and client.properties into the data dir"),
 			stringFlag("secure-listen", "127.0.0.1:9093", "SASL_SSL address with --secure"),
 		}, logFlags()...),
 		Action: runDev,
@@ -89,7 +89,7 @@ func runDev(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "  SASL_SSL:  %s (user %s, password in %s)\n", cl.Proxy(0).ListenerAddr(string(listener.SASLSSL)), devAdmin, filepath.Join(secure.dir, "client.properties"))
 		fmt.Fprintf(c.App.Writer, "kcat -F %s -b %s -L\n", filepath.Join(secure.dir, "client.properties"), cl.Proxy(0).ListenerAddr(string(listener.SASLSSL)))
 		fmt.Fprintf(c.App.Writer, "  ACLs: enforced on every listener, deny by default; User:%s is a super user (kafka-acls, kadm or kproxy acls --etcd-endpoints %s)\n", devAdmin, cl.EtcdEndpoint)
-		fmt.Fprintf(c.App.Writer, "  PLAINTEXT: %s may produce and consume (any topic, group, transactional id), nothing else: create topics and manage ACLs, quotas and users as %s\n", principal.Anonymous, devAdmin)
+		fmt.Fprintf(c.App.Writer, "  PLAINTEXT: %s may produce and consume (any topic and transactional id; consumer groups named %s*), nothing else: create topics and manage ACLs, quotas and users as %s\n", principal.Anonymous, devAnonymousGroupPrefix, devAdmin)
 	}
 	err = cl.Wait(c.Context)
 	fmt.Fprintln(c.App.Writer, "stopping")

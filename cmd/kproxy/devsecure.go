@@ -92,29 +92,43 @@ func (d *devSecure) configure(_ int, cfg *assembly.Config) {
 	cfg.Authz = authz.Config{Mode: authz.DenyByDefault, SuperUsers: []string{principal.User(devAdmin).String()}}
 }
 
+// devAnonymousGroupPrefix names the consumer groups the plaintext
+// listener's clients may use.
+const devAnonymousGroupPrefix = "anonymous-"
+
 // anonymousBindings let the plaintext listener's clients produce and
 // consume, as `make run` has them, and nothing else: no ACLs, quotas,
-// topic creation or deletion, configs or users.
+// topic creation or deletion, configs or users. Their consumer groups are
+// those named devAnonymousGroupPrefix*: Read on every group would let them
+// join, and rewrite the committed offsets of, any SASL user's group.
 func anonymousBindings() []authz.Binding {
-	allow := func(rt kmsg.ACLResourceType, op kmsg.ACLOperation) authz.Binding {
+	allow := func(rt kmsg.ACLResourceType, pt kmsg.ACLResourcePatternType, name string, op kmsg.ACLOperation) authz.Binding {
 		return authz.Binding{
-			Pattern: authz.Pattern{Type: rt, PatternType: kmsg.ACLResourcePatternTypeLiteral, Name: authz.Wildcard},
+			Pattern: authz.Pattern{Type: rt, PatternType: pt, Name: name},
 			Entry:   authz.Entry{Principal: principal.Anonymous.String(), Host: authz.Wildcard, Operation: op, Permission: kmsg.ACLPermissionTypeAllow},
 		}
 	}
+	const literal, prefixed = kmsg.ACLResourcePatternTypeLiteral, kmsg.ACLResourcePatternTypePrefixed
 	return []authz.Binding{
-		allow(kmsg.ACLResourceTypeTopic, kmsg.ACLOperationWrite),
-		allow(kmsg.ACLResourceTypeTopic, kmsg.ACLOperationRead),
-		allow(kmsg.ACLResourceTypeGroup, kmsg.ACLOperationRead),
-		allow(kmsg.ACLResourceTypeTransactionalId, kmsg.ACLOperationWrite),
+		allow(kmsg.ACLResourceTypeTopic, literal, authz.Wildcard, kmsg.ACLOperationWrite),
+		allow(kmsg.ACLResourceTypeTopic, literal, authz.Wildcard, kmsg.ACLOperationRead),
+		allow(kmsg.ACLResourceTypeGroup, prefixed, devAnonymousGroupPrefix, kmsg.ACLOperationRead),
+		allow(kmsg.ACLResourceTypeTransactionalId, literal, authz.Wildcard, kmsg.ACLOperationWrite),
 	}
 }
 
 // addAnonymous stores anonymousBindings in etcd (visible and removable
-// with kproxy acls; written again at each start).
+// with kproxy acls; written again at each start), and removes the Read on
+// every group that earlier versions gave, from a data dir they used.
 func (d *devSecure) addAnonymous(ctx context.Context, cli *clientv3.Client) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	anon, any := principal.Anonymous.String(), authz.Wildcard
+	everyGroup := authz.Filter{Type: kmsg.ACLResourceTypeGroup, PatternType: kmsg.ACLResourcePatternTypeLiteral, Name: &any,
+		Principal: &anon, Host: &any, Operation: kmsg.ACLOperationRead, Permission: kmsg.ACLPermissionTypeAllow}
+	if _, _, err := aclstore.Delete(ctx, cli, layout.New(""), []authz.Filter{everyGroup}); err != nil {
+		return fmt.Errorf("--secure: remove %s's Read on every group: %w", principal.Anonymous, err)
+	}
 	if _, err := aclstore.Create(ctx, cli, layout.New(""), anonymousBindings()); err != nil {
 		return fmt.Errorf("--secure: bindings for %s: %w", principal.Anonymous, err)
 	}

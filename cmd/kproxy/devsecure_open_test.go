@@ -42,17 +42,7 @@ func TestDevSecurePlaintextOnlyProducesAndConsumes(t *testing.T) {
 
 	// Producing and consuming: allowed (once the bindings dev wrote reach
 	// the proxy's watch).
-	var perr error
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
-		perr = cl.ProduceSync(rctx, &kgo.Record{Topic: "payroll", Value: []byte("anon")}).FirstErr()
-		rcancel()
-		if perr == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if perr != nil {
+	if perr := produceOnceBound(ctx, cl, "payroll"); perr != nil {
 		t.Fatalf("anonymous produce on the plaintext listener: %v", perr)
 	}
 	fctx, fcancel := context.WithTimeout(ctx, 10*time.Second)

@@ -13,7 +13,7 @@ import (
 // named after Kafka's settings (proxy.Limits).
 func limitFlags() []cli.Flag {
 	return []cli.Flag{
-		intFlag("queued-max-request-bytes", 256<<20, "request bytes buffered across all client connections; reads pause while it is reached"),
+		intFlag("queued-max-request-bytes", 256<<20, "request bytes buffered across all client connections, reserved as they arrive (plus one 64 KiB read chunk, nothing for a bare size claim); an eighth of it (at most 8 MiB) only frames of 64 KiB or less may take, so ApiVersions and Metadata are answered while large frames hold the rest; unfinished frames together may hold the rest, past which the largest holder is closed; reads pause while it is reached"),
 		durationFlag("frame-grow-wait", 30*time.Second, "how long a client connection holding part of a frame waits for budget for the rest before it is closed"),
 		intFlag("max-connections", 0, "open client connections; more are refused at accept (0: no limit)"),
 		intFlag("max-connections-per-ip", 0, "open client connections from one IP address (0: no limit)"),
@@ -21,7 +21,7 @@ func limitFlags() []cli.Flag {
 		durationFlag("bad-input-log-interval", 10*time.Second, "log bad client input at most once per reason per interval, with a count"),
 		intFlag("max-unsent-bytes-per-connection", 1<<20, "stop reading a client connection's requests while its answers waiting to be written exceed this (one larger answer still goes out whole; negative: no bound)"),
 		intFlag("max-partial-frame-bytes-per-connection", 0, "most of the request budget one connection's unfinished frame may hold; more closes it (0: half of --queued-max-request-bytes)"),
-		intFlag("max-partial-frame-bytes-per-ip", 0, "most of the request budget the unfinished frames of one IP's connections may hold together (0: half of --queued-max-request-bytes)"),
+		intFlag("max-partial-frame-bytes-per-ip", 0, "most of the request budget the unfinished frames of one IP's connections may hold together; a frame that would pass it closes that IP's connection holding the largest unfinished frame (0: half of --queued-max-request-bytes)"),
 		durationFlag("request-read-timeout", 30*time.Second, "close a client connection whose frame does not arrive whole this long after its first byte (negative: never)"),
 	}
 }
@@ -41,9 +41,9 @@ func limitsFrom(c *cli.Context) (proxy.Limits, error) {
 		RequestReadTimeout:          c.Duration("request-read-timeout"),
 	}
 	switch {
-	case l.QueuedMaxRequestBytes < int64(c.Int("max-frame-bytes")):
-		return l, fmt.Errorf("--queued-max-request-bytes %d is below --max-frame-bytes %d: the largest frames could never be read",
-			l.QueuedMaxRequestBytes, c.Int("max-frame-bytes"))
+	case l.QueuedMaxRequestBytes-proxy.SmallFrameReserve(l.QueuedMaxRequestBytes) < int64(c.Int("max-frame-bytes")):
+		return l, fmt.Errorf("--queued-max-request-bytes %d, less its small-frame reserve of %d, is below --max-frame-bytes %d: the largest frames could never be read",
+			l.QueuedMaxRequestBytes, proxy.SmallFrameReserve(l.QueuedMaxRequestBytes), c.Int("max-frame-bytes"))
 	case l.MaxConnections < 0 || l.MaxConnectionsPerIP < 0:
 		return l, fmt.Errorf("--max-connections and --max-connections-per-ip must not be negative")
 	case l.GrowWait <= 0:

@@ -15,8 +15,10 @@ import (
 // only on a ClusterIP Service; deny-by-default with super users whenever
 // a listener authenticates).
 func TestChartInsecureCombinations(t *testing.T) {
+	// SASL_PLAINTEXT on the LoadBalancer, asked for by name: the other
+	// checks' starting point.
 	sasl := func(extra map[string]any) map[string]any {
-		v := map[string]any{"superUsers": []any{"User:admin"}}
+		v := map[string]any{"superUsers": []any{"User:admin"}, "allowPlaintextSASLOnLoadBalancer": true}
 		for k, x := range extra {
 			v[k] = x
 		}
@@ -27,7 +29,23 @@ func TestChartInsecureCombinations(t *testing.T) {
 		name, why string
 		vals      map[string]any
 	}{
-		{"SASL without superUsers", "superUsers is required", map[string]any{}},
+		{"SASL without superUsers", "superUsers is required", map[string]any{"allowPlaintextSASLOnLoadBalancer": true}},
+		{"SASL_PLAINTEXT on a LoadBalancer (the defaults)", "allowPlaintextSASLOnLoadBalancer=true",
+			map[string]any{"superUsers": []any{"User:admin"}}},
+		{"SASL_PLAINTEXT on a NodePort", "on a NodePort Service",
+			map[string]any{"superUsers": []any{"User:admin"}, "service": map[string]any{"type": "NodePort"}}},
+		{"sasl.config authorizer allow-all", "sasl.config.authorizer: sasl.config takes only",
+			sasl(map[string]any{"sasl": map[string]any{"config": map[string]any{"authorizer": "allow-all"}}})},
+		{"sasl.config dry-run authorizer", "sasl.config.authorizer-dry-run: sasl.config takes only",
+			sasl(map[string]any{"sasl": map[string]any{"config": map[string]any{"authorizer-dry-run": true}}})},
+		{"sasl.config super users", "sasl.config.super-users: sasl.config takes only",
+			sasl(map[string]any{"sasl": map[string]any{"config": map[string]any{"super-users": "User:ANONYMOUS"}}})},
+		{"sasl.config listeners", "sasl.config.listeners: sasl.config takes only",
+			sasl(map[string]any{"sasl": map[string]any{"config": map[string]any{"listeners": "PLAINTEXT://0.0.0.0:9093"}}})},
+		{"sasl.config mechanisms", "sasl.config.sasl-mechanisms: sasl.config takes only",
+			sasl(map[string]any{"sasl": map[string]any{"config": map[string]any{"sasl-mechanisms": "PLAIN"}}})},
+		{"sasl.config and config both", "sasl.config.sasl-max-session is also in config",
+			sasl(map[string]any{"config": map[string]any{"sasl-max-session": "1h"}, "sasl": map[string]any{"config": map[string]any{"sasl-max-session": "2h"}}})},
 		{"mTLS without superUsers", "superUsers is required", map[string]any{"sasl": map[string]any{"enabled": false}, "tls": mtls}},
 		{"no listener at all", "no listener", map[string]any{"sasl": map[string]any{"enabled": false}}},
 		{"TLS that authenticates nobody", "authenticates nobody", sasl(map[string]any{"sasl": map[string]any{"enabled": false},
@@ -53,7 +71,12 @@ func TestChartInsecureCombinations(t *testing.T) {
 		plaintext bool
 		authz     bool // deny-by-default with super users
 	}{
-		{"SASL (the defaults)", sasl(nil), false, true},
+		{"SASL_PLAINTEXT on a LoadBalancer, asked for", sasl(nil), false, true},
+		{"SASL_PLAINTEXT on a ClusterIP", map[string]any{"superUsers": []any{"User:admin"}, "service": map[string]any{"type": "ClusterIP"}}, false, true},
+		{"SASL_SSL on a LoadBalancer", map[string]any{"superUsers": []any{"User:admin"},
+			"tls": map[string]any{"enabled": true, "secretName": "kproxy-tls"}}, false, true},
+		{"SASL settings in sasl.config", sasl(map[string]any{"sasl": map[string]any{"config": map[string]any{
+			"sasl-secret-file": "/etc/kproxy/sasl/secret", "oauth-issuer": "https://issuer.example.com"}}}), false, true},
 		{"SASL and plaintext on a LoadBalancer", sasl(map[string]any{"listeners": map[string]any{"plaintext": map[string]any{"enabled": true}},
 			"service": map[string]any{"type": "LoadBalancer"}}), true, true},
 		{"mTLS and plaintext", sasl(map[string]any{"sasl": map[string]any{"enabled": false}, "tls": mtls,
@@ -124,7 +147,7 @@ func checkSecureShape(t *testing.T, o *objects, plaintext, authz bool) {
 func TestChartNetworkPolicy(t *testing.T) {
 	brokers := map[string]any{"app.kubernetes.io/name": "kproxy-broker"}
 	etcd := map[string]any{"app.kubernetes.io/name": "etcd"}
-	_, o, err := renderValues(t, map[string]any{"superUsers": []any{"User:admin"}, "networkPolicy": map[string]any{
+	_, o, err := renderValues(t, map[string]any{"superUsers": []any{"User:admin"}, "allowPlaintextSASLOnLoadBalancer": true, "networkPolicy": map[string]any{
 		"enabled": true, "brokers": map[string]any{"podSelector": brokers}, "etcd": map[string]any{"podSelector": etcd}}})
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +215,7 @@ func TestChartNetworkPolicyAdminPort(t *testing.T) {
 		{"plaintext listener on", []any{monitoring}, true, []int32{9092, 9093}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, o, err := renderValues(t, map[string]any{"superUsers": []any{"User:admin"},
+			_, o, err := renderValues(t, map[string]any{"superUsers": []any{"User:admin"}, "allowPlaintextSASLOnLoadBalancer": true,
 				"listeners": map[string]any{"plaintext": map[string]any{"enabled": c.plaintext}},
 				"networkPolicy": map[string]any{"enabled": true,
 					"brokers": map[string]any{"podSelector": map[string]any{"app": "b"}},

@@ -240,78 +240,87 @@ func ReadSize(r io.Reader) (int32, error) {
 	return int32(binary.BigEndian.Uint32(sz[:])), nil
 }
 
-// FirstReadBytes is the most ReadGrowing allocates before a frame's bytes
-// arrive: a claimed length costs nothing beyond it until the bytes come.
-const FirstReadBytes = 256 << 10
-
-// GrowFactor bounds how far ReadGrowing's buffer runs ahead of the bytes
-// that arrived: after the first chunk each step is 8x the last, and the
-// first step at most 2*GrowFactor x FirstReadBytes.
-//
-// Why 8 and not 2: every step copies what was read so far, so doubling
-// copies about the whole frame once more (a third of the proxy's CPU on
-// large produce frames). The steps are planned down from the claimed size
-// n (n/8, n/64, ...), so the copies add up to at most FirstReadBytes + n/7,
-// while a client that claims much and sends little still holds (and
-// reserves) at most 8x, in the first step 16x, what it sent.
-const GrowFactor = 8
+// ReadChunkBytes is how far ReadGrowingReserved reads, and reserves, ahead
+// of the bytes of a frame that have arrived: a claimed length costs nothing
+// until its bytes come, and then only what came plus one chunk.
+const ReadChunkBytes = 64 << 10
 
 // ReadGrowing reads an n-byte frame body from r into a buffer from the pool
-// that grows as the bytes arrive (see GrowFactor), so that a peer claiming
-// a large frame and sending little holds little memory. The returned slice
-// has length n; Put it back when done. On error nothing is kept.
+// that grows as the bytes arrive, so that a peer claiming a large frame and
+// sending little holds little memory. The returned slice has length n; Put
+// it back when done. On error nothing is kept.
 func (p *BufPool) ReadGrowing(r io.Reader, n int) (*[]byte, error) {
 	return p.ReadGrowingReserved(r, n, nil)
 }
 
 // ReadGrowingReserved is ReadGrowing that calls reserve(total) before it
-// reads bytes up to total (total only grows, and ends at n), so a caller
-// can account for buffered bytes as they arrive instead of as claimed. An
-// error from reserve ends the read with that error. The buffer's pool
-// class may be up to twice total.
+// reads bytes up to total, so a caller can account for the bytes as they
+// arrive instead of as claimed. total only grows, ends at n, and is at
+// most the bytes that have arrived plus ReadChunkBytes; from a
+// *bufio.Reader (the bytes it buffered count as arrived) the first call
+// waits for the first byte, so a bare size claim reserves nothing. An error
+// from reserve ends the read with that error.
+//
+// The buffer doubles as it fills, so it is at most twice total (and the
+// growth copies at most about n bytes in all): reserving its capacity
+// instead would run ahead of the bytes, and a buffer planned ahead (as
+// before, 8x) held memory nobody had sent.
 func (p *BufPool) ReadGrowingReserved(r io.Reader, n int, reserve func(total int) error) (*[]byte, error) {
-	upTo := min(n, FirstReadBytes)
-	buf := p.Get(upTo)
-	b := *buf
-	for {
-		if reserve != nil {
-			if err := reserve(upTo); err != nil {
-				p.Put(buf)
-				return nil, err
-			}
-		}
-		k, err := io.ReadFull(r, b[len(b):upTo])
-		b = b[:len(b)+k]
-		if err != nil {
-			p.Put(buf)
+	br, _ := r.(*bufio.Reader)
+	if n > 0 && br != nil {
+		if _, err := br.Peek(1); err != nil {
 			return nil, err
 		}
-		if upTo == n {
-			*buf = b
-			return buf, nil
+	}
+	have, reserved := 0, 0
+	var buf *[]byte
+	var b []byte
+	for have < n {
+		if reserved < n && reserved-have < ReadChunkBytes/2 {
+			arrived := have
+			if br != nil {
+				arrived += br.Buffered()
+			}
+			total := min(n, arrived+ReadChunkBytes)
+			if reserve != nil {
+				if err := reserve(total); err != nil {
+					p.putIf(buf)
+					return nil, err
+				}
+			}
+			reserved = total
 		}
-		upTo = nextGrowth(n, upTo)
-		if upTo > cap(b) {
-			bigger := p.Get(upTo)
-			*bigger = append((*bigger)[:0], b...)
-			p.Put(buf)
-			buf, b = bigger, *bigger
+		if reserved > len(b) {
+			buf, b = p.grow(buf, b[:have], min(n, max(reserved, 2*len(b))))
+		}
+		k, err := r.Read(b[have:reserved])
+		have += k
+		if err != nil && have < n {
+			p.putIf(buf)
+			if errors.Is(err, io.EOF) && have > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
 		}
 	}
+	if buf == nil {
+		buf = p.Get(0)
+	}
+	*buf = b[:n]
+	return buf, nil
 }
 
-// nextGrowth is how far to read an n-byte frame once have bytes arrived:
-// the smallest of n, n/8, n/64, ... (rounded up) that is at least twice
-// have, or n. Planning from n keeps the last copy at n/8 whatever n is;
-// growing have by 8 could leave a last step of one byte that copies
-// nearly the whole frame.
-func nextGrowth(n, have int) int {
-	t := n
-	for {
-		s := (t + GrowFactor - 1) / GrowFactor
-		if s < 2*have {
-			return t
-		}
-		t = s
+// grow moves the bytes read so far into a buffer of at least size bytes,
+// giving back the old one; it returns the buffer at its full capacity.
+func (p *BufPool) grow(buf *[]byte, read []byte, size int) (*[]byte, []byte) {
+	bigger := p.Get(size)
+	*bigger = append((*bigger)[:0], read...)
+	p.putIf(buf)
+	return bigger, (*bigger)[:cap(*bigger)]
+}
+
+func (p *BufPool) putIf(buf *[]byte) {
+	if buf != nil {
+		p.Put(buf)
 	}
 }

@@ -179,6 +179,8 @@ func (g *Gate) Request(key, version int16, body []byte) (a *Answer, last bool, e
 	switch {
 	case g.sess == nil: // the dispatcher answers SASL with ILLEGAL_SASL_STATE
 		return nil, false, nil
+	case !isSASL && g.sess.Reauthenticating():
+		return nil, false, midReauth(key)
 	case !isSASL && g.sess.Authenticated():
 		if g.sess.Expired(time.Now()) {
 			return nil, false, &Refused{rejectExpired, errors.New("session expired without re-authentication")}

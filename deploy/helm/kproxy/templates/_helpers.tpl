@@ -70,6 +70,9 @@ in config.example.yaml.
 {{- if and (not $proto) (not $plain) -}}
 {{- fail "no listener: enable the secure listener (sasl.enabled and/or tls.enabled), or listeners.plaintext.enabled=true for an unauthenticated one (served on a ClusterIP Service only)" -}}
 {{- end -}}
+{{- if and (eq $proto "SASL_PLAINTEXT") (ne .Values.service.type "ClusterIP") (not .Values.allowPlaintextSASLOnLoadBalancer) -}}
+{{- fail (printf "the secure listener is SASL_PLAINTEXT (tls.enabled is off) on a %s Service: SCRAM keeps the passwords safe, but every record and request crosses the network in the clear. Enable tls (tls.enabled, tls.secretName), set service.type=ClusterIP, or ask for it by name: allowPlaintextSASLOnLoadBalancer=true" .Values.service.type) -}}
+{{- end -}}
 {{- if and $proto (not (include "kproxy.authenticates" .)) -}}
 {{- fail "tls.enabled without sasl.enabled or tls.clientAuth authenticates nobody, and the load balancer would publish it open to everyone: enable sasl, or set tls.clientAuth=required" -}}
 {{- end -}}
@@ -114,10 +117,17 @@ in config.example.yaml.
 {{- end -}}
 {{- end -}}
 {{- if .Values.sasl.enabled -}}
-{{- $_ := set $cfg "sasl-mechanisms" .Values.sasl.mechanisms -}}
+{{- /* sasl.config is applied last, so it takes SASL settings only: never the authorizer, super users or listeners the guards above set. */ -}}
 {{- range $k, $v := .Values.sasl.config -}}
+{{- if or (not (regexMatch "^(sasl|oauth)-" $k)) (eq $k "sasl-mechanisms") -}}
+{{- fail (printf "sasl.config.%s: sasl.config takes only sasl-* and oauth-* settings (sasl.mechanisms names the mechanisms); the authorizer is deny-by-default and superUsers names the super users, and no value overrides them" $k) -}}
+{{- end -}}
+{{- if hasKey $cfg $k -}}
+{{- fail (printf "sasl.config.%s is also in config: give it once" $k) -}}
+{{- end -}}
 {{- $_ := set $cfg $k $v -}}
 {{- end -}}
+{{- $_ := set $cfg "sasl-mechanisms" .Values.sasl.mechanisms -}}
 {{- end -}}
 {{- toYaml $cfg -}}
 {{- end -}}
