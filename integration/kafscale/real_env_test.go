@@ -8,10 +8,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kproxy/kproxy/internal/testtools/kafscalerig"
-	"github.com/kproxy/kproxy/internal/testtools/kafscalerig/rigtest"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 	"github.com/kproxy/kproxy/proxy/assembly"
+	"github.com/kproxy/kproxy/testkit/kafscalerig"
+	"github.com/kproxy/kproxy/testkit/kafscalerig/rigtest"
 )
 
 // realEnv is two real KafScale brokers (kafscalerig) with kproxy in

@@ -8,8 +8,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/proxy/admin/adminapi"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // TestRealWatchSkipsNextOffset: real KafScale brokers write a next_offset

@@ -6,7 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kversion"
 
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // Ping asks the Kafka listener at addr for its API versions. The client is

@@ -32,8 +32,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/kproxy/kproxy/internal/etcdlocal"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
 	"github.com/kproxy/kproxy/leasewatch/kafscale/kafscaletest"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // Prefix is KafScale's etcd root.

@@ -8,8 +8,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/kproxy/kproxy/internal/testtools/kafscalerig"
-	"github.com/kproxy/kproxy/internal/testtools/kafscalerig/rigtest"
+	"github.com/kproxy/kproxy/testkit/kafscalerig"
+	"github.com/kproxy/kproxy/testkit/kafscalerig/rigtest"
 )
 
 // TestRealRigKillRestart: the rig's brokers are real KafScale brokers: a

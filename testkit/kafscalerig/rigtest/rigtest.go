@@ -16,12 +16,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kproxy/kproxy/internal/assembly/devcluster/proxytest"
-	"github.com/kproxy/kproxy/internal/testtools/kafscalerig"
-	"github.com/kproxy/kproxy/internal/testtools/testrig"
+	"github.com/kproxy/kproxy/assembly/devcluster/proxytest"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy"
 	"github.com/kproxy/kproxy/proxy/assembly"
+	"github.com/kproxy/kproxy/testkit/kafscalerig"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // buildWait bounds KafScale's build (1-2 minutes on a cold module cache).
