@@ -13,6 +13,8 @@ import (
 	"net/netip"
 	"os"
 	"time"
+
+	"github.com/kproxy/kproxy/internal/commalist"
 )
 
 // Policy is one listener's PROXY protocol setting. The zero value is off.
@@ -188,4 +190,22 @@ func (c *conn) Read(p []byte) (int, error) {
 		return c.Conn.Read(p)
 	}
 	return c.read(p, c.Conn)
+}
+
+// ParseFrom reads a comma-separated list of CIDRs (a bare address is one
+// host) as Policy.From.
+func ParseFrom(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, e := range commalist.Split(s) {
+		p, err := netip.ParsePrefix(e)
+		if err != nil {
+			a, aerr := netip.ParseAddr(e)
+			if aerr != nil {
+				return nil, fmt.Errorf("proxyproto: %q is not a CIDR or an address", e)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
