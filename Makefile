@@ -47,7 +47,7 @@ fuzz: ## the fuzz targets of frame, header and request parsing, FUZZTIME each
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/ || exit 1; \
 	done
 
-clients: ## kcat and kafkajs for the client matrix (skipped with a message when they cannot be installed)
+clients: ## kcat, kafkajs and haproxy for the client matrix and the load balancer tests (skipped with a message when they cannot be installed)
 	./scripts/install-clients.sh
 
 docs: clients ## regenerate docs/compatibility.md from a full client-matrix run (tests never write docs otherwise)
