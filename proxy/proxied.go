@@ -9,6 +9,8 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net"
 	"time"
 
@@ -42,7 +44,11 @@ func (s *Server) startProxied(nc net.Conn, bl *listener.Bound) {
 		pc, _, err := proxyproto.Read(nc, s.headerTimeout())
 		stop()
 		if err != nil {
-			s.refuseHeader(nc.RemoteAddr().String(), bl, err)
+			if errors.Is(err, io.EOF) { // a health check: connected, closed, sent nothing
+				s.log.Debug("client connection closed before its PROXY header", "remote", nc.RemoteAddr().String(), "listener", bl.Name)
+			} else {
+				s.refuseHeader(nc.RemoteAddr().String(), bl, err)
+			}
 			nc.Close()
 			return
 		}

@@ -237,6 +237,46 @@ func waitNoConnGoroutines(t *testing.T) {
 	}
 }
 
+// TestProxiedHealthCheckNotCounted: a balancer's TCP health check (connect,
+// close, nothing sent) is not bad input.
+func TestProxiedHealthCheckNotCounted(t *testing.T) {
+	s, addr := startProxiedServer(t, Limits{})
+	nc := dialLocal(t, "127.0.0.1", addr)
+	nc.Close()
+	// A connection after it, served, shows the first was handled.
+	next := dialLocal(t, "127.0.0.1", addr)
+	if got := askHost(t, next, bufio.NewReader(next), v2Header("10.4.4.4", 1, 0)); got != "10.4.4.4" {
+		t.Fatalf("client seen as %q", got)
+	}
+	waitNoHeaderReads(t)
+	mfs, err := s.cfg.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if strings.HasPrefix(l.GetValue(), "proxy_header") && m.GetCounter().GetValue() > 0 {
+					t.Errorf("%s{%s=%s} = %v after a health check", mf.GetName(), l.GetName(), l.GetValue(), m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+}
+
+// waitNoHeaderReads waits until no goroutine reads a PROXY header.
+func waitNoHeaderReads(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	deadline := time.Now().Add(testWait)
+	for strings.Contains(string(buf[:runtime.Stack(buf, true)]), "proxy.(*Server).startProxied") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a PROXY header read still running after %s", testWait)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // TestProxiedHeaderSplitOverSmallWrites: a header that arrives a few bytes
 // at a time is accepted when it is whole within the read timeout.
 func TestProxiedHeaderSplitOverSmallWrites(t *testing.T) {

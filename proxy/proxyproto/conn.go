@@ -58,7 +58,8 @@ const firstRead = 256
 // Read reads the header a trusted source sends first, within timeout, and
 // returns the connection to serve: nc itself (its deadline cleared) behind
 // the real client's address, or, for v2 LOCAL and the like, nc's own. On
-// error the caller closes nc; nothing read is kept.
+// error the caller closes nc; nothing read is kept. A connection closed
+// before its first byte (a TCP health check) is an error wrapping io.EOF.
 func Read(nc net.Conn, timeout time.Duration) (net.Conn, Header, error) {
 	if err := nc.SetReadDeadline(time.Now().Add(timeout)); err != nil {
 		return nil, Header{}, fmt.Errorf("proxyproto: set read deadline: %w", err)
@@ -77,6 +78,9 @@ func Read(nc net.Conn, timeout time.Duration) (net.Conn, Header, error) {
 		case !errors.Is(perr, ErrShort):
 			return nil, h, perr
 		case err != nil:
+			if len(buf) == 0 && errors.Is(err, io.EOF) {
+				return nil, h, fmt.Errorf("proxyproto: closed before a header (a health check): %w", err)
+			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				return nil, h, fmt.Errorf("%w (%v, %d bytes in)", ErrTimeout, timeout, len(buf))
 			}
