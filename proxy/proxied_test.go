@@ -38,14 +38,20 @@ func (c hostCall) Finish(context.Context) (apis.Reply, error) {
 // from 127.0.0.1 only.
 func startProxiedServer(t *testing.T, lim Limits) (*Server, string) {
 	t.Helper()
+	return startPolicyServer(t, proxyproto.Policy{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}, lim, hostDispatcher{})
+}
+
+// startPolicyServer runs a server of d on one listener with policy p; it
+// stops when the test ends.
+func startPolicyServer(t testing.TB, p proxyproto.Policy, lim Limits, d dispatcher) (*Server, string) {
+	t.Helper()
 	lns, err := listener.Bind(context.Background(), []listener.Listener{{
-		Name: "PLAINTEXT", Protocol: listener.Plaintext, Addr: "127.0.0.1:0",
-		ProxyProtocol: proxyproto.Policy{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
+		Name: "PLAINTEXT", Protocol: listener.Plaintext, Addr: "127.0.0.1:0", ProxyProtocol: p,
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := newServer(Config{Limits: lim, Registry: prometheus.NewRegistry(), DrainTimeout: time.Second}, lns, deps{disp: hostDispatcher{}})
+	s := newServer(Config{Limits: lim, Registry: prometheus.NewRegistry(), DrainTimeout: time.Second}, lns, deps{disp: d})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
