@@ -150,7 +150,7 @@ func v1Addr(ip, port string, v4 bool) (netip.AddrPort, error) {
 	if err != nil {
 		return netip.AddrPort{}, fmt.Errorf("port %q", port)
 	}
-	return netip.AddrPortFrom(a, uint16(p)), nil
+	return netip.AddrPortFrom(a.Unmap(), uint16(p)), nil // as v2's: one spelling per client
 }
 
 func parseV2(b []byte) (Header, int, error) {

@@ -42,6 +42,8 @@ func TestParse(t *testing.T) {
 			Header{Version: 1, Src: ap("10.1.2.3:5555"), Dst: ap("10.0.0.1:9092")}, 40, nil},
 		{"v1 tcp6", []byte("PROXY TCP6 fd00::1 fd00::2 1 65535\r\n"),
 			Header{Version: 1, Src: ap("[fd00::1]:1"), Dst: ap("[fd00::2]:65535")}, 36, nil},
+		{"v1 tcp6 mapped v4", []byte("PROXY TCP6 ::ffff:10.1.2.3 fd00::2 1 2\r\n"),
+			Header{Version: 1, Src: ap("10.1.2.3:1"), Dst: ap("[fd00::2]:2")}, 40, nil},
 		{"v1 unknown", []byte("PROXY UNKNOWN whatever\r\n"), Header{Version: 1, Local: true}, 24, nil},
 		{"v1 partial", []byte("PROXY TCP4 10.1.2.3"), Header{}, 0, ErrShort},
 		{"v1 partial signature", []byte("PRO"), Header{}, 0, ErrShort},
