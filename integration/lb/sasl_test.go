@@ -40,6 +40,18 @@ func (u oneUser) SCRAM(mech, user string) (xscram.StoredCredentials, bool) {
 	return u.cred, mech == sasl.ScramSHA512 && user == u.name
 }
 
+// newUser is a store of one SCRAM-SHA-512 user with password.
+func newUser(t *testing.T, name, password string) oneUser {
+	t.Helper()
+	salt := make([]byte, 16)
+	rand.Read(salt)
+	cred, err := sasl.FromPassword(sasl.ScramSHA512, password, salt, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return oneUser{name, cred}
+}
+
 // TestSASLSSLBehindHAProxy: SASL_SSL listeners behind HAProxy with
 // send-proxy-v2 (the header before the TLS handshake) serve kgo and kcat,
 // and the authentication audit names the client's own address.
@@ -54,18 +66,13 @@ func TestSASLSSLBehindHAProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	salt := make([]byte, 16)
-	rand.Read(salt)
-	cred, err := sasl.FromPassword(sasl.ScramSHA512, "alice-secret", salt, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
 	addrs, err := testrig.FreeAddrs(3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	front, backends := addrs[0], addrs[1:]
 	auditLog := &testrig.SyncBuffer{}
+	alice := newUser(t, "alice", "alice-secret")
 	devtest.Start(t, devcluster.Config{
 		Brokers: 1, Proxies: 2, StoreMemory: true, AutoCreateTopics: true, ProxyListen: backends,
 		ProxyConfig: func(i int, cfg *assembly.Config) {
@@ -73,7 +80,7 @@ func TestSASLSSLBehindHAProxy(t *testing.T) {
 				Name: "SASL_SSL", Protocol: listener.SASLSSL, Addr: backends[i], Advertise: front, TLSFiles: srvTLS,
 				ProxyProtocol: proxyproto.Policy{From: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 			}}
-			cfg.Security.SASL = &sasl.Config{Mechanisms: []string{sasl.ScramSHA512}, Credentials: oneUser{"alice", cred}}
+			cfg.Security.SASL = &sasl.Config{Mechanisms: []string{sasl.ScramSHA512}, Credentials: alice}
 			cfg.Security.HandshakeTimeout = 5 * time.Second
 			cfg.Security.Audit = audit.New(auditLog)
 		},
