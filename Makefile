@@ -41,14 +41,14 @@ deploy-check: ## render the Helm chart offline and decode it strictly (its own m
 # Go fuzzes one target per run; each runs FUZZTIME beyond its corpus in
 # testdata/fuzz (new finds go to the build cache, so the tree is unchanged).
 FUZZTIME ?= 5s
-FUZZ_TARGETS := internal/kwire:FuzzReadGrowing proxy:FuzzParseHeader proxy:FuzzConnection proxy/apis:FuzzDispatch proxy/apis/recordcheck:FuzzCheck proxy/apis/recordcheck:FuzzAcceptedReadable
+FUZZ_TARGETS := internal/kwire:FuzzReadGrowing proxy/proxyproto:FuzzParse proxy:FuzzParseHeader proxy:FuzzConnection proxy/apis:FuzzDispatch proxy/apis/recordcheck:FuzzCheck proxy/apis/recordcheck:FuzzAcceptedReadable
 fuzz: ## the fuzz targets of frame, header and request parsing, FUZZTIME each
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t#*:} ($(FUZZTIME))"; \
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/ || exit 1; \
 	done
 
-clients: ## kcat and kafkajs for the client matrix (skipped with a message when they cannot be installed)
+clients: ## kcat, kafkajs and haproxy for the client matrix and the load balancer tests (skipped with a message when they cannot be installed)
 	./scripts/install-clients.sh
 
 docs: clients ## regenerate docs/compatibility.md from a full client-matrix run (tests never write docs otherwise)

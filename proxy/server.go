@@ -277,6 +277,10 @@ func (s *Server) acceptLoop(bl *listener.Bound) error {
 			continue
 		}
 		backoff = 0
+		if bl.ProxyProtocol.On() {
+			s.startProxied(nc, bl) // proxied.go: the header first
+			continue
+		}
 		s.startConn(nc, bl)
 	}
 }

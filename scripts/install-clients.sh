@@ -2,7 +2,9 @@
 # install-clients.sh installs the third-party Kafka clients that
 # integration/compat drives as subprocesses: kcat (Debian package) and
 # kafkajs (npm, pinned by integration/compat/node/package-lock.json), and
-# the headless browser the admin page's test drives: chromium (Debian).
+# the headless browser the admin page's test drives: chromium (Debian), and
+# the load balancer integration/lb puts in front of replicas with the PROXY
+# protocol: haproxy (Debian).
 #
 # Idempotent: it installs only what is missing, so a second run does nothing.
 # The Go clients (sarama, kafka-go, franz-go, confluent-kafka-go) come from
@@ -65,6 +67,15 @@ install_chromium() {
 	apt_install chromium
 }
 
+install_haproxy() {
+	if command -v haproxy >/dev/null 2>&1; then
+		log "haproxy present: $(command -v haproxy)"
+		return 0
+	fi
+	log "installing haproxy with apt-get"
+	apt_install haproxy
+}
+
 install_kafkajs() {
 	# npm ci writes node_modules/.package-lock.json; a lock file newer than
 	# it means the pinned versions changed since the last install.
@@ -84,6 +95,7 @@ install_kafkajs() {
 install_kcat || failed=1
 install_kafkajs || failed=1
 install_chromium || failed=1
+install_haproxy || failed=1
 
 if [ "$failed" -ne 0 ]; then
 	if [ "${CI:-}" = "true" ]; then

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // The six clients over SASL_SSL with SCRAM-SHA-512 are the client matrix's
@@ -36,13 +38,9 @@ func kcat(t *testing.T, addr, props, stdin string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "kcat", append([]string{"-F", props, "-b", addr, "-q"}, args...)...)
-	cmd.Stdin = strings.NewReader(stdin)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, err := testrig.Kcat(ctx, addr, props, stdin, args...)
 	if err != nil {
-		t.Fatalf("kcat %v: %v\n%s", args, err, stderr.String())
+		t.Fatal(err)
 	}
-	return string(out)
+	return out
 }

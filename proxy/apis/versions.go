@@ -214,6 +214,9 @@ func (d *Dispatcher) beginApiVersions(_ context.Context, _ uint64, h Header, bod
 		// body) with the v0 fallback rather than closing.
 		return nil, d.apiVersionsFallback(), nil
 	}
+	if code := d.identityError(req); code != 0 { // identity.go
+		return nil, apiVersionsError(h.Version, code), nil
+	}
 	return &apiVersionsOp{d: d, version: h.Version}, Reply{}, nil
 }
 

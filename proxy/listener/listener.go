@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/kproxy/kproxy/internal/commalist"
+	"github.com/kproxy/kproxy/proxy/proxyproto"
 	"github.com/kproxy/kproxy/proxy/security/tlsconf"
 )
 
@@ -60,6 +61,10 @@ type Listener struct {
 	// with the server).
 	TLS      *tls.Config
 	TLSFiles *tlsconf.Server
+	// ProxyProtocol, if on, names the load balancers whose connections
+	// start with a PROXY header (before TLS, on TLS listeners); package
+	// proxy reads it at accept.
+	ProxyProtocol proxyproto.Policy
 }
 
 // ParseListeners reads Kafka's `listeners`, `advertised.listeners` and

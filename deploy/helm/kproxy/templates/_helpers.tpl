@@ -129,5 +129,26 @@ in config.example.yaml.
 {{- end -}}
 {{- $_ := set $cfg "sasl-mechanisms" .Values.sasl.mechanisms -}}
 {{- end -}}
+{{- include "kproxy.proxyProtocol" (dict "cfg" $cfg "proto" $proto "from" .Values.proxyProtocol.from) -}}
 {{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* proxyProtocol.from: the balancer's CIDRs, for the secure listener (the
+one behind the load balancer), as listener-proxy-protocol-from. */}}
+{{- define "kproxy.proxyProtocol" -}}
+{{- range $k := list "proxy-protocol-from" "listener-proxy-protocol-from" -}}
+{{- if hasKey $.cfg $k -}}
+{{- fail (printf "config.%s is set by the chart: use proxyProtocol.from" $k) -}}
+{{- end -}}
+{{- end -}}
+{{- if .from -}}
+{{- if not .proto -}}
+{{- fail "proxyProtocol.from needs the secure listener (sasl.enabled and/or tls.enabled): only it is behind the load balancer" -}}
+{{- end -}}
+{{- $pairs := list -}}
+{{- range .from -}}
+{{- $pairs = append $pairs (printf "%s:%s" $.proto .) -}}
+{{- end -}}
+{{- $_ := set .cfg "listener-proxy-protocol-from" (join "," $pairs) -}}
+{{- end -}}
 {{- end -}}
