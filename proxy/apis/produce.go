@@ -43,6 +43,9 @@ type produceOp struct {
 	client   *string // the client's id, for the log of refused partitions
 	hints    bool    // a leader hint was rewritten to point at the proxy
 	byID     bool    // v13+: topics by id
+	// encrypted: some record data was rewritten (encryptRecords), so the
+	// client's body may not be forwarded as it is.
+	encrypted bool
 }
 
 func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
@@ -62,12 +65,12 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		Deadline: retry.Budget(d.now(), time.Duration(o.req.TimeoutMillis)*time.Millisecond, minBudget),
 		RouteBy:  split.ByPartitionWrite, // a first write may take its lease in the producer's zone
 	})
-	o.addItems(o.produceCheck(ctx))
+	o.addItems(ctx, o.produceCheck(ctx))
 	if o.req.Acks == 0 {
 		r, err := o.fireAndForget(ctx)
 		return nil, r, err
 	}
-	o.s.Dispatch(ctx, body)
+	o.s.Dispatch(ctx, o.whole(body))
 	return o, Reply{}, nil
 }
 
@@ -82,7 +85,7 @@ func (o *produceOp) produceCheck(ctx context.Context) *authrule.TopicCheck {
 	return chk
 }
 
-func (o *produceOp) addItems(chk *authrule.TopicCheck) {
+func (o *produceOp) addItems(ctx context.Context, chk *authrule.TopicCheck) {
 	n := split.CountParts(o.req.Topics, produceParts)
 	o.answers = slices.Grow(o.answers[:0], n)[:n]
 	o.s.Reserve(n)
@@ -99,6 +102,9 @@ func (o *produceOp) addItems(chk *authrule.TopicCheck) {
 			case code == 0:
 				code = o.checkRecords(name, int32(ti), int32(pi))
 			}
+			if code == 0 {
+				code = o.encryptRecords(ctx, name, int32(ti), int32(pi)) // see encryptRecords
+			}
 			if code != 0 {
 				o.s.AddLocal(name, t.TopicID, part, int32(ti), int32(pi), code)
 				continue
@@ -112,7 +118,7 @@ func (o *produceOp) addItems(chk *authrule.TopicCheck) {
 // so nothing can be retried. Like Kafka, a partition the proxy cannot
 // route closes the connection, which makes the client refresh metadata.
 func (o *produceOp) fireAndForget(ctx context.Context) (Reply, error) {
-	o.s.Dispatch(ctx, o.s.Own())
+	o.s.Dispatch(ctx, o.whole(o.s.Own()))
 	defer o.release()
 	var errs []error
 	for i := range o.answers {
@@ -136,7 +142,7 @@ func (o *produceOp) release() {
 	d := o.d
 	o.s.Reset()
 	clear(o.answers)
-	o.throttle, o.hints, o.byID, o.client = 0, false, false, nil
+	o.throttle, o.hints, o.byID, o.client, o.encrypted = 0, false, false, nil, false
 	d.producePool.Put(o)
 }
 
@@ -381,3 +387,32 @@ func (o *produceOp) checkRecords(topic string, ti, pi int32) int16 {
 
 // defaultBadInputLogInterval is the proxy's default (Limits.BadInputLogInterval).
 const defaultBadInputLogInterval = 10 * time.Second
+
+// Record encryption (package crypt): the record data of each partition of
+// an encrypted topic is encrypted after its checks, before it is
+// forwarded; other topics' data is not touched (crypt.Service.Encrypted).
+
+// encryptRecords encrypts item (ti, pi)'s record data if its topic is
+// encrypted, and returns the code to answer the item with, or 0 to
+// forward it.
+func (o *produceOp) encryptRecords(ctx context.Context, topic string, ti, pi int32) int16 {
+	c := o.d.cfg.Encryption
+	if c == nil || !c.Encrypted(topic) {
+		return 0
+	}
+	p := &o.req.Topics[ti].Partitions[pi]
+	out, code := c.Encrypt(ctx, topic, p.Partition, p.Records)
+	if code == 0 {
+		p.Records, o.encrypted = out, true
+	}
+	return code
+}
+
+// whole is the client's body to forward as it is, or nil once encryption
+// rewrote record data in the decoded request.
+func (o *produceOp) whole(body []byte) []byte {
+	if o.encrypted {
+		return nil
+	}
+	return body
+}

@@ -30,7 +30,7 @@ func parseRecord(b []byte) (record, error) {
 	}
 	body := b[k : k+int(l)]
 	r := record{size: k + int(l)}
-	p := 1 // attributes
+	p := 1        // attributes
 	for range 2 { // timestamp and offset deltas
 		if p >= len(body) {
 			return record{}, fmt.Errorf("%w: record truncated", ErrFormat)
