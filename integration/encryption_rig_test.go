@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kproxy/kproxy/broker-stub/broker"
 	"github.com/kproxy/kproxy/broker-stub/store"
@@ -81,6 +83,16 @@ func startEncPool(t *testing.T, proxies int, extra string) *encPool {
 	return p
 }
 
+// createTopic makes topic with 3 partitions through the proxy.
+func (p *encPool) createTopic(t *testing.T, topic string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := kadm.NewClient(newClient(t, p.proxies[0])).CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+		t.Fatalf("create %s: %v", topic, err)
+	}
+}
+
 // kmsCalls is proxy i's kproxy_encryption_kms_calls_total for op and result.
 func (p *encPool) kmsCalls(t *testing.T, i int, op, result string) float64 {
 	t.Helper()
@@ -105,11 +117,11 @@ func (p *encPool) kmsCalls(t *testing.T, i int, op, result string) float64 {
 	return 0
 }
 
-// readDirect reads topic's records from the brokers, bypassing the proxy,
-// until it has want of them.
-func readDirect(t *testing.T, brokers []string, topic string, want int) []*kgo.Record {
+// readAll reads topic's records through seeds (the proxy, or the brokers
+// to bypass it) until it has want of them; a fetch error fails the test.
+func readAll(t *testing.T, seeds []string, topic string, want int) []*kgo.Record {
 	t.Helper()
-	cl := newClient(t, brokers[0], kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+	cl := newClient(t, seeds[0], kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxPartitionBytes(8<<20))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -117,8 +129,9 @@ func readDirect(t *testing.T, brokers []string, topic string, want int) []*kgo.R
 	for len(out) < want {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d records of %s from the brokers", len(out), want, topic)
+			t.Fatalf("read %d of %d records of %s via %v", len(out), want, topic, seeds)
 		}
+		fs.EachError(func(topic string, p int32, err error) { t.Fatalf("fetch %s/%d via %v: %v", topic, p, seeds, err) })
 		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
 	}
 	return out
@@ -147,7 +160,7 @@ func checkNoPlaintext(t *testing.T, stored []*kgo.Record, plain [][]byte) {
 // the partition's error code.
 func rawProduce(t *testing.T, addr, topic string, partition int32, batch []byte) int16 {
 	t.Helper()
-	cl := newClient(t, addr)
+	cl := newClient(t, addr, kgo.MaxVersions(kversion.V3_0_0())) // topics by name
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = -1, 10000
 	tp := kmsg.NewProduceRequestTopic()
@@ -176,4 +189,3 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 		time.Sleep(100 * time.Millisecond)
 	}
 }
-
