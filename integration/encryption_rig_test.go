@@ -34,17 +34,20 @@ type encPool struct {
 	regs    []*prometheus.Registry
 }
 
-// encryptionYAML is the minimal file for endpoint, plus extra.
-func encryptionYAML(endpoint, extra string) string {
-	return fmt.Sprintf("kms:\n  type: aws\n  endpoint: %s\n  region: us-east-1\ntopics:\n  - match: \"secret-*\"\n    key: alias/kproxy-test\n%s", endpoint, extra)
+// encryptionYAML is the minimal file for endpoint, with kmsExtra
+// added to its kms block and extra at its end.
+func encryptionYAML(endpoint, kmsExtra, extra string) string {
+	return fmt.Sprintf("kms:\n  type: aws\n  endpoint: %s\n  region: us-east-1\n%stopics:\n  - match: \"secret-*\"\n    key: alias/kproxy-test\n%s", endpoint, kmsExtra, extra)
 }
 
-func startEncPool(t *testing.T, proxies int, extra string) *encPool {
+// startEncPool starts an encrypted pool with proxies proxies; kmsExtra and
+// extra add to the configuration file (encryptionYAML).
+func startEncPool(t *testing.T, proxies int, kmsExtra, extra string) *encPool {
 	t.Helper()
 	p := &encPool{moto: motokms.Start(t)}
 	p.moto.CreateKey(t, "alias/kproxy-test")
 	file := filepath.Join(t.TempDir(), "encryption.yaml")
-	if err := os.WriteFile(file, []byte(encryptionYAML(p.moto.Endpoint, extra)), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(encryptionYAML(p.moto.Endpoint, kmsExtra, extra)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	etcd, cli := etcdtest.Start(t)

@@ -33,7 +33,7 @@ func produceSync(t *testing.T, cl *kgo.Client, rs ...*kgo.Record) {
 }
 
 func TestEncryptionEveryCodecBigRecordTombstone(t *testing.T) {
-	p := startEncPool(t, 1, "")
+	p := startEncPool(t, 1, "", "")
 	const topic = "secret-codecs"
 	p.createTopic(t, topic)
 	codecs := []struct {
@@ -112,7 +112,7 @@ func onlyBatch(t *testing.T, data []byte) kmsg.RecordBatch {
 }
 
 func TestEncryptionTamperedPartitionFailsAlone(t *testing.T) {
-	p := startEncPool(t, 1, "")
+	p := startEncPool(t, 1, "", "")
 	const topic = "secret-tamper"
 	p.createTopic(t, topic)
 	batch := func(v string) []byte {
