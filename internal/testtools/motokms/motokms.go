@@ -21,6 +21,15 @@ import (
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
+// Missing says how to install moto_server, for a test that skips without it.
+const Missing = "moto_server is not installed (pip install 'moto[server]')"
+
+// Installed reports whether moto_server is on PATH.
+func Installed() bool {
+	_, err := exec.LookPath("moto_server")
+	return err == nil
+}
+
 // Server is a running moto_server.
 type Server struct {
 	Endpoint string // http://127.0.0.1:PORT
@@ -28,21 +37,27 @@ type Server struct {
 	addr     string
 }
 
-// Start runs moto_server until the test ends and sets AWS_ACCESS_KEY_ID,
-// AWS_SECRET_ACCESS_KEY and AWS_REGION (us-east-1) for the test.
+// Start runs moto_server until the test ends. It sets AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY and AWS_REGION (us-east-1) for the whole process,
+// where the proxies' SDK chain reads them: always the same values, so
+// parallel tests may share them (t.Setenv refuses parallel tests).
 func Start(t testing.TB) *Server {
 	t.Helper()
 	path, err := exec.LookPath("moto_server")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true: moto_server is not installed: %v", err)
+			t.Fatalf("CI=true: %s: %v", Missing, err)
 		}
-		t.Skipf("moto_server is not installed (pip install 'moto[server]'): %v", err)
+		t.Skipf("%s: %v", Missing, err)
 	}
-	t.Setenv("AWS_ACCESS_KEY_ID", "testing")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "testing")
-	t.Setenv("AWS_REGION", "us-east-1")
-	t.Setenv("AWS_EC2_METADATA_DISABLED", "true") // never ask 169.254.169.254
+	for k, v := range map[string]string{
+		"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1",
+		"AWS_EC2_METADATA_DISABLED": "true", // never ask 169.254.169.254
+	} {
+		if err := os.Setenv(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
 	addr, err := testrig.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
