@@ -91,8 +91,25 @@ func (p *encPool) createTopic(t *testing.T, topic string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := kadm.NewClient(newClient(t, p.proxies[0])).CreateTopic(ctx, 3, 1, nil, topic); err != nil {
+	adm := kadm.NewClient(newClient(t, p.proxies[0]))
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
 		t.Fatalf("create %s: %v", topic, err)
+	}
+	// Raw produces do not retry: wait until every proxy routes the topic.
+	for _, addr := range p.proxies {
+		adm := kadm.NewClient(newClient(t, addr))
+		waitFor(t, "every partition of "+topic+" has a leader via "+addr, 30*time.Second, func() bool {
+			md, err := adm.Metadata(ctx, topic)
+			if err != nil || md.Topics[topic].Err != nil || len(md.Topics[topic].Partitions) != 3 {
+				return false
+			}
+			for _, p := range md.Topics[topic].Partitions {
+				if p.Leader < 0 || p.Err != nil {
+					return false
+				}
+			}
+			return true
+		})
 	}
 }
 

@@ -114,13 +114,13 @@ func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, fn recordsFunc) ([]byt
 
 // eachRecord calls f on each of the n records of recs, which must hold
 // exactly them.
-func eachRecord(recs []byte, n int, f func(raw []byte, r *record) error) error {
+func eachRecord(recs []byte, n int, f func(raw []byte, r record) error) error {
 	for i := range n {
 		r, err := parseRecord(recs)
 		if err != nil {
 			return fmt.Errorf("record %d: %w", i, err)
 		}
-		if err := f(recs, &r); err != nil {
+		if err := f(recs, r); err != nil { // by value: a pointer would escape to the heap
 			return fmt.Errorf("record %d: %w", i, err)
 		}
 		recs = recs[r.size:]

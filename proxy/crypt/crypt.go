@@ -175,7 +175,7 @@ func (s *Service) Encrypt(ctx context.Context, topic string, part int32, records
 	grow := n * (TagSize + headerLen(len(d.wrapped)) + len(HeaderKey) + 2*binaryMaxVarint)
 	out, err := s.codecs.rewriteSet(make([]byte, 0, len(records)+grow), records, false, func(dst, recs []byte, n int) ([]byte, bool, error) {
 		changed := false
-		err := eachRecord(recs, n, func(raw []byte, r *record) error {
+		err := eachRecord(recs, n, func(raw []byte, r record) error {
 			var err error
 			changed = changed || r.value != nil
 			dst, err = sl.appendSealed(dst, raw, r)
@@ -204,7 +204,7 @@ func (s *Service) Decrypt(ctx context.Context, topic string, part int32, records
 	op := opener{key: func(w []byte) (cipher.AEAD, error) { return s.keys.opener(ctx, st.kms, w) }}
 	out, err := s.codecs.rewriteSet(make([]byte, 0, len(records)), records, true, func(dst, recs []byte, n int) ([]byte, bool, error) {
 		changed := false
-		err := eachRecord(recs, n, func(raw []byte, r *record) error {
+		err := eachRecord(recs, n, func(raw []byte, r record) error {
 			var opened bool
 			var err error
 			dst, opened, err = op.appendOpened(dst, raw, r)

@@ -79,7 +79,7 @@ func bytesField(b []byte, p int) ([]byte, int, error) {
 // ourHeader finds HeaderKey among r's headers: the byte range of the whole
 // header (key and value) within r.headers, and its value. found is false
 // when the record has none.
-func (r *record) ourHeader() (start, end int, value []byte, found bool, err error) {
+func (r record) ourHeader() (start, end int, value []byte, found bool, err error) {
 	p := 0
 	for range r.nheaders {
 		s := p
@@ -109,7 +109,7 @@ type sealer struct {
 
 // appendSealed appends r with its value sealed and a HeaderKey header
 // added; a null value (a tombstone) is copied as it is.
-func (s *sealer) appendSealed(dst, raw []byte, r *record) ([]byte, error) {
+func (s *sealer) appendSealed(dst, raw []byte, r record) ([]byte, error) {
 	if r.value == nil {
 		return append(dst, raw[:r.size]...), nil
 	}
@@ -153,7 +153,7 @@ type opener struct {
 
 // appendOpened appends r with its value decrypted and its HeaderKey header
 // removed; a record without one is copied as it is (opened false).
-func (o *opener) appendOpened(dst, raw []byte, r *record) (_ []byte, opened bool, err error) {
+func (o *opener) appendOpened(dst, raw []byte, r record) (_ []byte, opened bool, err error) {
 	start, end, hv, found, err := r.ourHeader()
 	if err != nil || !found {
 		return append(dst, raw[:r.size]...), false, err
