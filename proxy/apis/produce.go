@@ -16,6 +16,7 @@ import (
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
+	"github.com/kproxy/kproxy/proxy/crypt"
 	"github.com/kproxy/kproxy/retry"
 )
 
@@ -46,6 +47,7 @@ type produceOp struct {
 	// encrypted: some record data was rewritten (encryptRecords), so the
 	// client's body may not be forwarded as it is.
 	encrypted bool
+	encBufs   []*[]byte // the encrypted record data
 }
 
 func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
@@ -143,6 +145,11 @@ func (o *produceOp) release() {
 	o.s.Reset()
 	clear(o.answers)
 	o.throttle, o.hints, o.byID, o.client, o.encrypted = 0, false, false, nil, false
+	for _, b := range o.encBufs {
+		d.bufs.Put(b)
+	}
+	clear(o.encBufs)
+	o.encBufs = o.encBufs[:0]
 	d.producePool.Put(o)
 }
 
@@ -401,11 +408,16 @@ func (o *produceOp) encryptRecords(ctx context.Context, topic string, ti, pi int
 		return 0
 	}
 	p := &o.req.Topics[ti].Partitions[pi]
-	out, code := c.Encrypt(ctx, topic, p.Partition, p.Records)
-	if code == 0 {
-		p.Records, o.encrypted = out, true
+	buf := o.d.getBuf(crypt.SizeHint(p.Records))
+	out, rewritten, code := c.Encrypt(ctx, *buf, topic, p.Partition, p.Records)
+	if !rewritten {
+		o.d.bufs.Put(buf)
+		return code
 	}
-	return code
+	*buf = out
+	o.encBufs = append(o.encBufs, buf) // given back by release, once nothing sends from them
+	p.Records, o.encrypted = out, true
+	return 0
 }
 
 // whole is the client's body to forward as it is, or nil once encryption

@@ -28,10 +28,12 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // maxScratch is the largest scratch buffer kept for reuse.
 const maxScratch = 8 << 20
 
-// rewriteSet appends set's batches, each rewritten by fn, to dst. A
-// trailing partial batch (a fetch cut short by its size limit) is left
-// out when dropPartial is set, and is an error otherwise.
-func (c *codecs) rewriteSet(dst, set []byte, dropPartial bool, fn recordsFunc) ([]byte, error) {
+// rewriteSet appends set's batches, each rewritten by fn, to dst. On
+// produce (encrypting), a trailing partial batch is an error and lz4
+// blocks are stored (lz4stored.go); on fetch, a trailing partial batch (a
+// fetch cut short by its size limit) is left out.
+func (c *codecs) rewriteSet(dst, set []byte, encrypting bool, fn recordsFunc) ([]byte, error) {
+	dropPartial := !encrypting
 	sc := scratchPool.Get().(*scratch)
 	defer func() {
 		if cap(sc.plain) <= maxScratch && cap(sc.out) <= maxScratch {
@@ -52,7 +54,7 @@ func (c *codecs) rewriteSet(dst, set []byte, dropPartial bool, fn recordsFunc) (
 		b := set[:total]
 		set = set[total:]
 		var err error
-		if dst, err = c.rewriteBatch(dst, b, sc, fn); err != nil {
+		if dst, err = c.rewriteBatch(dst, b, sc, encrypting, fn); err != nil {
 			return nil, err
 		}
 	}
@@ -67,7 +69,7 @@ func partial(dst []byte, drop bool) ([]byte, error) {
 }
 
 // rewriteBatch appends one whole batch b, rewritten by fn, to dst.
-func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, fn recordsFunc) ([]byte, error) {
+func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, stored bool, fn recordsFunc) ([]byte, error) {
 	if b[kwire.BatchOffMagic] != 2 {
 		return append(dst, b...), nil
 	}
@@ -97,7 +99,7 @@ func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, fn recordsFunc) ([]byt
 			return nil, err
 		}
 		if sc.out, changed, err = fn(sc.out[:0], sc.plain, n); err == nil && changed {
-			dst, err = c.compress(dst, sc.out, codec)
+			dst, err = c.compress(dst, sc.out, codec, stored)
 		}
 	}
 	if err != nil {

@@ -38,10 +38,13 @@ func BenchmarkEncrypt(b *testing.B) {
 			in, total := benchBatch(b, s, codec)
 			b.SetBytes(int64(total))
 			b.ReportAllocs()
+			var buf []byte // reused, as the proxy reuses its pooled frames
 			for b.Loop() {
-				if _, code := s.Encrypt(context.Background(), "secret-bench", 0, in); code != 0 {
+				out, _, code := s.Encrypt(context.Background(), buf, "secret-bench", 0, in)
+				if code != 0 {
 					b.Fatal(code)
 				}
+				buf = out
 			}
 		})
 	}
@@ -52,7 +55,7 @@ func BenchmarkDecrypt(b *testing.B) {
 		b.Run(codecNames[codec], func(b *testing.B) {
 			s := newService(b, newMemKMS(), nil, "")
 			in, total := benchBatch(b, s, codec)
-			enc, _ := s.Encrypt(context.Background(), "secret-bench", 0, in)
+			enc, _ := encrypt(s, "secret-bench", in)
 			b.SetBytes(int64(total))
 			b.ReportAllocs()
 			for b.Loop() {

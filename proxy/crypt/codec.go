@@ -27,6 +27,7 @@ type codecs struct {
 	lz    sync.Pool         // *lz4.Reader
 	zstd  *zstd.Decoder     // safe for concurrent DecodeAll
 	snapp kgo.Decompressor  // snappy, after its size claim is checked
+	lz4h  []byte            // storedLZ4Header
 }
 
 var errMaxBatch = errors.New("crypt: batch decompresses beyond the limit")
@@ -44,6 +45,9 @@ func newCodecs(max int) (*codecs, error) {
 		c.comp[codec] = comp
 	}
 	var err error
+	if c.lz4h, err = storedLZ4Header(); err != nil {
+		return nil, err
+	}
 	c.zstd, err = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(uint64(max)), zstd.WithDecoderLowmem(true))
 	if err != nil {
 		return nil, fmt.Errorf("crypt: zstd decoder: %w", err)
@@ -161,8 +165,12 @@ func (c *codecs) snappyFits(src []byte) error {
 	return nil
 }
 
-// compress appends src encoded with codec to dst.
-func (c *codecs) compress(dst, src []byte, codec int8) ([]byte, error) {
+// compress appends src encoded with codec to dst; stored asks for lz4's
+// blocks to be stored (lz4stored.go).
+func (c *codecs) compress(dst, src []byte, codec int8, stored bool) ([]byte, error) {
+	if codec == codecLz4 && stored {
+		return appendStoredLZ4(dst, c.lz4h, src), nil
+	}
 	if codec <= codecNone || int(codec) >= len(c.comp) {
 		return nil, fmt.Errorf("%w: codec %d", ErrFormat, codec)
 	}

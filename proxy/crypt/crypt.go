@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -145,15 +146,16 @@ func (s *Service) reload(ctx context.Context) (bool, error) {
 // every other topic's records untouched.
 func (s *Service) Encrypted(topic string) bool { return s.cur.Load().pol.rule(topic) >= 0 }
 
-// Encrypt returns a partition's produce record data with each value
-// encrypted, or the Kafka error code to answer the partition with (the
-// data is then not to be written). Unencrypted topics' data is returned
-// as it is.
-func (s *Service) Encrypt(ctx context.Context, topic string, part int32, records []byte) ([]byte, int16) {
+// Encrypt appends a partition's produce record data, each value
+// encrypted, to dst and returns it with rewritten set; or returns the Kafka
+// error code to answer the partition with (nothing is to be written). When
+// rewritten is false and code 0 the records are to be written as they are:
+// the topic is not encrypted, or its key was refused under passthrough.
+func (s *Service) Encrypt(ctx context.Context, dst []byte, topic string, part int32, records []byte) (out []byte, rewritten bool, code int16) {
 	st := s.cur.Load()
 	kek, ok := st.pol.kek(topic)
 	if !ok {
-		return records, 0
+		return nil, false, 0
 	}
 	n := countRecords(records)
 	d, err := s.keys.sealerFor(ctx, st.kms, kek, n)
@@ -162,9 +164,9 @@ func (s *Service) Encrypt(ctx context.Context, topic string, part int32, records
 			s.m.passthrough.WithLabelValues(topic).Inc()
 			s.log.Log("passthrough", "produce written in plaintext: the KMS refused the topic's key and unresolved_key is passthrough",
 				"topic", topic, "partition", part, "err", err)
-			return records, 0
+			return nil, false, 0
 		}
-		return nil, s.failed("produce", topic, part, err)
+		return nil, false, s.failed("produce", topic, part, err)
 	}
 	sl := sealer{aead: d.aead, wrapped: d.wrapped, nonces: make([]byte, n*NonceSize)}
 	// Random 96-bit nonces: a DEK seals at most MaxEncryptions (5,000,000)
@@ -173,7 +175,8 @@ func (s *Service) Encrypt(ctx context.Context, topic string, part int32, records
 	// random GCM nonces. One read serves the whole batch.
 	rand.Read(sl.nonces)
 	grow := n * (TagSize + headerLen(len(d.wrapped)) + len(HeaderKey) + 2*binaryMaxVarint)
-	out, err := s.codecs.rewriteSet(make([]byte, 0, len(records)+grow), records, false, func(dst, recs []byte, n int) ([]byte, bool, error) {
+	dst = slices.Grow(dst[:0], len(records)+grow)
+	out, err = s.codecs.rewriteSet(dst, records, true, func(dst, recs []byte, n int) ([]byte, bool, error) {
 		changed := false
 		err := eachRecord(recs, n, func(raw []byte, r record) error {
 			var err error
@@ -184,10 +187,16 @@ func (s *Service) Encrypt(ctx context.Context, topic string, part int32, records
 		return dst, changed, err
 	})
 	if err != nil {
-		return nil, s.failed("produce", topic, part, err)
+		return nil, false, s.failed("produce", topic, part, err)
 	}
 	s.m.records.WithLabelValues("encrypt").Inc()
-	return out, 0
+	return out, true, 0
+}
+
+// SizeHint is about the size of records encrypted (for a buffer to
+// encrypt them into; Encrypt grows it if need be).
+func SizeHint(records []byte) int {
+	return len(records) + countRecords(records)*(TagSize+NonceSize+256+len(HeaderKey)+2*binaryMaxVarint)
 }
 
 // binaryMaxVarint bounds the varints a record's encryption adds.
@@ -202,7 +211,7 @@ func (s *Service) Decrypt(ctx context.Context, topic string, part int32, records
 		return records, 0
 	}
 	op := opener{key: func(w []byte) (cipher.AEAD, error) { return s.keys.opener(ctx, st.kms, w) }}
-	out, err := s.codecs.rewriteSet(make([]byte, 0, len(records)), records, true, func(dst, recs []byte, n int) ([]byte, bool, error) {
+	out, err := s.codecs.rewriteSet(make([]byte, 0, len(records)), records, false, func(dst, recs []byte, n int) ([]byte, bool, error) {
 		changed := false
 		err := eachRecord(recs, n, func(raw []byte, r record) error {
 			var opened bool

@@ -65,7 +65,7 @@ func TestRoundTripEveryCodec(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			recs := sampleRecords()
 			in := buildBatch(t, s.codecs, codec, recs...)
-			enc, code := s.Encrypt(context.Background(), "secret-a", 0, in)
+			enc, code := encrypt(s, "secret-a", in)
 			if code != 0 {
 				t.Fatalf("encrypt: code %d", code)
 			}
@@ -125,11 +125,11 @@ func TestUnencryptedTopicsUntouched(t *testing.T) {
 	if s.Encrypted("public") || !s.Encrypted("secret-x") {
 		t.Fatal("Encrypted disagrees with the rules")
 	}
-	for _, f := range []func(context.Context, string, int32, []byte) ([]byte, int16){s.Encrypt, s.Decrypt} {
-		out, code := f(context.Background(), "public", 0, in)
-		if code != 0 || &out[0] != &in[0] || len(out) != len(in) {
-			t.Fatal("an unencrypted topic's records were rewritten")
-		}
+	if _, rewritten, code := s.Encrypt(context.Background(), nil, "public", 0, in); rewritten || code != 0 {
+		t.Fatal("an unencrypted topic's records were encrypted")
+	}
+	if out, code := s.Decrypt(context.Background(), "public", 0, in); code != 0 || &out[0] != &in[0] || len(out) != len(in) {
+		t.Fatal("an unencrypted topic's records were rewritten on fetch")
 	}
 }
 
@@ -167,7 +167,7 @@ func TestTamperedAndForeignRecordsFail(t *testing.T) {
 	kms := newMemKMS()
 	s := newService(t, kms, nil, "")
 	in := buildBatch(t, s.codecs, codecNone, rec{value: []byte("plaintext-alpha")}, rec{value: []byte("plaintext-beta")})
-	enc, _ := s.Encrypt(context.Background(), "secret-a", 0, in)
+	enc, _ := encrypt(s, "secret-a", in)
 	recrc := func(b []byte) []byte {
 		binary.BigEndian.PutUint32(b[kwire.BatchOffCRC:], kwire.BatchCRC(b))
 		return b
@@ -210,7 +210,7 @@ func TestTamperedAndForeignRecordsFail(t *testing.T) {
 func TestReservedHeaderRefused(t *testing.T) {
 	s := newService(t, newMemKMS(), nil, "")
 	in := buildBatch(t, s.codecs, codecNone, rec{value: []byte("v"), headers: []kmsg.Header{{Key: HeaderKey, Value: []byte{1}}}})
-	if _, code := s.Encrypt(context.Background(), "secret-a", 0, in); code != kerr.InvalidRecord.Code {
+	if _, code := encrypt(s, "secret-a", in); code != kerr.InvalidRecord.Code {
 		t.Fatalf("code %d, want INVALID_RECORD", code)
 	}
 }
@@ -220,7 +220,7 @@ func TestOtherReplicaDecryptsWithOneKMSCallPerDEK(t *testing.T) {
 	a, b := newService(t, kms, nil, ""), newService(t, kms, nil, "")
 	in := buildBatch(t, a.codecs, codecLz4, rec{value: []byte("plaintext-alpha")}, rec{value: []byte("plaintext-beta")})
 	for range 3 {
-		enc, _ := a.Encrypt(context.Background(), "secret-a", 0, in)
+		enc, _ := encrypt(a, "secret-a", in)
 		if _, code := b.Decrypt(context.Background(), "secret-a", 0, enc); code != 0 {
 			t.Fatalf("replica b: code %d", code)
 		}
@@ -235,7 +235,7 @@ func TestDEKLimits(t *testing.T) {
 	clk := &clock{t: time.Unix(1700000000, 0)}
 	s := newService(t, kms, clk, "dek:\n  max_encryptions: 4\n")
 	in := buildBatch(t, s.codecs, codecNone, rec{value: []byte("a")}, rec{value: []byte("b")})
-	produce := func() int16 { _, c := s.Encrypt(context.Background(), "secret-a", 0, in); return c }
+	produce := func() int16 { _, c := encrypt(s, "secret-a", in); return c }
 	steps := []struct {
 		name        string
 		advance     time.Duration
@@ -283,7 +283,7 @@ func TestKeyRefusedRejectOrPassthrough(t *testing.T) {
 		kms.refuse.Store(true)
 		s := newService(t, kms, nil, c.extra)
 		in := buildBatch(t, s.codecs, codecNone, rec{value: []byte("v")})
-		out, code := s.Encrypt(context.Background(), "secret-a", 0, in)
+		out, code := encrypt(s, "secret-a", in)
 		if code != c.want || (code == 0 && !bytes.Equal(out, in)) {
 			t.Fatalf("%q: code %d, want %d", c.extra, code, c.want)
 		}

@@ -98,7 +98,7 @@ func buildBatch(t testing.TB, c *codecs, codec int8, recs ...rec) []byte {
 	}
 	if codec != codecNone {
 		var err error
-		if raw, err = c.compress(nil, raw, codec); err != nil {
+		if raw, err = c.compress(nil, raw, codec, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -144,4 +144,14 @@ func readBatch(t testing.TB, c *codecs, b []byte) (kmsg.RecordBatch, []kmsg.Reco
 		t.Fatalf("%d bytes after the records", len(raw))
 	}
 	return rb, out
+}
+
+// encrypt is Service.Encrypt into a new buffer: the records to write (in
+// as it is when not rewritten) and the code.
+func encrypt(s *Service, topic string, in []byte) ([]byte, int16) {
+	out, rewritten, code := s.Encrypt(context.Background(), nil, topic, 0, in)
+	if !rewritten {
+		out = in
+	}
+	return out, code
 }
