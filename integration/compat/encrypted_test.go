@@ -38,23 +38,13 @@ func (h *harness) encryptedTopic(t *testing.T) (string, error) {
 	}
 	ctx, cancel := h.within(240 * time.Second)
 	defer cancel()
-	logs := &tailBuffer{}
-	c, err := devcluster.Start(ctx, devcluster.Config{
-		Brokers: 3, Proxies: 1, LeaseTTL: compatLeaseTTL(),
-		DefaultPartitions: partitions, AutoCreateTopics: true, StoreMemory: true,
-		Logger:      slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		ProxyConfig: func(_ int, cfg *assembly.Config) { cfg.EncryptionFile = file },
+	nh, closeCluster, err := h.ownCluster(ctx, t, "encrypting", func(cfg *devcluster.Config) {
+		cfg.ProxyConfig = func(_ int, pc *assembly.Config) { pc.EncryptionFile = file }
 	})
 	if err != nil {
-		return "", fmt.Errorf("start the encrypting cluster: %w", err)
+		return "", err
 	}
-	defer func() {
-		c.Close()
-		if t.Failed() && logs.String() != "" {
-			t.Logf("encrypting cluster log (warnings and worse):\n%s", logs)
-		}
-	}()
-	nh := &harness{ctx: ctx, tg: &devTarget{c: c}, d: h.d, kind: h.kind}
+	defer closeCluster()
 	topic, err := nh.topic(ctx, "encrypted")
 	if err != nil {
 		return "", err
@@ -66,7 +56,7 @@ func (h *harness) encryptedTopic(t *testing.T) (string, error) {
 	if err := nh.readBack(ctx, t, topic, recs, 60*time.Second); err != nil {
 		return "", err
 	}
-	return "", storedEncrypted(ctx, c, topic, len(recs))
+	return "", storedEncrypted(ctx, nh.tg.(*devTarget).c, topic, len(recs))
 }
 
 // storedEncrypted reads topic from the brokers, bypassing the proxy, and
@@ -102,4 +92,28 @@ func storedEncrypted(ctx context.Context, c *devcluster.Cluster, topic string, w
 		}
 	}
 	return nil
+}
+
+// ownCluster starts a dev cluster of its own for one capability (3
+// brokers, 1 proxy, adjust's changes) and returns a harness on it and
+// the function that closes it, logging its warnings if the test failed.
+func (h *harness) ownCluster(ctx context.Context, t *testing.T, what string, adjust func(*devcluster.Config)) (*harness, func(), error) {
+	logs := &tailBuffer{}
+	cfg := devcluster.Config{
+		Brokers: 3, Proxies: 1, LeaseTTL: compatLeaseTTL(),
+		DefaultPartitions: partitions, AutoCreateTopics: true, StoreMemory: true,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	adjust(&cfg)
+	c, err := devcluster.Start(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start the %s cluster: %w", what, err)
+	}
+	closeCluster := func() {
+		c.Close()
+		if t.Failed() && logs.String() != "" {
+			t.Logf("%s cluster log (warnings and worse):\n%s", what, logs)
+		}
+	}
+	return &harness{ctx: ctx, tg: &devTarget{c: c}, d: h.d, kind: h.kind}, closeCluster, nil
 }

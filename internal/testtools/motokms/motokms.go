@@ -104,21 +104,23 @@ func (s *Server) Client() *kms.Client {
 // and returns its id.
 func (s *Server) CreateKey(t testing.TB, alias string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c := s.Client()
-	k, err := c.CreateKey(ctx, &kms.CreateKeyInput{})
-	if err != nil {
-		t.Fatalf("moto CreateKey: %v", err)
-	}
-	if _, err := c.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: aws.String(alias), TargetKeyId: k.KeyMetadata.KeyId}); err != nil {
-		t.Fatalf("moto CreateAlias %s: %v", alias, err)
-	}
-	return *k.KeyMetadata.KeyId
+	return s.aliasNewKey(t, alias, func(ctx context.Context, c *kms.Client, id *string) error {
+		_, err := c.CreateAlias(ctx, &kms.CreateAliasInput{AliasName: aws.String(alias), TargetKeyId: id})
+		return err
+	})
 }
 
 // Retarget points alias at a new key (KEK rotation) and returns its id.
 func (s *Server) Retarget(t testing.TB, alias string) string {
+	t.Helper()
+	return s.aliasNewKey(t, alias, func(ctx context.Context, c *kms.Client, id *string) error {
+		_, err := c.UpdateAlias(ctx, &kms.UpdateAliasInput{AliasName: aws.String(alias), TargetKeyId: id})
+		return err
+	})
+}
+
+// aliasNewKey makes a key and has point name alias at it.
+func (s *Server) aliasNewKey(t testing.TB, alias string, point func(context.Context, *kms.Client, *string) error) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -127,8 +129,8 @@ func (s *Server) Retarget(t testing.TB, alias string) string {
 	if err != nil {
 		t.Fatalf("moto CreateKey: %v", err)
 	}
-	if _, err := c.UpdateAlias(ctx, &kms.UpdateAliasInput{AliasName: aws.String(alias), TargetKeyId: k.KeyMetadata.KeyId}); err != nil {
-		t.Fatalf("moto UpdateAlias %s: %v", alias, err)
+	if err := point(ctx, c, k.KeyMetadata.KeyId); err != nil {
+		t.Fatalf("moto alias %s: %v", alias, err)
 	}
 	return *k.KeyMetadata.KeyId
 }
