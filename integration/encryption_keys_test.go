@@ -106,6 +106,7 @@ func storedKEK(t *testing.T, p *encPool, r *kgo.Record) string {
 		t.Fatalf("stored record %d: header %v", r.Offset, h)
 	}
 	n, k := binary.Uvarint(h.Value[1:])
+	t.Logf("wrapped DEK: %d bytes; kproxy.enc header value: %d bytes", n, len(h.Value))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	out, err := p.moto.Client().Decrypt(ctx, &kms.DecryptInput{CiphertextBlob: h.Value[1+k : 1+k+int(n)]})
