@@ -76,6 +76,7 @@ var proxyLevels = map[string]int{
 	"proxy/quota":    0,
 	"proxy/upstream": 0,
 	"proxy/zone":     0,
+	"proxy/crypt":    0,
 	"proxy/apis":     1,
 	"proxy/listener": 2,
 	"proxy":          3,

@@ -38,7 +38,7 @@ func serveCommand() *cli.Command {
 		stringFlag("fetch-from", "", "where fetches go: zone (a broker in the client's zone, any broker serves committed data) or owner; default zone for --etcd-layout kproxy, owner for kafscale (zone is refused there)"),
 		boolFlag("acquire-in-zone", false, "send the first produce to a partition without a live owner to a broker in the producer's zone, so its lease lands there; owned partitions' writes always go to the owner"),
 		stringFlag("etcd-layout", assembly.LayoutKproxy, "whose etcd keys to route from: kproxy (kproxy's brokers) or kafscale (KafScale's brokers; --etcd-prefix then defaults to /kafscale, see docs/kafscale.md)"),
-	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags(), quotaFlags(), adminFlags(), upstreamFlags())
+	}, runServe, listenerFlags(), securityFlags(), saslFlags(), authzFlags(), limitFlags(), quotaFlags(), adminFlags(), upstreamFlags(), encryptionFlags())
 }
 
 func runServe(c *cli.Context) error {
@@ -104,6 +104,7 @@ func runServe(c *cli.Context) error {
 			Limits:             limits,
 		},
 		ProduceValidation:      validation,
+		EncryptionFile:         c.String("encryption-config"),
 		Quota:                  quotas,
 		Admin:                  adminSecurityFrom(c),
 		UpstreamConnsPerBroker: c.Int("upstream-conns"),

@@ -40,7 +40,8 @@ func clientCapabilities(d driver) []capability {
 		}, false})
 	}
 	caps = append(caps, capability{capSASL, (*harness).sasl, false}, capability{capVanish, (*harness).vanish, false})
-	caps = append(caps, capability{capNarrow, (*harness).narrowBrokers, true}, capability{capZone, (*harness).zoneFetch, false})
+	caps = append(caps, capability{capNarrow, (*harness).narrowBrokers, true}, capability{capZone, (*harness).zoneFetch, false},
+		capability{capEncrypted, (*harness).encryptedTopic, true})
 	return append(caps, capability{capFailover, (*harness).failover, false})
 }
 

@@ -3,7 +3,6 @@ package compat
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -25,23 +24,11 @@ func (h *harness) narrowBrokers(t *testing.T) (string, error) {
 	}
 	ctx, cancel := h.within(240 * time.Second)
 	defer cancel()
-	logs := &tailBuffer{}
-	c, err := devcluster.Start(ctx, devcluster.Config{
-		Brokers: 3, Proxies: 1, LeaseTTL: compatLeaseTTL(),
-		DefaultPartitions: partitions, AutoCreateTopics: true, StoreMemory: true,
-		Logger:         slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		BrokerVersions: kafscalever.Versions(),
-	})
+	nh, closeCluster, err := h.ownCluster(ctx, t, "narrow", func(cfg *devcluster.Config) { cfg.BrokerVersions = kafscalever.Versions() })
 	if err != nil {
-		return "", fmt.Errorf("start the narrow cluster: %w", err)
+		return "", err
 	}
-	defer func() {
-		c.Close()
-		if t.Failed() && logs.String() != "" {
-			t.Logf("narrow cluster log (warnings and worse):\n%s", logs)
-		}
-	}()
-	nh := &harness{ctx: ctx, tg: &devTarget{c: c}, d: h.d, kind: h.kind}
+	defer closeCluster()
 	if err := offersFetchV4(ctx, nh.tg.bootstrap()); err != nil {
 		return "", err
 	}

@@ -29,6 +29,7 @@ const (
 	capVanish     = "owner vanishes"
 	capNarrow     = "narrow brokers"
 	capZone       = "zone fetch"
+	capEncrypted  = "encrypted topic"
 )
 
 func capCodec(c codec) string { return "compression " + string(c) }
@@ -38,7 +39,7 @@ func capabilities() []string {
 	for _, c := range allCodecs {
 		caps = append(caps, capCodec(c))
 	}
-	caps = append(caps, capSASL, capVanish, capNarrow, capZone)
+	caps = append(caps, capSASL, capVanish, capNarrow, capZone, capEncrypted)
 	return append(caps, capFailover)
 }
 
@@ -202,6 +203,8 @@ func capabilityDoc(c string) string {
 		return "a cluster of its own whose brokers speak only KafScale's version ranges (Fetch v11-13, OffsetCommit v3, OffsetFetch v5, JoinGroup/SyncGroup/Heartbeat/LeaveGroup v4, DescribeGroups v5, ...; the stub broker narrowed to them): kproxy's ApiVersions answer offers Fetch v4 (librdkafka 2.0.2 needs it to produce magic-2 batches and to fetch at all); the client produces 300 keyed records with acks=all, reads every one back from the beginning, and a member of a new consumer group reads them all again. kproxy bridges each request to a version the brokers speak (see Version bridging)."
 	case capZone:
 		return "the brokers have zones (racks zone-a, zone-b, zone-c) and the proxy routes fetches by zone (`--fetch-from zone`, the default): records are read back from the beginning by a consumer that names the zone of a broker that does not own partition 0, in the client's own terms (client.rack where the client has it, else a `zone=` token in client.id); every record arrives exactly once and in order, and the proxy's kproxy_fetch_route_total{to=\"zone\"} shows fetches sent to that zone's broker instead of the owner. The notes say which setting each client used and which the proxy read."
+	case capEncrypted:
+		return "a cluster of its own whose proxy encrypts the topic (`--encryption-config`, moto's KMS, docs/encryption.md): the client produces 300 keyed records with acks=all and reads every one back from the beginning, in order; a read that bypasses the proxy finds every stored record carrying the kproxy.enc header and no plaintext value."
 	case capFailover:
 		return "while the client produces (default delivery timeouts) and consumes, the broker that owns partition 0 is killed without a graceful release; the producer finishes without an error reaching the application and the consumer sees every acknowledged record."
 	}

@@ -41,6 +41,7 @@ import (
 	"github.com/kproxy/kproxy/proxy/apis/hwfloor"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
+	"github.com/kproxy/kproxy/proxy/crypt"
 	"github.com/kproxy/kproxy/proxy/security/authz"
 	"github.com/kproxy/kproxy/proxy/security/principal"
 	"github.com/kproxy/kproxy/proxy/upstream"
@@ -159,6 +160,9 @@ type Config struct {
 	MaxBatchBytes       int
 	BadInput            *prometheus.CounterVec
 	BadInputLogInterval time.Duration
+	// Encryption encrypts the record values of the topics it names on
+	// produce and decrypts them on fetch (produce.go, fetch.go); nil: none is.
+	Encryption *crypt.Service
 
 	// Bufs holds merged answers; the proxy passes the one pool its layers
 	// share (nil: the Dispatcher makes its own).

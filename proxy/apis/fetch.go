@@ -72,6 +72,9 @@ type fetchOp struct {
 	byID     bool
 	bytes    int // record bytes in the answers so far
 	inline   int // of which in record sets small enough to stay inline (vecMinBytes)
+	// ctx is the client request's, for the KMS calls of decryption
+	// (decryptRecords), which Absorb has no context for.
+	ctx context.Context
 }
 
 func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
@@ -79,7 +82,7 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 	if o == nil {
 		o = &fetchOp{}
 	}
-	o.d, o.ep = d, d.endpoint(ctx)
+	o.d, o.ep, o.ctx = d, d.endpoint(ctx), ctx
 	o.req = kmsg.FetchRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
 	// kmsg's defaults for fields a version may not carry: without them a
 	// v15+ consumer's fetch would read as replica 0's.
@@ -136,7 +139,7 @@ func (o *fetchOp) release() {
 	o.s.Reset()
 	clear(o.answers)
 	clear(o.out.Topics[:cap(o.out.Topics)])
-	o.throttle, o.hints, o.byID, o.bytes, o.inline = 0, false, false, 0, 0
+	o.throttle, o.hints, o.byID, o.bytes, o.inline, o.ctx = 0, false, false, 0, 0, nil
 	d.fetchPool.Put(o)
 }
 
@@ -219,6 +222,9 @@ func (o *fetchOp) Absorb(body []byte, si int) (bool, error) {
 					p.HighWatermark, clean = hwm, false
 					o.d.m.floorRaised.Inc()
 				}
+			}
+			if o.decryptRecords(i, p) {
+				clean = false
 			}
 			o.answers[i] = *p
 			o.bytes += len(p.RecordBatches)
@@ -336,5 +342,27 @@ func (o *fetchOp) allDone(lo, hi int32) bool {
 			return false
 		}
 	}
+	return true
+}
+
+// decryptRecords decrypts the records of item i's answer p if its topic
+// is encrypted. A partition that cannot be decrypted gets the code crypt
+// chose and no records: nothing undecrypted reaches the client, and its
+// other partitions are served. It reports whether it changed p.
+func (o *fetchOp) decryptRecords(i int32, p *kmsg.FetchResponseTopicPartition) bool {
+	c := o.d.cfg.Encryption
+	if c == nil || p.ErrorCode != 0 || len(p.RecordBatches) == 0 {
+		return false
+	}
+	topic := o.s.KeyOf(i).Topic
+	if !c.Encrypted(topic) {
+		return false
+	}
+	out, code := c.Decrypt(o.ctx, topic, p.Partition, p.RecordBatches)
+	if code != 0 {
+		p.ErrorCode, p.RecordBatches = code, noRecords
+		return true
+	}
+	p.RecordBatches = out
 	return true
 }

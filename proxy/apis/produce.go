@@ -12,6 +12,7 @@ import (
 
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/split"
+	"github.com/kproxy/kproxy/proxy/crypt"
 	"github.com/kproxy/kproxy/retry"
 )
 
@@ -44,6 +45,10 @@ type produceOp struct {
 	dropped []bool   // item i is such a listing (set when dups > 0)
 	dupKeys []dupKey // scratch of markDuplicates
 	kept    []kmsg.ProduceResponseTopicPartition
+	// encrypted: some record data was rewritten (encryptRecords), so the
+	// client's body may not be forwarded as it is.
+	encrypted bool
+	encBufs   []*[]byte // the encrypted record data
 }
 
 func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
@@ -68,7 +73,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		r, err := o.fireAndForget(ctx)
 		return nil, r, err
 	}
-	o.s.Dispatch(ctx, body)
+	o.s.Dispatch(ctx, o.whole(body))
 	return o, Reply{}, nil
 }
 
@@ -109,6 +114,9 @@ func (o *produceOp) addItems(ctx context.Context, chk *authrule.TopicCheck) {
 				code = o.checkPartition(ctx, name, int32(ti), int32(pi))
 			}
 			i++
+			if code == 0 {
+				code = o.encryptRecords(ctx, name, int32(ti), int32(pi)) // see encryptRecords
+			}
 			if code != 0 {
 				o.s.AddLocal(name, t.TopicID, part, int32(ti), int32(pi), code)
 				continue
@@ -122,7 +130,7 @@ func (o *produceOp) addItems(ctx context.Context, chk *authrule.TopicCheck) {
 // so nothing can be retried. Like Kafka, a partition the proxy cannot
 // route closes the connection, which makes the client refresh metadata.
 func (o *produceOp) fireAndForget(ctx context.Context) (Reply, error) {
-	o.s.Dispatch(ctx, o.s.Own())
+	o.s.Dispatch(ctx, o.whole(o.s.Own()))
 	defer o.release()
 	var errs []error
 	for i := range o.answers {
@@ -146,9 +154,14 @@ func (o *produceOp) release() {
 	d := o.d
 	o.s.Reset()
 	clear(o.answers)
-	o.throttle, o.hints, o.byID, o.client, o.dups = 0, false, false, nil, 0
+	o.throttle, o.hints, o.byID, o.client, o.dups, o.encrypted = 0, false, false, nil, 0, false
 	clear(o.dupKeys)
 	clear(o.kept)
+	for _, b := range o.encBufs {
+		d.bufs.Put(b)
+	}
+	clear(o.encBufs)
+	o.encBufs = o.encBufs[:0]
 	d.producePool.Put(o)
 }
 
@@ -326,3 +339,37 @@ func (o *produceOp) Merge(dst []byte) []byte {
 
 // defaultBadInputLogInterval is the proxy's default (Limits.BadInputLogInterval).
 const defaultBadInputLogInterval = 10 * time.Second
+
+// Record encryption (package crypt): the record data of each partition of
+// an encrypted topic is encrypted after its checks, before it is
+// forwarded; other topics' data is not touched (crypt.Service.Encrypted).
+
+// encryptRecords encrypts item (ti, pi)'s record data if its topic is
+// encrypted, and returns the code to answer the item with, or 0 to
+// forward it.
+func (o *produceOp) encryptRecords(ctx context.Context, topic string, ti, pi int32) int16 {
+	c := o.d.cfg.Encryption
+	if c == nil || !c.Encrypted(topic) {
+		return 0
+	}
+	p := &o.req.Topics[ti].Partitions[pi]
+	buf := o.d.getBuf(crypt.SizeHint(p.Records))
+	out, rewritten, code := c.Encrypt(ctx, *buf, topic, p.Partition, p.Records)
+	if !rewritten {
+		o.d.bufs.Put(buf)
+		return code
+	}
+	*buf = out
+	o.encBufs = append(o.encBufs, buf) // given back by release, once nothing sends from them
+	p.Records, o.encrypted = out, true
+	return 0
+}
+
+// whole is the client's body to forward as it is, or nil once encryption
+// rewrote record data in the decoded request.
+func (o *produceOp) whole(body []byte) []byte {
+	if o.encrypted {
+		return nil
+	}
+	return body
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/kproxy/kproxy/proxy/admin"
 	"github.com/kproxy/kproxy/proxy/apis"
 	"github.com/kproxy/kproxy/proxy/apis/local"
+	"github.com/kproxy/kproxy/proxy/crypt"
 	"github.com/kproxy/kproxy/proxy/listener"
 	"github.com/kproxy/kproxy/proxy/quota"
 	"github.com/kproxy/kproxy/proxy/security/aclstore"
@@ -76,7 +77,13 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 		listener.Close(lns)
 		return nil, fmt.Errorf("listen for admin http on %q: %w", cfg.AdminListen, err)
 	}
-	p, err := wire(cfg, lns, adminLn)
+	enc, err := newEncryption(ctx, cfg) // encryption.go
+	if err != nil {
+		listener.Close(lns)
+		adminLn.Close()
+		return nil, err
+	}
+	p, err := wire(cfg, lns, adminLn, enc)
 	if err != nil {
 		listener.Close(lns)
 		adminLn.Close()
@@ -86,7 +93,7 @@ func New(ctx context.Context, cfg Config) (*Proxy, error) {
 }
 
 // wire builds the production parts on bound listeners.
-func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener) (*Proxy, error) {
+func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener, enc *crypt.Service) (*Proxy, error) {
 	// Every replica keeps a view of the SCRAM credentials in etcd: SASL
 	// checks them and the Kafka API manages them.
 	store := credstore.New(cfg.Etcd, cfg.Layout, cfg.Logger.With("component", "credstore"))
@@ -129,7 +136,7 @@ func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener) (*Proxy, erro
 		Authorizer: az, AuthzRecorder: rec, ACLs: acls,
 		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry, Bufs: bufs,
 		ProduceValidation: cfg.ProduceValidation, MaxBatchBytes: int(cfg.Server.MaxFrameBytes), BadInput: proxy.NewBadInput(cfg.Registry),
-		BadInputLogInterval: cfg.Server.Limits.BadInputLogInterval,
+		BadInputLogInterval: cfg.Server.Limits.BadInputLogInterval, Encryption: enc,
 		// Each replica jitters its retries differently, or replicas retrying
 		// the same failed broker would move in lockstep.
 		Seed:  randv2.Uint64(),
@@ -153,13 +160,17 @@ func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener) (*Proxy, erro
 		closeUp()
 		return nil, err
 	}
-	return &Proxy{
+	p := &Proxy{
 		srv: srv, admin: ep, log: cfg.Logger, routes: routes, prune: pool.Prune, close: closeUp,
 		bg: []runner{
 			{"routing watch", w.Run}, {"acl watch", acls.Run}, {"quota watch", qs.Run},
 			{"security", sec.Run}, {"", ep.Run},
 		},
-	}, nil
+	}
+	if enc != nil {
+		p.bg = append(p.bg, runner{"encryption config", enc.Run})
+	}
+	return p, nil
 }
 
 // newAuthorizer is Kafka's ACL authorizer with its decision metrics and

@@ -68,6 +68,9 @@ type Config struct {
 	// (default recordcheck.Full: framing, header fields and CRC-32C); a
 	// refused partition is answered with Kafka's code, the others proceed.
 	ProduceValidation recordcheck.Level
+	// EncryptionFile, if set, is the record encryption configuration
+	// (package crypt, docs/encryption.md), reloaded when it changes.
+	EncryptionFile string
 
 	// Quota sets the client quota windows (Kafka's defaults); New sets its
 	// Now and Registerer.
