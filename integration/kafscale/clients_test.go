@@ -27,27 +27,54 @@ type clientKit struct {
 	consume     func(ctx context.Context, addr, topic string, n int) ([]string, error)
 }
 
+// require skips the test when the client cannot run here, or fails it
+// under CI=true (CI installs every client).
+func (c clientKit) require(t *testing.T) {
+	t.Helper()
+	if why := c.unavailable(); why != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+}
+
+// values are n distinct record values naming the client.
+func (c clientKit) values(n int) []string {
+	values := make([]string, n)
+	for i := range values {
+		values[i] = fmt.Sprintf("%s-%d", c.name, i)
+	}
+	return values
+}
+
+// checkRead fails the test for every value of want missing from got.
+func (c clientKit) checkRead(t *testing.T, want, got []string) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, v := range got {
+		seen[v] = true
+	}
+	for _, v := range want {
+		if !seen[v] {
+			t.Errorf("%s: acknowledged %q not read back", c.name, v)
+		}
+	}
+}
+
 // TestClientsThroughLeaseMove: each client produces half its records,
 // the broker holding most leases is scaled down, it produces the rest and
 // reads everything back: no client-visible error, nothing lost.
 func TestClientsThroughLeaseMove(t *testing.T) {
 	for _, c := range []clientKit{saramaKit(), kcatKit(), kafkajsKit()} {
 		t.Run(c.name, func(t *testing.T) {
-			if why := c.unavailable(); why != "" {
-				if os.Getenv("CI") == "true" {
-					t.Fatal(why)
-				}
-				t.Skip(why)
-			}
+			c.require(t)
 			topic := "orders-" + c.name
 			e := newEnv(t, map[string]int32{topic: partitions})
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			const n = 200
-			values := make([]string, n)
-			for i := range values {
-				values[i] = fmt.Sprintf("%s-%d", c.name, i)
-			}
+			values := c.values(n)
 			if err := c.produce(ctx, e.srv.Addr(), topic, values[:n/2]); err != nil {
 				t.Fatalf("first half: %v", err)
 			}
@@ -60,15 +87,7 @@ func TestClientsThroughLeaseMove(t *testing.T) {
 			if err != nil {
 				t.Fatalf("consume: %v", err)
 			}
-			seen := map[string]bool{}
-			for _, v := range got {
-				seen[v] = true
-			}
-			for _, v := range values {
-				if !seen[v] {
-					t.Errorf("acknowledged %q not read back", v)
-				}
-			}
+			c.checkRead(t, values, got)
 			e.checkServed(topic, x, sentAtExit)
 		})
 	}
