@@ -16,12 +16,22 @@ import (
 // listener's anonymous clients consume in a group of their own
 // (anonymous-*) and commit its offsets, but may not commit offsets to a
 // SASL user's group (GROUP_AUTHORIZATION_FAILED). Before, they had Read on
-// every group.
+// every group; dev started again on a data dir where an earlier one wrote
+// that binding removes it.
 func TestDevSecureAnonymousGroups(t *testing.T) {
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	m, _ := runDevSecure(t, ctx, dir, regexp.MustCompile(`(?s)bootstrap:\s+(\S+).*kcat -F \S+ -b (\S+) -L`))
+	ready := regexp.MustCompile(`(?s)bootstrap:\s+(\S+).*kcat -F \S+ -b (\S+) -L`)
+	t.Run("an earlier dev's Read on every group", func(t *testing.T) {
+		m, _ := runDevSecure(t, ctx, dir, ready)
+		res, err := devAdminClient(t, dir, m[2]).CreateACLs(ctx, kadm.NewACLs().Allow("User:ANONYMOUS").AllowHosts().
+			Groups("*").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral))
+		if err := firstResultErr(res, err, func(r kadm.CreateACLsResult) error { return r.Err }); err != nil {
+			t.Fatalf("admin writes the old binding: %v", err)
+		}
+	}) // that dev stops here
+	m, _ := runDevSecure(t, ctx, dir, ready)
 	plain, secure := m[1], m[2]
 	admin := devAdminClient(t, dir, secure)
 	if _, err := admin.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
