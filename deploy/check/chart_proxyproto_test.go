@@ -10,7 +10,7 @@ import (
 // for the secure listener only, with the balancer's CIDRs; it needs that
 // listener, and the chart owns the flags.
 func TestChartProxyProtocol(t *testing.T) {
-	vals := map[string]any{"superUsers": []any{"User:admin"},
+	vals := map[string]any{"superUsers": []any{"User:admin"}, "allowPlaintextSASLOnLoadBalancer": true,
 		"proxyProtocol": map[string]any{"from": []any{"10.0.0.0/16", "fd00::/8"}},
 		"listeners":     map[string]any{"plaintext": map[string]any{"enabled": true}}}
 	_, o, err := renderValues(t, vals)
@@ -29,7 +29,7 @@ func TestChartProxyProtocol(t *testing.T) {
 		if testing.Short() {
 			t.Skip("runs kproxy")
 		}
-		_, o, err := renderValues(t, map[string]any{"superUsers": []any{"User:admin"},
+		_, o, err := renderValues(t, map[string]any{"superUsers": []any{"User:admin"}, "allowPlaintextSASLOnLoadBalancer": true,
 			"proxyProtocol": map[string]any{"from": []any{"10.0.0.0/16"}}})
 		if err != nil {
 			t.Fatal(err)
@@ -44,7 +44,7 @@ func TestChartProxyProtocol(t *testing.T) {
 		{"without the secure listener", "proxyProtocol.from needs the secure listener", map[string]any{
 			"sasl": map[string]any{"enabled": false}, "listeners": map[string]any{"plaintext": map[string]any{"enabled": true}},
 			"proxyProtocol": map[string]any{"from": []any{"10.0.0.0/16"}}}},
-		{"set in config", "config.proxy-protocol-from is set by the chart", map[string]any{"superUsers": []any{"User:admin"},
+		{"set in config", "config.proxy-protocol-from is set by the chart", map[string]any{"superUsers": []any{"User:admin"}, "allowPlaintextSASLOnLoadBalancer": true,
 			"config": map[string]any{"proxy-protocol-from": "10.0.0.0/16"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
