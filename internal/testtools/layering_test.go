@@ -64,7 +64,8 @@ var ranks = map[string]int{
 
 // proxyLevels order the proxy family inside its rank, bottom to top (the
 // longest prefix wins; "proxy" is the root package alone): the security
-// libraries, quotas, the upstream pool and client zones; the per-API dispatcher; the
+// libraries, quotas, the upstream pool, client zones and the PROXY protocol
+// reader; the per-API dispatcher; the
 // listener security a connection consults (it speaks the dispatcher's
 // types); the client-connection server and the admin endpoint; and the
 // assembly that wires them all. A proxy package imports only its own level
@@ -74,6 +75,7 @@ var proxyLevels = map[string]int{
 	"proxy/quota":             0,
 	"proxy/upstream":          0,
 	"proxy/zone":              0,
+	"proxy/proxyproto":        0,
 	"proxy/apis":              1,
 	"proxy/security/listener": 2,
 	"proxy":                   3,
