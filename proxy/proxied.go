@@ -56,6 +56,19 @@ func (s *Server) startProxied(nc net.Conn, bl *listener.Bound) {
 	}()
 }
 
+// initProxied shows the PROXY header reasons of kproxy_bad_input_total at
+// zero on a server with a listener that reads headers.
+func (s *Server) initProxied() {
+	for _, bl := range s.lns {
+		if bl.ProxyProtocol.On() {
+			for _, r := range proxyproto.Reasons() {
+				s.g.badInput.WithLabelValues(r)
+			}
+			return
+		}
+	}
+}
+
 func (s *Server) headerTimeout() time.Duration {
 	if t := s.g.lim.RequestReadTimeout; t > 0 {
 		return t

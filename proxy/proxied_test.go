@@ -259,13 +259,23 @@ func TestProxiedHealthCheckNotCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	seen := map[string]bool{}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if strings.HasPrefix(l.GetValue(), "proxy_header") && m.GetCounter().GetValue() > 0 {
+				if !strings.HasPrefix(l.GetValue(), "proxy_header") {
+					continue
+				}
+				seen[l.GetValue()] = true
+				if m.GetCounter().GetValue() > 0 {
 					t.Errorf("%s{%s=%s} = %v after a health check", mf.GetName(), l.GetName(), l.GetValue(), m.GetCounter().GetValue())
 				}
 			}
+		}
+	}
+	for _, r := range proxyproto.Reasons() {
+		if !seen[r] {
+			t.Errorf("kproxy_bad_input_total{reason=%q} not exported at zero", r)
 		}
 	}
 }

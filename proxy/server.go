@@ -166,6 +166,7 @@ func newServer(cfg Config, lns []*listener.Bound, d deps) *Server {
 		lns: lns, sec: d.sec, conns: make(map[*clientConn]struct{}),
 	}
 	s.g = newGuard(cfg.Limits, cfg.Logger, cfg.Registry)
+	s.initProxied() // proxied.go
 	s.connCtx, s.cancelConn = context.WithCancelCause(context.Background())
 	return s
 }

@@ -214,7 +214,7 @@ func (d *Dispatcher) beginApiVersions(_ context.Context, _ uint64, h Header, bod
 		// body) with the v0 fallback rather than closing.
 		return nil, d.apiVersionsFallback(), nil
 	}
-	if code := d.identityError(req); code != 0 { // identity.go
+	if code := d.identityError(req); code != 0 { // KIP-1242, below
 		return nil, apiVersionsError(h.Version, code), nil
 	}
 	return &apiVersionsOp{d: d, version: h.Version}, Reply{}, nil

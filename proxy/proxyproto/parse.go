@@ -198,18 +198,36 @@ func parseV2(b []byte) (Header, int, error) {
 	return h, total, nil // TLVs after the addresses are skipped
 }
 
-// Reason is err's label for metrics and rate-limited logs.
-func Reason(err error) string {
-	for _, r := range []struct {
+// reasons pairs each refusal with its label; anything else is invalid.
+func reasons() []struct {
+	err    error
+	reason string
+} {
+	return []struct {
 		err    error
 		reason string
 	}{
 		{ErrMissing, "proxy_header_missing"}, {ErrUntrusted, "proxy_header_untrusted"},
 		{ErrTooLarge, "proxy_header_too_large"}, {ErrTimeout, "proxy_header_timeout"},
-	} {
+		{ErrInvalid, "proxy_header_invalid"},
+	}
+}
+
+// Reason is err's label for metrics and rate-limited logs.
+func Reason(err error) string {
+	for _, r := range reasons() {
 		if errors.Is(err, r.err) {
 			return r.reason
 		}
 	}
 	return "proxy_header_invalid"
+}
+
+// Reasons are every label Reason returns.
+func Reasons() []string {
+	var out []string
+	for _, r := range reasons() {
+		out = append(out, r.reason)
+	}
+	return out
 }

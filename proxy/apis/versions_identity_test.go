@@ -26,6 +26,8 @@ func TestApiVersionsClusterIdentity(t *testing.T) {
 		{"a node the proxy does not advertise", 5, kmsg.StringPtr("kproxy-cluster"), 1, kerr.RebootstrapRequired.Code},
 		{"the cluster without a node", 5, kmsg.StringPtr("kproxy-cluster"), -1, kerr.InvalidRequest.Code},
 		{"a node without the cluster", 5, nil, 7, kerr.InvalidRequest.Code},
+		{"node 0 without the cluster (a struct literal's zero)", 5, nil, 0, kerr.InvalidRequest.Code},
+		{"another cluster, a negative node", 5, kmsg.StringPtr("kproxy-cluster"), -2, kerr.RebootstrapRequired.Code},
 		{"v4 has no such fields", 4, kmsg.StringPtr("other-cluster"), 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
