@@ -1,15 +1,13 @@
 package apis
 
-// identity.go: the cluster identity ApiVersions v5+ carries (KIP-1242).
+// The cluster identity an ApiVersions v5+ request carries (KIP-1242): a
+// client that DNS or a balancer change sent to another cluster learns it
+// from its first request and rebootstraps.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// The cluster identity an ApiVersions v5+ request carries (KIP-1242): a
-// client that DNS or a balancer change sent to another cluster learns it
-// from its first request and rebootstraps.
 
 // identityError is the error Kafka answers an ApiVersions request with for
 // the cluster and node it names, or 0: INVALID_REQUEST when only one of
