@@ -41,22 +41,19 @@ type Health struct {
 func NewHealth(reg prometheus.Registerer, now func() time.Time, table *routing.Table) *Health {
 	h := &Health{now: now, created: now(), synced: make(chan struct{})}
 	h.missing.Store(&[]int32{})
-	h.Events = prometheus.NewCounterVec(prometheus.CounterOpts{
+	h.Events = promreg.CounterVec(reg, prometheus.CounterOpts{
 		Name: "kproxy_watch_events_total",
 		Help: "etcd watch events received, by key kind (other: keys routing does not use, dropped).",
 	}, []string{"kind"})
-	h.Bad = prometheus.NewCounterVec(prometheus.CounterOpts{
+	h.Bad = promreg.CounterVec(reg, prometheus.CounterOpts{
 		Name: "kproxy_watch_bad_values_total",
 		Help: "etcd values that could not be decoded and were skipped, by key kind.",
 	}, []string{"kind"})
-	h.Resyncs = prometheus.NewCounterVec(prometheus.CounterOpts{
+	h.Resyncs = promreg.CounterVec(reg, prometheus.CounterOpts{
 		Name: "kproxy_watch_resyncs_total",
 		Help: "Times the etcd watch was dropped and restarted, by reason (compacted means a full re-list).",
 	}, []string{"reason"})
 	if reg != nil {
-		h.Events = promreg.Register(reg, h.Events)
-		h.Bad = promreg.Register(reg, h.Bad)
-		h.Resyncs = promreg.Register(reg, h.Resyncs)
 		h.registerGauges(reg, table)
 	}
 	// Every reason at 0 from the start, so that rates have a series.
@@ -67,22 +64,18 @@ func NewHealth(reg prometheus.Registerer, now func() time.Time, table *routing.T
 }
 
 func (h *Health) registerGauges(reg prometheus.Registerer, table *routing.Table) {
-	for _, c := range []prometheus.Collector{
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "kproxy_routes_staleness_seconds",
-			Help: "Seconds since etcd last confirmed the routing table is current.",
-		}, func() float64 { return h.Status().Age.Seconds() }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "kproxy_routes_partitions",
-			Help: "Partitions with an owner in the routing table.",
-		}, func() float64 { return float64(table.Len()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "kproxy_routes_missing_brokers",
-			Help: "Brokers that own partitions or groups but are missing from the broker list (their partitions have no route).",
-		}, func() float64 { return float64(len(*h.missing.Load())) }),
-	} {
-		promreg.Register(reg, c)
-	}
+	promreg.GaugeFunc(reg, prometheus.GaugeOpts{
+		Name: "kproxy_routes_staleness_seconds",
+		Help: "Seconds since etcd last confirmed the routing table is current.",
+	}, func() float64 { return h.Status().Age.Seconds() })
+	promreg.GaugeFunc(reg, prometheus.GaugeOpts{
+		Name: "kproxy_routes_partitions",
+		Help: "Partitions with an owner in the routing table.",
+	}, func() float64 { return float64(table.Len()) })
+	promreg.GaugeFunc(reg, prometheus.GaugeOpts{
+		Name: "kproxy_routes_missing_brokers",
+		Help: "Brokers that own partitions or groups but are missing from the broker list (their partitions have no route).",
+	}, func() float64 { return float64(len(*h.missing.Load())) })
 }
 
 // Synced records that the table is complete up to rev (mirror's Synced).

@@ -166,18 +166,14 @@ func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 		partial:  make(map[string]*share),
 		allShare: share{heap: holderHeap{slot: 1}, limit: lim.QueuedMaxRequestBytes - reserve, name: badAllShare},
 		badInput: NewBadInput(reg),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+		refused: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_connections_refused_total",
 			Help: "Client connections refused at accept or closed for the proxy's limits, by reason.",
 		}, []string{"reason"}),
-		queued: prometheus.NewGauge(prometheus.GaugeOpts{
+		queued: promreg.Gauge(reg, prometheus.GaugeOpts{
 			Name: "kproxy_queued_request_bytes",
 			Help: "Request bytes buffered across client connections (bounded by queued-max-request-bytes).",
 		}),
-	}
-	if reg != nil {
-		g.refused = promreg.Register(reg, g.refused)
-		g.queued = promreg.Register(reg, g.queued)
 	}
 	for _, r := range []string{badFrameSize, badOverBudget, badBudgetWait, badHeader, badUnknownAPI, badRequest,
 		badConnShare, badIPShare, badAllShare, badReadTime} {
@@ -194,14 +190,10 @@ func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 // produce partitions (reasons produce_*); on one registry both get the one
 // collector.
 func NewBadInput(reg prometheus.Registerer) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+	return promreg.CounterVec(reg, prometheus.CounterOpts{
 		Name: "kproxy_bad_input_total",
 		Help: "Client input the proxy refused, by reason: frames (their connection closed) and, reasons produce_*, Produce partitions whose record data failed validation (answered with Kafka's error code).",
 	}, []string{"reason"})
-	if reg == nil {
-		return c
-	}
-	return promreg.Register(reg, c)
 }
 
 // admit counts a new connection against the limits. It returns the

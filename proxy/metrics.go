@@ -41,52 +41,42 @@ type apiMetrics struct {
 // bytes it exports.
 func newMetrics(reg prometheus.Registerer, bufs *kwire.BufPool) *metrics {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_requests_total", Help: "Client requests read, by API.",
 		}, []string{"api"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		errors: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_request_errors_total",
 			Help: "Client requests the proxy failed itself, by API and code (INVALID_REQUEST, UNSUPPORTED_VERSION, DISPATCH_FAILED).",
 		}, []string{"api", "code"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		duration: promreg.HistogramVec(reg, prometheus.HistogramOpts{
 			Name:    "kproxy_request_duration_seconds",
 			Help:    "Time from reading a client request to having its response ready, by API.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2.5, 14), // 100us .. ~15min
 		}, []string{"api"}),
-		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{
+		bytesIn: promreg.Counter(reg, prometheus.CounterOpts{
 			Name: "kproxy_bytes_in_total", Help: "Bytes read from clients, including frame headers.",
 		}),
-		bytesOut: prometheus.NewCounter(prometheus.CounterOpts{
+		bytesOut: promreg.Counter(reg, prometheus.CounterOpts{
 			Name: "kproxy_bytes_out_total", Help: "Bytes written to clients, including frame headers.",
 		}),
-		conns: prometheus.NewGauge(prometheus.GaugeOpts{
+		conns: promreg.Gauge(reg, prometheus.GaugeOpts{
 			Name: "kproxy_client_connections", Help: "Open client connections.",
 		}),
-		connTotal: prometheus.NewCounter(prometheus.CounterOpts{
+		connTotal: promreg.Counter(reg, prometheus.CounterOpts{
 			Name: "kproxy_client_connections_total", Help: "Client connections accepted.",
 		}),
-		mutes: prometheus.NewCounter(prometheus.CounterOpts{
+		mutes: promreg.Counter(reg, prometheus.CounterOpts{
 			Name: "kproxy_client_mutes_total",
 			Help: "Times a client connection's reads paused because its unsent answers exceeded max-unsent-bytes-per-connection.",
 		}),
 	}
-	if reg != nil {
-		m.requests = promreg.Register(reg, m.requests)
-		m.errors = promreg.Register(reg, m.errors)
-		m.duration = promreg.Register(reg, m.duration)
-		m.bytesIn = promreg.Register(reg, m.bytesIn)
-		m.bytesOut = promreg.Register(reg, m.bytesOut)
-		m.conns = promreg.Register(reg, m.conns)
-		m.connTotal = promreg.Register(reg, m.connTotal)
-		m.mutes = promreg.Register(reg, m.mutes)
-		// Pooled memory is idle by definition: operators (and bench/scale)
-		// subtract it from RSS to see what is live. Servers sharing a
-		// registry share the first one's series.
-		promreg.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "kproxy_buffer_pool_free_bytes",
-			Help: "Bytes of frames kept on the frame pool's free lists for later requests, none of them in use.",
-		}, func() float64 { return float64(bufs.FreeBytes()) }))
-	}
+	// Pooled memory is idle by definition: operators (and bench/scale)
+	// subtract it from RSS to see what is live. Servers sharing a
+	// registry share the first one's series.
+	promreg.GaugeFunc(reg, prometheus.GaugeOpts{
+		Name: "kproxy_buffer_pool_free_bytes",
+		Help: "Bytes of frames kept on the frame pool's free lists for later requests, none of them in use.",
+	}, func() float64 { return float64(bufs.FreeBytes()) })
 	m.zero()
 	return m
 }

@@ -26,13 +26,11 @@ var sizeExempt = map[string]string{
 	"proxy/upstream/conn.go":   "being split on the upstream pool's branch (issue 28 names it)",
 }
 
-// tooBig lists the non-test functions over maxFuncLines ("file:func") and
-// the non-test files over maxFileLines ("file") under root, module-relative,
-// skipping testdata and other modules (a folder with its own go.mod).
-func tooBig(t *testing.T, root string) []string {
+// eachSource calls fn with each non-test .go file under root
+// (module-relative) and its text, skipping testdata, hidden folders and
+// other modules (a folder with its own go.mod).
+func eachSource(t *testing.T, root string, fn func(rel string, src []byte) error) {
 	t.Helper()
-	fset := token.NewFileSet()
-	var out []string
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -46,8 +44,26 @@ func tooBig(t *testing.T, root string) []string {
 		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
 			return nil
 		}
+		src, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
 		rel, _ := filepath.Rel(root, p)
-		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		return fn(filepath.ToSlash(rel), src)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// tooBig lists the non-test functions over maxFuncLines ("file:func") and
+// the non-test files over maxFileLines ("file") under root.
+func tooBig(t *testing.T, root string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	var out []string
+	eachSource(t, root, func(rel string, src []byte) error {
+		f, err := parser.ParseFile(fset, rel, src, parser.SkipObjectResolution)
 		if err != nil {
 			return err
 		}
@@ -62,9 +78,6 @@ func tooBig(t *testing.T, root string) []string {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return out
 }
 

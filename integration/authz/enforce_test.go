@@ -211,9 +211,17 @@ func TestRemovalReachesOtherProxy(t *testing.T) {
 	c := startCluster(t, 2, authz.Config{Mode: authz.DenyByDefault})
 	setup(t, c, anonBindings(), "a-orders")
 	one, two := rawClient(t, c.ProxyAddrs()[0]), rawClient(t, c.ProxyAddrs()[1])
-	within(t, 2*time.Second, "produce through the second proxy", func() error {
-		return kerr.ErrorForCode(produceRaw(t, two, "a-orders")["a-orders"])
-	})
+	// Both proxies must hold the bindings (one transaction, so a produce
+	// allowed means the cluster's Alter is there too) before the first
+	// deletes one: the first's view may trail the second's.
+	for _, p := range []struct {
+		name string
+		cl   *kgo.Client
+	}{{"first", one}, {"second", two}} {
+		within(t, 2*time.Second, "produce through the "+p.name+" proxy", func() error {
+			return kerr.ErrorForCode(produceRaw(t, p.cl, "a-orders")["a-orders"])
+		})
+	}
 	res, err := kadm.NewClient(one).DeleteACLs(testCtx(t), kadm.NewACLs().Allow(anon).AllowHosts().
 		Topics("a-").ResourcePatternType(kadm.ACLPatternPrefixed).Operations(kadm.OpWrite))
 	if err != nil || len(res) != 1 || res[0].Err != nil || len(res[0].Deleted) != 1 {

@@ -27,39 +27,31 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+		retries: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_retries_total",
 			Help: "Attempts the proxy repeated after a definite failure, by API and reason (Kafka error name, not_sent or transport).",
 		}, []string{"api", "reason"}),
-		splits: prometheus.NewCounterVec(prometheus.CounterOpts{
+		splits: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_split_requests_total",
 			Help: "Routed client requests by API and by how many brokers their first attempt went to (1: not split).",
 		}, []string{"api", "brokers"}),
-		early: prometheus.NewCounter(prometheus.CounterOpts{
+		early: promreg.Counter(reg, prometheus.CounterOpts{
 			Name: "kproxy_fetch_early_returns_total",
 			Help: "Split fetches answered before every broker replied, because enough bytes had arrived.",
 		}),
-		floorRaised: prometheus.NewCounter(prometheus.CounterOpts{
+		floorRaised: promreg.Counter(reg, prometheus.CounterOpts{
 			Name: "kproxy_fetch_watermark_raised_total",
 			Help: "Fetch partitions (zone reads) whose high watermark was raised to the highest one the proxy had passed on, because the broker that answered trails the owner's commits.",
 		}),
 	}
-	upBytes := prometheus.NewCounterVec(prometheus.CounterOpts{
+	upBytes := promreg.CounterVec(reg, prometheus.CounterOpts{
 		Name: "kproxy_upstream_bytes_total",
 		Help: "Bytes of requests sent to and answers read from brokers, by API and by whether the broker is in the client's zone (true, false, unknown: the client's or the broker's zone is not known).",
 	}, []string{"api", "zone_local"})
-	routes := prometheus.NewCounterVec(prometheus.CounterOpts{
+	routes := promreg.CounterVec(reg, prometheus.CounterOpts{
 		Name: "kproxy_fetch_route_total",
 		Help: "Fetch partitions routed, by where they went (zone: a broker of the client's zone that is not the owner; owner: the usual route) and why (for zone: where the client's zone came from).",
 	}, []string{"to", "reason"})
-	if reg != nil {
-		m.retries = promreg.Register(reg, m.retries)
-		m.splits = promreg.Register(reg, m.splits)
-		m.early = promreg.Register(reg, m.early)
-		m.floorRaised = promreg.Register(reg, m.floorRaised)
-		upBytes = promreg.Register(reg, upBytes)
-		routes = promreg.Register(reg, routes)
-	}
 	m.upBytes, m.fetchRoutes = upBytes, routes
 	m.up = make(map[int16]*[3]prometheus.Counter)
 	for _, key := range RoutedKeys() {

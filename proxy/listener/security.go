@@ -146,20 +146,15 @@ const (
 
 func newSecurityMetrics(reg prometheus.Registerer) *securityMetrics {
 	m := &securityMetrics{
-		auths: prometheus.NewCounterVec(prometheus.CounterOpts{
+		auths: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_authentications_total", Help: "SASL authentications and re-authentications, by mechanism and outcome (success, failure).",
 		}, []string{"mechanism", "outcome"}),
-		accepted: prometheus.NewCounterVec(prometheus.CounterOpts{
+		accepted: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_listener_connections_total", Help: "Client connections accepted, by listener.",
 		}, []string{"listener"}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+		rejected: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_connections_rejected_total", Help: "Client connections closed by the security checks, by reason.",
 		}, []string{"reason"}),
-	}
-	if reg != nil {
-		m.auths = promreg.Register(reg, m.auths)
-		m.accepted = promreg.Register(reg, m.accepted)
-		m.rejected = promreg.Register(reg, m.rejected)
 	}
 	return m
 }

@@ -215,23 +215,18 @@ type metrics struct {
 // init makes the metrics and registers them on reg (nil: not registered),
 // sharing series another manager on reg registered (promreg's policy).
 func (mt *metrics) init(reg prometheus.Registerer) {
-	throttled := prometheus.NewCounterVec(prometheus.CounterOpts{
+	throttled := promreg.CounterVec(reg, prometheus.CounterOpts{
 		Name: "kproxy_quota_throttled_responses_total",
 		Help: "Responses throttled by a client quota, by quota type.",
 	}, []string{"quota"})
-	seconds := prometheus.NewCounterVec(prometheus.CounterOpts{
+	seconds := promreg.CounterVec(reg, prometheus.CounterOpts{
 		Name: "kproxy_quota_throttle_seconds_total",
 		Help: "Throttle time given to clients by a client quota, by quota type.",
 	}, []string{"quota"})
-	mt.replicas = prometheus.NewGauge(prometheus.GaugeOpts{
+	mt.replicas = promreg.Gauge(reg, prometheus.GaugeOpts{
 		Name: "kproxy_quota_replicas",
 		Help: "Live proxy replicas this replica divides byte-rate quotas by.",
 	})
-	if reg != nil {
-		throttled = promreg.Register(reg, throttled)
-		seconds = promreg.Register(reg, seconds)
-		mt.replicas = promreg.Register(reg, mt.replicas)
-	}
 	for t := range NumTypes { // exported at 0
 		mt.throttled[t] = throttled.WithLabelValues(t.String())
 		mt.seconds[t] = seconds.WithLabelValues(t.String())

@@ -29,33 +29,26 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		conns: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		conns: promreg.GaugeVec(reg, prometheus.GaugeOpts{
 			Name: "kproxy_upstream_connections",
 			Help: "Open connections to each broker (handshake done).",
 		}, []string{"broker"}),
-		dedicated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		dedicated: promreg.GaugeVec(reg, prometheus.GaugeOpts{
 			Name: "kproxy_upstream_dedicated_connections",
 			Help: "Dedicated connections to each broker (dialing or open) carrying long-held requests (long polls, JoinGroup, SyncGroup) of one client connection, for brokers that answer in order.",
 		}, []string{"broker"}),
-		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		inflight: promreg.GaugeVec(reg, prometheus.GaugeOpts{
 			Name: "kproxy_upstream_inflight",
 			Help: "Requests queued or awaiting a response, per broker.",
 		}, []string{"broker"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_upstream_requests_total",
 			Help: "Requests queued for sending to each broker.",
 		}, []string{"broker"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		errors: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_upstream_errors_total",
 			Help: "Broker connection failures by kind (dial, handshake, write, read, timeout, protocol, closed).",
 		}, []string{"broker", "kind"}),
-	}
-	if reg != nil {
-		m.conns = promreg.Register(reg, m.conns)
-		m.dedicated = promreg.Register(reg, m.dedicated)
-		m.inflight = promreg.Register(reg, m.inflight)
-		m.requests = promreg.Register(reg, m.requests)
-		m.errors = promreg.Register(reg, m.errors)
 	}
 	return m
 }

@@ -32,61 +32,47 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_broker_requests_total", Help: "Requests received, by API.",
 		}, []string{"api"}),
-		produces: prometheus.NewCounter(prometheus.CounterOpts{
+		produces: promreg.Counter(reg, prometheus.CounterOpts{
 			Name: "kproxy_broker_produce_requests_total", Help: "Produce requests received.",
 		}),
-		fetches: prometheus.NewCounter(prometheus.CounterOpts{
+		fetches: promreg.Counter(reg, prometheus.CounterOpts{
 			Name: "kproxy_broker_fetch_requests_total", Help: "Fetch requests received.",
 		}),
-		commits: prometheus.NewCounter(prometheus.CounterOpts{
+		commits: promreg.Counter(reg, prometheus.CounterOpts{
 			Name: "kproxy_broker_commits_total", Help: "Successful fenced partition commits.",
 		}),
-		commitFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+		commitFails: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_broker_commit_failures_total", Help: "Failed partition commits, by reason (fenced or other).",
 		}, []string{"reason"}),
-		commitTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+		commitTime: promreg.Histogram(reg, prometheus.HistogramOpts{
 			Name: "kproxy_broker_commit_seconds", Help: "Latency of successful partition commits.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}),
-		acquisitions: prometheus.NewCounter(prometheus.CounterOpts{
+		acquisitions: promreg.Counter(reg, prometheus.CounterOpts{
 			Name: "kproxy_broker_acquisitions_total", Help: "Partition ownerships acquired.",
 		}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+		refused: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_broker_acquisitions_refused_total",
 			Help: "First requests refused with a retriable code because every acquisition slot stayed taken for the wait, by kind (partition or group).",
 		}, []string{"kind"}),
-		losses: prometheus.NewCounter(prometheus.CounterOpts{
+		losses: promreg.Counter(reg, prometheus.CounterOpts{
 			Name: "kproxy_broker_losses_total", Help: "Partition or group ownerships lost without release.",
 		}),
-		sessionLoss: prometheus.NewCounter(prometheus.CounterOpts{
+		sessionLoss: promreg.Counter(reg, prometheus.CounterOpts{
 			Name: "kproxy_broker_session_losses_total", Help: "Lease session expiries (each loses every ownership it held).",
 		}),
-		fetchBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+		fetchBytes: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_broker_fetch_bytes_total",
 			Help: "Record bytes served to fetches, by whether the fetch's RackID (the client's client.rack) is this broker's rack (true, false, unknown: either is not set).",
 		}, []string{"rack_local"}),
 	}
-	lookups := prometheus.NewCounterVec(prometheus.CounterOpts{
+	lookups := promreg.CounterVec(reg, prometheus.CounterOpts{
 		Name: "kproxy_broker_segment_cache_lookups_total",
 		Help: "Segment reads by whether the broker's segment cache held the object (hit) or the store was read (miss).",
 	}, []string{"result"})
-	if reg != nil {
-		lookups = promreg.Register(reg, lookups)
-		m.requests = promreg.Register(reg, m.requests)
-		m.produces = promreg.Register(reg, m.produces)
-		m.fetches = promreg.Register(reg, m.fetches)
-		m.commits = promreg.Register(reg, m.commits)
-		m.commitFails = promreg.Register(reg, m.commitFails)
-		m.commitTime = promreg.Register(reg, m.commitTime)
-		m.acquisitions = promreg.Register(reg, m.acquisitions)
-		m.refused = promreg.Register(reg, m.refused)
-		m.losses = promreg.Register(reg, m.losses)
-		m.sessionLoss = promreg.Register(reg, m.sessionLoss)
-		m.fetchBytes = promreg.Register(reg, m.fetchBytes)
-	}
 	for _, l := range []string{"true", "false", "unknown"} {
 		m.fetchBytes.WithLabelValues(l)
 	}

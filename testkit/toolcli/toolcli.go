@@ -19,7 +19,7 @@ import (
 // DocsFlag defines -docs on fs: the page the tool writes, what it is, and
 // which make target writes it.
 func DocsFlag(fs *flag.FlagSet, what, makeTarget string) *string {
-	return fs.String("docs", "", "write "+what+" here (default: nothing is written; `"+makeTarget+"` passes the page under docs/)")
+	return fs.String("docs", "", "write "+what+" to `PATH` (default: nothing is written; "+makeTarget+" passes the page under docs/)")
 }
 
 // Context is a context that ends on an interrupt or SIGTERM; call stop to

@@ -87,18 +87,14 @@ func NewRecorder(cfg RecorderConfig) (*Recorder, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+	vec := promreg.CounterVec(cfg.Registerer, prometheus.CounterOpts{
 		Name: "kproxy_authz_decisions_total",
 		Help: "Authorization decisions by API, resource type and outcome (allowed, denied, dry-run-denied).",
 	}, []string{"api", "resource_type", "outcome"})
-	bad := prometheus.NewCounter(prometheus.CounterOpts{
+	bad := promreg.Counter(cfg.Registerer, prometheus.CounterOpts{
 		Name: "kproxy_authz_bad_bindings_total",
 		Help: "ACL values in etcd skipped because they break the layout contract.",
 	})
-	if cfg.Registerer != nil { // shared with another recorder on the same registry
-		vec = promreg.Register(cfg.Registerer, vec)
-		bad = promreg.Register(cfg.Registerer, bad)
-	}
 	r := &Recorder{cfg: cfg, counts: map[int16]*[numTypes][len(outcomes)]prometheus.Counter{}, bad: bad,
 		limiter: rate.NewLimiter(rate.Every(cfg.LogEvery), 1)}
 	fill := func(name string, dst *[numTypes][len(outcomes)]prometheus.Counter) {
