@@ -21,6 +21,7 @@ var apisLevels = map[string]int{
 	"proxy/apis/split":             0,
 	"proxy/apis/authrule":          1,
 	"proxy/apis/local":             1,
+	"proxy/apis/produceguard":      1,
 	"proxy/apis":                   2,
 }
 

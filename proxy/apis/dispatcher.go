@@ -39,6 +39,7 @@ import (
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/hwfloor"
+	"github.com/kproxy/kproxy/proxy/apis/produceguard"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/proxy/crypt"
@@ -196,7 +197,7 @@ type Dispatcher struct {
 	now    func() time.Time
 	policy retry.Policy
 	m      *metrics
-	pg     produceGuard
+	pg     *produceguard.Guard
 	vers   *versions
 	ids    topicIDs
 	floors *hwfloor.Floors     // zone reads' high watermark floors (fetch.go)
@@ -259,7 +260,7 @@ func New(cfg Config) (*Dispatcher, error) {
 	}
 	var err error
 	if d.pg, err = newProduceGuard(cfg); err != nil {
-		return nil, fmt.Errorf("apis: produce validation: %w", err)
+		return nil, fmt.Errorf("apis: %w", err)
 	}
 	d.floors = hwfloor.New(func(id [16]byte) bool { _, ok := d.ids.name(d.routes, id); return ok })
 	d.authEnv = authrule.Env{Recorder: cfg.AuthzRecorder, Names: (*idNames)(d)}
@@ -280,7 +281,7 @@ func New(cfg Config) (*Dispatcher, error) {
 // what is in flight). Begin must not be called after Close.
 func (d *Dispatcher) Close() {
 	d.eng.Close()
-	d.pg.check.Close()
+	d.pg.Close()
 }
 
 // clientZone is the zone of the client of ctx (split.Env.ClientZone).

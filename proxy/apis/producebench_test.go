@@ -33,7 +33,7 @@ func BenchmarkProduceValidation(b *testing.B) {
 	for _, l := range []recordcheck.Level{recordcheck.Off, recordcheck.Framing, recordcheck.Full} {
 		b.Run(l.String(), func(b *testing.B) {
 			d, _ := cannedDispatcher(b, testTable(), kmsg.Produce, 9, parts, 0)
-			d.pg.check.Close()
+			d.pg.Close()
 			var err error
 			cfg := d.cfg
 			cfg.ProduceValidation = l

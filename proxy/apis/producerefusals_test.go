@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire/kwiretest"
+	"github.com/kproxy/kproxy/proxy/apis/produceguard"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 )
 
@@ -28,8 +29,8 @@ func TestProduceRequiredAcks(t *testing.T) {
 		if got := forwarded(f); len(got) != 0 {
 			t.Errorf("acks=%d: forwarded %v", acks, got)
 		}
-		if got := testutil.ToFloat64(bad.WithLabelValues(reasonRequiredAcks)); got != 2 {
-			t.Errorf("acks=%d: %s counted %v, want 2", acks, reasonRequiredAcks, got)
+		if got := testutil.ToFloat64(bad.WithLabelValues(produceguard.RequiredAcks)); got != 2 {
+			t.Errorf("acks=%d: %s counted %v, want 2", acks, produceguard.RequiredAcks, got)
 		}
 	}
 }
@@ -128,8 +129,8 @@ func TestProduceTransactionalWithoutTxnAPIs(t *testing.T) {
 			if got := forwarded(f); got[0] != c.txns || !got[1] {
 				t.Errorf("forwarded %v", got)
 			}
-			if want := map[bool]float64{false: 1, true: 0}[c.txns]; testutil.ToFloat64(bad.WithLabelValues(reasonTxnState)) != want {
-				t.Errorf("%s not counted %v", reasonTxnState, want)
+			if want := map[bool]float64{false: 1, true: 0}[c.txns]; testutil.ToFloat64(bad.WithLabelValues(produceguard.TxnState)) != want {
+				t.Errorf("%s not counted %v", produceguard.TxnState, want)
 			}
 		})
 	}
