@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -286,6 +287,57 @@ func TestKeyRefusedRejectOrPassthrough(t *testing.T) {
 		out, code := encrypt(s, "secret-a", in)
 		if code != c.want || (code == 0 && !bytes.Equal(out, in)) {
 			t.Fatalf("%q: code %d, want %d", c.extra, code, c.want)
+		}
+	}
+}
+
+func TestReloadSwapsRulesAndKeepsABadFileOut(t *testing.T) {
+	s := newService(t, newMemKMS(), nil, "")
+	steps := []struct {
+		name    string
+		file    string
+		changed bool
+		wantErr bool
+		secret  bool // is secret-a encrypted after the step
+		other   bool // is other encrypted after the step
+	}{
+		{"unchanged", minimalFile, false, false, true, false},
+		{"a rule added", minimalFile + "  - match: other\n    key: alias/{topic}\n", true, false, true, true},
+		{"a misspelt field", minimalFile + "unresolved_keys: passthrough\n", true, true, true, true},
+		{"a bad glob", "kms: {type: aws, region: r}\ntopics:\n  - {match: \"[\", key: k}\n", true, true, true, true},
+		{"the rule removed", strings.Replace(minimalFile, "secret-*", "public-*", 1), true, false, false, false},
+	}
+	for _, st := range steps {
+		if err := os.WriteFile(s.cfg.File, []byte(st.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		changed, err := s.reload(context.Background())
+		if changed != st.changed || (err != nil) != st.wantErr {
+			t.Fatalf("%s: changed %v, err %v", st.name, changed, err)
+		}
+		if s.Encrypted("secret-a") != st.secret || s.Encrypted("other") != st.other {
+			t.Fatalf("%s: secret-a %v, other %v", st.name, s.Encrypted("secret-a"), s.Encrypted("other"))
+		}
+	}
+	if kek, _ := s.cur.Load().pol.kek("public-x"); kek != "alias/kproxy-test" {
+		t.Fatalf("kek %q", kek)
+	}
+}
+
+func TestTopicRulesFirstMatchWins(t *testing.T) {
+	f, err := ParseFile([]byte(minimalFile + "  - match: secret-exact\n    key: alias/exact\n  - match: \"pay?\"\n    key: alias/{topic}-kek\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := compile(f)
+	for topic, want := range map[string]string{
+		"secret-exact": "alias/kproxy-test", // the glob comes first
+		"pays":         "alias/pays-kek",
+		"payments":     "",
+		"public":       "",
+	} {
+		if got, ok := p.kek(topic); got != want || ok != (want != "") {
+			t.Fatalf("%s: kek %q %v, want %q", topic, got, ok, want)
 		}
 	}
 }
