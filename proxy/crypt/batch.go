@@ -13,8 +13,9 @@ import (
 // into a new buffer (one pass), recompresses them with the batch's own
 // codec and fixes the batch's length and CRC-32C. Everything else in the
 // header (base offset, epochs, timestamps, producer id, epoch and
-// sequence, attributes) is kept. Control batches and legacy message sets
-// (magic 0 and 1) are copied as they are: kproxy never encrypts them.
+// sequence, attributes) is kept. Control batches are copied as they are;
+// legacy message sets (magic 0 and 1) too on fetch, and are refused on
+// produce, where they would be stored in plaintext.
 
 // recordsFunc appends the rewritten form of the n records in recs to dst;
 // changed is false when it left every record as it was.
@@ -69,8 +70,11 @@ func partial(dst []byte, drop bool) ([]byte, error) {
 }
 
 // rewriteBatch appends one whole batch b, rewritten by fn, to dst.
-func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, stored bool, fn recordsFunc) ([]byte, error) {
+func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, encrypting bool, fn recordsFunc) ([]byte, error) {
 	if b[kwire.BatchOffMagic] != 2 {
+		if encrypting { // a legacy message set would be stored in plaintext
+			return nil, fmt.Errorf("%w: a magic %d message set cannot be encrypted", ErrFormat, b[kwire.BatchOffMagic])
+		}
 		return append(dst, b...), nil
 	}
 	if len(b) < kwire.BatchHeaderLen {
@@ -99,7 +103,7 @@ func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, stored bool, fn record
 			return nil, err
 		}
 		if sc.out, changed, err = fn(sc.out[:0], sc.plain, n); err == nil && changed {
-			dst, err = c.compress(dst, sc.out, codec, stored)
+			dst, err = c.compress(dst, sc.out, codec, encrypting) // lz4: stored blocks
 		}
 	}
 	if err != nil {

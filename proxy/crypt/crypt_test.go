@@ -341,3 +341,15 @@ func TestTopicRulesFirstMatchWins(t *testing.T) {
 		}
 	}
 }
+
+func TestLegacyMessageSetRefusedOnProduce(t *testing.T) {
+	s := newService(t, newMemKMS(), nil, "")
+	in := buildBatch(t, s.codecs, codecNone, rec{value: []byte("plaintext")})
+	in[kwire.BatchOffMagic] = 1
+	if _, code := encrypt(s, "secret-a", in); code != kerr.InvalidRecord.Code {
+		t.Fatalf("code %d, want INVALID_RECORD", code)
+	}
+	if out, code := s.Decrypt(context.Background(), "secret-a", 0, in); code != 0 || !bytes.Equal(out, in) {
+		t.Fatalf("fetch of a legacy message set: code %d", code)
+	}
+}
