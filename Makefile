@@ -5,7 +5,7 @@ GOFLAGS_TEST ?= -race -timeout 25m
 DURATION ?= 5m
 SOAK     ?= 30m
 
-.PHONY: help run build test quick lint vet unit fuzz deploy-check clients docs bench scale zones chaos soak clean
+.PHONY: help run build test quick lint vet unit fuzz deploy-check clients docs bench scale zones chaos soak kafscale clean
 
 help: ## this list: each target and what it does
 	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## /\1\t/' | awk -F'\t' '{printf "  %-13s %s\n", $$1, $$2}'
@@ -31,7 +31,8 @@ quick: ## go test -short ./...: no client installs, no multi-process or long run
 vet: ## go vet ./...
 	$(GO) vet ./...
 
-unit: ## every test under -race
+unit: ## every test under -race (the real-KafScale checks too when KAFSCALE_SRC is set)
+	@case "$$KAFSCALE_SRC" in ""|off) echo "unit: KAFSCALE_SRC unset: the real-KafScale checks are skipped (make kafscale runs them)";; esac
 	$(GO) test $(GOFLAGS_TEST) ./...
 
 deploy-check: ## render the Helm chart offline and decode it strictly (its own module: helm stays out of kproxy's dependencies)
@@ -40,7 +41,7 @@ deploy-check: ## render the Helm chart offline and decode it strictly (its own m
 # Go fuzzes one target per run; each runs FUZZTIME beyond its corpus in
 # testdata/fuzz (new finds go to the build cache, so the tree is unchanged).
 FUZZTIME ?= 5s
-FUZZ_TARGETS := internal/kwire:FuzzReadGrowing proxy:FuzzParseHeader proxy:FuzzConnection proxy/apis:FuzzDispatch proxy/apis/recordcheck:FuzzCheck
+FUZZ_TARGETS := internal/kwire:FuzzReadGrowing proxy:FuzzParseHeader proxy:FuzzConnection proxy/apis:FuzzDispatch proxy/apis/recordcheck:FuzzCheck proxy/apis/recordcheck:FuzzAcceptedReadable
 fuzz: ## the fuzz targets of frame, header and request parsing, FUZZTIME each
 	@for t in $(FUZZ_TARGETS); do \
 		echo "fuzz $${t#*:} ($(FUZZTIME))"; \
@@ -67,6 +68,14 @@ chaos: ## the full fault suite (DURATION=5m; CHAOSFLAGS=-zones=a,b,c for the zon
 
 soak: ## a proxy under well-behaved and hostile clients for SOAK (30m; SOAK=5m for a short run); writes docs/soak.md and docs/soak.png
 	$(GO) run ./internal/testtools/soak/cmd/ksoak -duration $(SOAK) -out docs/soak.md
+
+# KafScale's source archive and build.sh; a user's clone has no ../shared, so
+# only this target looks for it.
+KAFSCALE_SRC ?= $(firstword $(patsubst %/build.sh,%,$(wildcard ../shared/kafscale/build.sh ../../shared/kafscale/build.sh)))
+KAFSCALE_PKGS := ./integration/kafscale/ ./leasewatch/kafscale/ ./internal/testtools/kafscalerig/...
+kafscale: ## build KafScale's broker and proxy (KAFSCALE_SRC, default ../shared/kafscale) into bin/kafscale/, then run kproxy's checks on two real brokers
+	@if [ -z "$(KAFSCALE_SRC)" ] || [ "$(KAFSCALE_SRC)" = off ]; then echo "kafscale: set KAFSCALE_SRC to the folder with KafScale's build.sh and source archive"; exit 1; fi
+	KAFSCALE_SRC=$(abspath $(KAFSCALE_SRC)) $(GO) test $(GOFLAGS_TEST) -count=1 -run 'Real' $(KAFSCALE_PKGS)
 
 clean: ## remove bin/ and results/
 	rm -rf bin results

@@ -186,9 +186,9 @@ func badInputCount(t *testing.T, reg *prometheus.Registry, reason string) float6
 // is refused with Kafka's code and counted, the valid partition of the same
 // request is acknowledged (except where Kafka fails the whole request), and
 // afterwards every partition reads back every acknowledged record, those
-// written after the hostile ones included.
+// written after the hostile ones included, with kgo and with kcat.
 func TestProduceValidationHostile(t *testing.T) {
-	cases := hostileCases()
+	cases := append(hostileCases(), probeCases(t)...)
 	parts := int32(len(cases) + 1) // one partition per case, the last one for valid data
 	addr, reg := trustingPool(t, recordcheck.Full, parts)
 	const topic = "hostile"
@@ -235,6 +235,7 @@ func TestProduceValidationHostile(t *testing.T) {
 	}
 	produceEach("after")
 	checkSame(t, acked, consumeAll(t, addr, topic, len(acked), 60*time.Second))
+	checkSame(t, acked, kcatConsume(t, addr, topic, 60*time.Second))
 }
 
 // TestProduceValidationPoolTrusts checks the premise of the test above:

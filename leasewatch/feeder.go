@@ -15,6 +15,9 @@ import (
 type FeederConfig struct {
 	Client *clientv3.Client
 	Prefix string
+	// End, if set, narrows the watch to the key range [Prefix, End) (see
+	// etcdmirror.SyncConfig.End).
+	End    string
 	Health *Health
 	// NewHandler returns the handler that applies one Run's events to the
 	// table (a fresh one per Run, so no state outlives a stopped loop).
@@ -42,6 +45,7 @@ func (f *Feeder) Run(ctx context.Context) error {
 	return etcdmirror.Sync(ctx, etcdmirror.SyncConfig{
 		Client:           f.cfg.Client,
 		Prefix:           f.cfg.Prefix,
+		End:              f.cfg.End,
 		Handler:          f.cfg.NewHandler(),
 		Logger:           f.cfg.Logger,
 		MinBackoff:       f.cfg.MinBackoff,

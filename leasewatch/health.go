@@ -29,8 +29,8 @@ type Health struct {
 	connected  atomic.Bool
 	missing    atomic.Pointer[[]int32]
 
-	// Events counts applied watch events, Bad skipped values, both by key
-	// kind; Resyncs dropped watches, by reason.
+	// Events counts every watch event received, applied or dropped, Bad
+	// skipped values, both by key kind; Resyncs dropped watches, by reason.
 	Events, Bad, Resyncs *prometheus.CounterVec
 }
 
@@ -43,7 +43,7 @@ func NewHealth(reg prometheus.Registerer, now func() time.Time, table *routing.T
 	h.missing.Store(&[]int32{})
 	h.Events = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kproxy_watch_events_total",
-		Help: "etcd watch events applied to the routing table, by key kind.",
+		Help: "etcd watch events received, by key kind (other: keys routing does not use, dropped).",
 	}, []string{"kind"})
 	h.Bad = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kproxy_watch_bad_values_total",

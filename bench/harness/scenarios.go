@@ -97,6 +97,7 @@ type produceArgs struct {
 	clients    int
 	rate       float64
 	warmup     time.Duration // 0: Config.Warmup
+	codec      string        // batch compression ("": none)
 }
 
 // maxBuffered is the per-client kgo MaxBufferedRecords that spreads the
@@ -120,6 +121,9 @@ func (h *Harness) produceSpec(a produceArgs) runSpec {
 		"--max-buffered", strconv.Itoa(maxBuffered)}
 	if a.rate > 0 {
 		args = append(args, "--rate", strconv.FormatFloat(a.rate, 'f', 0, 64))
+	}
+	if a.codec != "" {
+		args = append(args, "--compression", a.codec)
 	}
 	return runSpec{cmd: "produce", args: args, warmup: warmup, window: h.cfg.Duration,
 		limit: warmup + h.cfg.Duration + 2*time.Minute}

@@ -8,11 +8,13 @@ import (
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
-// The validation scenario measures what produce validation costs: the
+// The validation scenarios measure what produce validation costs: the
 // plain proxy runs at the default --produce-validation full (every batch
-// framed, its header checked and its CRC-32C computed) and a second proxy
-// with --produce-validation off forwards record data unchecked, on the
-// same workload.
+// framed, its header checked, its CRC-32C computed with the walk of its
+// records, decompressed first when compressed) and a second proxy with
+// --produce-validation off forwards record data unchecked, on the same
+// workload: uncompressed (validation-produce-1k, the one with a target)
+// and once per codec (validation-produce-1k-<codec>).
 const (
 	sideNoValidation = "kproxy-novalidation"
 	// validationTopicPrefix starts the scenario's topics (roundTopic adds -rN).
@@ -26,11 +28,38 @@ const (
 
 var validationSides = []string{sideProxy, sideNoValidation}
 
+// validationCodecs are the codecs of the per-codec scenarios ("" is none:
+// validationID itself).
+var validationCodecs = []string{"", "gzip", "snappy", "lz4", "zstd"}
+
+// validationScenarioID is the scenario of codec ("": validationID).
+func validationScenarioID(codec string) string {
+	if codec == "" {
+		return validationID
+	}
+	return validationID + "-" + codec
+}
+
 // validationScenario runs produce-1k on the validating and the
-// non-validating proxy.
+// non-validating proxy, once per selected codec.
 func (h *Harness) validationScenario(ctx context.Context) error {
-	if !h.selected(validationID) {
-		return nil
+	for _, codec := range validationCodecs {
+		if !h.selected(validationScenarioID(codec)) {
+			continue
+		}
+		if err := h.validationRun(ctx, codec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validationRun is one validation scenario: produce-1k in batches of codec.
+func (h *Harness) validationRun(ctx context.Context, codec string) error {
+	id := validationScenarioID(codec)
+	title, compressed := "Produce 1 KiB records", ""
+	if codec != "" {
+		title, compressed = "Produce 1 KiB records in "+codec+" batches", ", in "+codec+" batches (decompressed to be checked)"
 	}
 	level := validationFlag(h.cfg.ProxyFlags) // -proxy-flags may set another level to compare with off
 	if level == "" {
@@ -44,23 +73,23 @@ func (h *Harness) validationScenario(ctx context.Context) error {
 	admin := h.cluster.proxy.AdminAddr
 	before, err := testrig.ScrapeCounter(ctx, admin, badInputMetric)
 	if err != nil {
-		return fmt.Errorf("scenario %s: %w", validationID, err)
+		return fmt.Errorf("scenario %s: %w", id, err)
 	}
-	what := "as produce-1k, on kproxy (--produce-validation full, the default: each batch framed, its header checked and its CRC-32C computed before it is forwarded) and kproxy-novalidation (--produce-validation off)"
+	what := "as produce-1k" + compressed + ", on kproxy (--produce-validation full, the default: each batch framed, its header checked, its CRC-32C computed and its records walked before it is forwarded) and kproxy-novalidation (--produce-validation off)"
 	if level != "full" {
-		what = fmt.Sprintf("as produce-1k, on kproxy (--produce-validation %s, from -proxy-flags) and kproxy-novalidation (--produce-validation off)", level)
+		what = fmt.Sprintf("as produce-1k%s, on kproxy (--produce-validation %s, from -proxy-flags) and kproxy-novalidation (--produce-validation off)", compressed, level)
 	}
-	res, err := h.compareSides(ctx, validationID, fmt.Sprintf("Produce 1 KiB records, validation %s vs off", level), what,
-		validationSides, h.freshPlan(validationTopicPrefix+"1k", h.produceFor(produceArgs{recordSize: 1024, producers: 8, clients: 8})))
+	res, err := h.compareSides(ctx, id, fmt.Sprintf("%s, validation %s vs off", title, level), what,
+		validationSides, h.freshPlan(validationTopicPrefix+"1k"+codec, h.produceFor(produceArgs{recordSize: 1024, producers: 8, clients: 8, codec: codec})))
 	if err != nil {
 		return err
 	}
 	after, err := testrig.ScrapeCounter(ctx, admin, badInputMetric)
 	if err != nil {
-		return fmt.Errorf("scenario %s: %w", validationID, err)
+		return fmt.Errorf("scenario %s: %w", id, err)
 	}
 	if after != before {
-		return fmt.Errorf("scenario %s: the validating proxy refused %.0f inputs of a valid workload (%s)", validationID, after-before, badInputMetric)
+		return fmt.Errorf("scenario %s: the validating proxy refused %.0f inputs of a valid workload (%s)", id, after-before, badInputMetric)
 	}
 	p, _ := res.side(sideProxy)
 	n, _ := res.side(sideNoValidation)

@@ -37,6 +37,10 @@ type ProduceConfig struct {
 	// MaxBuffered is kgo's MaxBufferedRecords per client; 0 keeps the
 	// default (50,000).
 	MaxBuffered int
+	// Compression is the producers' batch codec: none (the default), gzip,
+	// snappy, lz4 or zstd. Every record carries the same random value, so
+	// a compressed batch holds it once per record: what the codec finds.
+	Compression string
 	// Stamp writes the send time (unix ns, 8 bytes) at the start of every
 	// value so that a consumer can measure end-to-end latency.
 	Stamp  bool
@@ -62,8 +66,27 @@ func (c *ProduceConfig) validate() error {
 		c.Clients = c.Producers
 	}
 	c.Producers = max(c.Producers, c.Clients)
+	if _, err := codecOpt(c.Compression); err != nil {
+		return err
+	}
 	_, err := acksOpts(c.Acks)
 	return err
+}
+
+func codecOpt(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "", "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("compression %q: want none, gzip, snappy, lz4 or zstd", name)
 }
 
 func acksOpts(acks string) ([]kgo.Opt, error) {
@@ -80,12 +103,14 @@ func acksOpts(acks string) ([]kgo.Opt, error) {
 
 func (c *ProduceConfig) clientOpts() []kgo.Opt {
 	opts := c.Target.options(c.Logger)
-	acks, _ := acksOpts(c.Acks) // validated
+	acks, _ := acksOpts(c.Acks)         // validated
+	codec, _ := codecOpt(c.Compression) // validated
 	opts = append(opts, acks...)
 	opts = append(opts,
 		kgo.DefaultProduceTopic(c.Topic),
-		// Values are random: compression would only cost client CPU.
-		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		// None unless asked: values are random, so compression would only
+		// cost client CPU.
+		kgo.ProducerBatchCompression(codec),
 	)
 	if len(c.Partitions) > 0 {
 		opts = append(opts, kgo.RecordPartitioner(kgo.ManualPartitioner()))

@@ -88,6 +88,7 @@ func produceCommand() *cli.Command {
 			&cli.DurationFlag{Name: "linger", Value: -1, Usage: "kgo ProducerLinger (negative: kgo default)"},
 			&cli.IntFlag{Name: "max-buffered", Usage: "kgo MaxBufferedRecords per client (0: kgo default)"},
 			&cli.IntFlag{Name: "create", Usage: "create the topic with this many partitions first (0: do not)"},
+			&cli.StringFlag{Name: "compression", Value: "none", Usage: "batch codec: none, gzip, snappy, lz4 or zstd"},
 		),
 		Action: func(c *cli.Context) error {
 			t, err := target(c)
@@ -107,7 +108,8 @@ func produceCommand() *cli.Command {
 				Target: t, Topic: c.String("topic"), RecordSize: c.Int("record-size"), Partitions: parts,
 				Producers: c.Int("producers"), Clients: c.Int("clients"), Acks: c.String("acks"),
 				Rate: c.Float64("rate"), Warmup: c.Duration("warmup"), Duration: c.Duration("duration"),
-				Linger: c.Duration("linger"), MaxBuffered: c.Int("max-buffered"), Logger: logger(),
+				Linger: c.Duration("linger"), MaxBuffered: c.Int("max-buffered"), Compression: c.String("compression"),
+				Logger: logger(),
 			})
 			if err != nil {
 				return err

@@ -161,10 +161,16 @@ func (e *env) startProxy() {
 // waitReady waits until /readyz satisfies cond.
 func (e *env) waitReady(what string, cond func(adminapi.Readiness) bool) adminapi.Readiness {
 	e.t.Helper()
+	return waitReadyAt(e.t, e.srv.AdminAddr(), what, cond)
+}
+
+// waitReadyAt waits until the /readyz of the proxy at admin satisfies cond.
+func waitReadyAt(t testing.TB, admin, what string, cond func(adminapi.Readiness) bool) adminapi.Readiness {
+	t.Helper()
 	deadline := time.Now().Add(stepWait)
 	var last adminapi.Readiness
 	for time.Now().Before(deadline) {
-		if r, err := adminapi.FetchReadiness(context.Background(), e.srv.AdminAddr()); err == nil {
+		if r, err := adminapi.FetchReadiness(context.Background(), admin); err == nil {
 			last = r
 			if cond(r) {
 				return r
@@ -172,7 +178,7 @@ func (e *env) waitReady(what string, cond func(adminapi.Readiness) bool) adminap
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	e.t.Fatalf("proxy: %s not within %s (last readiness %+v)", what, stepWait, last)
+	t.Fatalf("proxy: %s not within %s (last readiness %+v)", what, stepWait, last)
 	return last
 }
 
@@ -204,15 +210,22 @@ func (e *env) servedLog() []served {
 // client is a kgo client whose only seed is the proxy.
 func (e *env) client(opts ...kgo.Opt) *kgo.Client {
 	e.t.Helper()
-	opts = append([]kgo.Opt{kgo.SeedBrokers(e.srv.Addr()), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)
+	return proxyClient(e.t, e.srv.Addr(), opts...)
+}
+
+// proxyClient is a kgo client whose only seed is the proxy at addr,
+// closed when the test ends.
+func proxyClient(t testing.TB, addr string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts = append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.MetadataMinAge(100 * time.Millisecond)}, opts...)
 	if os.Getenv("KPROXY_TEST_LOG") != "" {
 		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, kgo.LogLevelDebug, nil)))
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
-		e.t.Fatalf("kgo client: %v", err)
+		t.Fatalf("kgo client: %v", err)
 	}
-	e.t.Cleanup(cl.Close)
+	t.Cleanup(cl.Close)
 	return cl
 }
 

@@ -43,8 +43,12 @@ type Handler interface {
 
 // SyncConfig configures Sync. Client, Prefix and Handler are required.
 type SyncConfig struct {
-	Client  *clientv3.Client
-	Prefix  string
+	Client *clientv3.Client
+	Prefix string
+	// End, if set, narrows the view to the key range [Prefix, End) (a
+	// source that needs a few key families of a busy prefix watches only
+	// the range they sit in); "" means every key starting with Prefix.
+	End     string
 	Handler Handler
 	Logger  *slog.Logger // nil: discard
 	// MinBackoff and MaxBackoff bound the wait between reconnection attempts
@@ -83,7 +87,7 @@ const stallTicks = 3
 
 var errStalled = errors.New("watch stalled: no response to progress requests")
 
-// Sync mirrors cfg.Prefix into cfg.Handler until ctx ends, then returns
+// Sync mirrors cfg.Prefix (or the range up to cfg.End) into cfg.Handler until ctx ends, then returns
 // ctx.Err(). It returns early only for an invalid config.
 func Sync(ctx context.Context, cfg SyncConfig) error {
 	if cfg.Client == nil || cfg.Handler == nil || cfg.Prefix == "" {
@@ -99,6 +103,9 @@ func withDefaults(cfg SyncConfig) SyncConfig {
 	}
 	if cfg.MinBackoff <= 0 {
 		cfg.MinBackoff = 100 * time.Millisecond
+	}
+	if cfg.End == "" {
+		cfg.End = clientv3.GetPrefixRangeEnd(cfg.Prefix)
 	}
 	if cfg.MaxBackoff < cfg.MinBackoff {
 		cfg.MaxBackoff = max(5*time.Second, cfg.MinBackoff)
@@ -179,7 +186,7 @@ func (s *syncer) nextBackoff() time.Duration {
 
 // list reads the whole prefix at one revision, page by page.
 func (s *syncer) list(ctx context.Context) ([]*mvccpb.KeyValue, int64, error) {
-	end := clientv3.GetPrefixRangeEnd(s.cfg.Prefix)
+	end := s.cfg.End
 	key, rev := s.cfg.Prefix, int64(0)
 	var kvs []*mvccpb.KeyValue
 	for {
@@ -222,7 +229,7 @@ func (s *syncer) watch(ctx context.Context, rev int64) (int64, string, error) {
 	// etcd is unreachable, so it runs aside and the stall timer covers it.
 	chc := make(chan clientv3.WatchChan, 1)
 	go func() {
-		chc <- w.Watch(wctx, s.cfg.Prefix, clientv3.WithPrefix(), clientv3.WithRev(rev+1),
+		chc <- w.Watch(wctx, s.cfg.Prefix, clientv3.WithRange(s.cfg.End), clientv3.WithRev(rev+1),
 			clientv3.WithProgressNotify())
 	}()
 	var wch clientv3.WatchChan // nil (never ready) until Watch returns

@@ -14,13 +14,15 @@ import (
 // under proxy/apis imports only lower levels, never the table above it.
 // Every package under proxy/apis needs a level here.
 var apisLevels = map[string]int{
-	"proxy/apis/answer":      0,
-	"proxy/apis/recordcheck": 0,
-	"proxy/apis/hwfloor":     0,
-	"proxy/apis/split":       0,
-	"proxy/apis/authrule":    1,
-	"proxy/apis/local":       1,
-	"proxy/apis":             2,
+	"proxy/apis/answer":            0,
+	"proxy/apis/recordcheck":       0,
+	"proxy/apis/recordcheck/probe": 0,
+	"proxy/apis/hwfloor":           0,
+	"proxy/apis/split":             0,
+	"proxy/apis/authrule":          1,
+	"proxy/apis/local":             1,
+	"proxy/apis/produceguard":      1,
+	"proxy/apis":                   2,
 }
 
 func TestAPIsImportDown(t *testing.T) {

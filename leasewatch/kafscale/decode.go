@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/kproxy/kproxy/routing"
 )
 
@@ -48,6 +50,16 @@ func newKeys(prefix string) keys {
 	return keys{root: root, partitions: root + "partition-leases/", groups: root + "group-leases/", snapshot: root + "metadata/snapshot"}
 }
 
+// watchRange is the one etcd key range that holds every key routing
+// reads: group-leases/ < metadata/snapshot < partition-leases/ in byte
+// order, so [group-leases/, the end of partition-leases/) covers them.
+// KafScale writes nothing else in it: assignments/, brokers/ and
+// consumers/ sort before it, topics/ (with next_offset) after it. A key
+// that does land in it is received, counted as "other" and dropped.
+func (k keys) watchRange() (start, end string) {
+	return k.groups, clientv3.GetPrefixRangeEnd(k.partitions)
+}
+
 // key is a parsed key.
 type key struct {
 	kind  keyKind
@@ -65,18 +77,18 @@ func (k keys) parse(s string) (key, error) {
 	case strings.HasPrefix(s, k.groups):
 		g := s[len(k.groups):]
 		if g == "" {
-			return key{}, errors.New("group lease key without a group")
+			return key{kind: kindGroup}, errors.New("group lease key without a group")
 		}
 		return key{kind: kindGroup, group: g}, nil
 	case strings.HasPrefix(s, k.partitions):
 		rest := s[len(k.partitions):]
 		i := strings.LastIndexByte(rest, '/')
 		if i <= 0 {
-			return key{}, errors.New("partition lease key without topic/partition")
+			return key{kind: kindPartition}, errors.New("partition lease key without topic/partition")
 		}
 		p, err := strconv.ParseInt(rest[i+1:], 10, 32)
 		if err != nil || p < 0 {
-			return key{}, fmt.Errorf("partition %q is not a partition number", rest[i+1:])
+			return key{kind: kindPartition}, fmt.Errorf("partition %q is not a partition number", rest[i+1:])
 		}
 		return key{kind: kindPartition, topic: rest[:i], part: int32(p)}, nil
 	}

@@ -77,11 +77,10 @@ func (h *handler) Reset(kvs []*mvccpb.KeyValue, rev int64) {
 
 // Put applies a created or updated key.
 func (h *handler) Put(kv *mvccpb.KeyValue) {
-	k, ok := h.parse(kv)
+	k, ok := h.received(kv)
 	if !ok {
 		return
 	}
-	h.s.h.Events.WithLabelValues(k.kind.String()).Inc()
 	switch k.kind {
 	case kindSnapshot:
 		if next, ok := h.decodeSnapshot(kv); ok {
@@ -97,11 +96,10 @@ func (h *handler) Put(kv *mvccpb.KeyValue) {
 
 // Delete applies a deleted key: a lease that was revoked or ran out.
 func (h *handler) Delete(kv *mvccpb.KeyValue) {
-	k, ok := h.parse(kv)
+	k, ok := h.received(kv)
 	if !ok {
 		return
 	}
-	h.s.h.Events.WithLabelValues(k.kind.String()).Inc()
 	t := h.s.cfg.Table
 	switch k.kind {
 	case kindPartition:
@@ -122,13 +120,22 @@ func (h *handler) Delete(kv *mvccpb.KeyValue) {
 // Synced records that the table is complete up to rev.
 func (h *handler) Synced(rev int64) { h.s.h.Synced(rev) }
 
+// received counts a watch event by kind, the dropped ones too (a key
+// routing does not use, or cannot parse), then parses it.
+func (h *handler) received(kv *mvccpb.KeyValue) (key, bool) {
+	k, ok := h.parse(kv)
+	h.s.h.Events.WithLabelValues(k.kind.String()).Inc()
+	return k, ok
+}
+
 // parse names a key; a key that cannot be parsed is logged, counted and
-// skipped (ok false), like any key routing does not use.
+// skipped (ok false, the kind kept for the count), like any key routing
+// does not use.
 func (h *handler) parse(kv *mvccpb.KeyValue) (key, bool) {
 	k, err := h.s.keys.parse(string(kv.Key))
 	if err != nil {
 		h.bad(kv, k.kind, err)
-		return key{}, false
+		return k, false
 	}
 	return k, k.kind != kindOther
 }

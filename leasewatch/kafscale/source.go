@@ -6,6 +6,11 @@
 // and brokers, topics, topic ids and partition counts from the JSON
 // metadata/snapshot.
 //
+// It lists and watches only the key range those three sit in (see
+// keys.watchRange), not the whole prefix: KafScale's brokers write a
+// next_offset key after every segment flush, hundreds a second, which
+// every proxy replica would otherwise receive and drop.
+//
 // It promises what the native leasewatch.Watcher promises (it runs on the
 // same internal/etcdmirror.Sync loop): a listing then a watch from the next
 // revision, a re-list after compaction, the last known table kept while
@@ -81,8 +86,9 @@ func New(cfg Config) (*Source, error) {
 		h.Bad.WithLabelValues(k.String())
 	}
 	s := &Source{cfg: cfg, keys: newKeys(cfg.Prefix), h: h}
+	start, end := s.keys.watchRange()
 	s.Feeder = leasewatch.NewFeeder(leasewatch.FeederConfig{
-		Client: cfg.Client, Prefix: s.keys.root, Health: h, Logger: cfg.Logger,
+		Client: cfg.Client, Prefix: start, End: end, Health: h, Logger: cfg.Logger,
 		NewHandler:       func() etcdmirror.Handler { return newHandler(s) },
 		ProgressInterval: cfg.ProgressInterval, MinBackoff: cfg.MinBackoff, MaxBackoff: cfg.MaxBackoff,
 	})

@@ -39,6 +39,7 @@ import (
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/hwfloor"
+	"github.com/kproxy/kproxy/proxy/apis/produceguard"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/proxy/crypt"
@@ -153,7 +154,11 @@ type Config struct {
 	// fault, counted in BadInput (kproxy_bad_input_total, shared with the
 	// proxy's frame checks; nil: not counted) and logged at most once per
 	// reason per BadInputLogInterval (default 10s).
-	ProduceValidation   recordcheck.Level
+	ProduceValidation recordcheck.Level
+	// MaxBatchBytes bounds what a compressed batch may decompress to while
+	// it is checked: the largest frame the proxy reads (its
+	// --max-frame-bytes; default recordcheck.DefaultMaxBatchBytes).
+	MaxBatchBytes       int
 	BadInput            *prometheus.CounterVec
 	BadInputLogInterval time.Duration
 	// Encryption encrypts the record values of the topics it names on
@@ -192,7 +197,7 @@ type Dispatcher struct {
 	now    func() time.Time
 	policy retry.Policy
 	m      *metrics
-	pg     produceGuard
+	pg     *produceguard.Guard
 	vers   *versions
 	ids    topicIDs
 	floors *hwfloor.Floors     // zone reads' high watermark floors (fetch.go)
@@ -253,7 +258,10 @@ func New(cfg Config) (*Dispatcher, error) {
 		cfg: cfg, routes: cfg.Routes, sender: cfg.Sender, log: cfg.Logger,
 		now: cfg.Now, policy: cfg.Retry, m: m, rnd: cfg.Rand, bufs: cfg.Bufs,
 	}
-	d.pg = newProduceGuard(cfg)
+	var err error
+	if d.pg, err = newProduceGuard(cfg); err != nil {
+		return nil, fmt.Errorf("apis: %w", err)
+	}
 	d.floors = hwfloor.New(func(id [16]byte) bool { _, ok := d.ids.name(d.routes, id); return ok })
 	d.authEnv = authrule.Env{Recorder: cfg.AuthzRecorder, Names: (*idNames)(d)}
 	crand.Read(d.secret[:]) // never fails (Go 1.24+)
@@ -271,7 +279,10 @@ func New(cfg Config) (*Dispatcher, error) {
 // its broker answers or its client connection's context ends, so call Close
 // once every client connection is gone or the Sender is closed (which fails
 // what is in flight). Begin must not be called after Close.
-func (d *Dispatcher) Close() { d.eng.Close() }
+func (d *Dispatcher) Close() {
+	d.eng.Close()
+	d.pg.Close()
+}
 
 // clientZone is the zone of the client of ctx (split.Env.ClientZone).
 func (d *Dispatcher) clientZone(ctx context.Context, rack string, clientID *string) (string, zone.Source) {

@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/internal/ratelog"
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
+	"github.com/kproxy/kproxy/proxy/apis/produceguard"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/proxy/crypt"
@@ -48,6 +46,9 @@ type produceOp struct {
 	// client's body may not be forwarded as it is.
 	encrypted bool
 	encBufs   []*[]byte // the encrypted record data
+
+	dups produceguard.Dups                    // items listed again later: not forwarded, not answered
+	kept []kmsg.ProduceResponseTopicPartition // scratch of keptTopics
 }
 
 func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
@@ -93,20 +94,29 @@ func (o *produceOp) addItems(ctx context.Context, chk *authrule.TopicCheck) {
 	o.s.Reserve(n)
 	o.tstart = split.TopicStarts(o.tstart, o.req.Topics, produceParts)
 	whole := o.transactionalNoID()
+	o.markDuplicates()
+	i := 0
 	for ti := range o.req.Topics {
 		t := &o.req.Topics[ti]
 		for pi := range t.Partitions {
 			part := t.Partitions[pi].Partition
 			name, rid, code := o.d.partRoute(chk, t.Topic, t.TopicID, o.byID, part)
 			switch {
+			case o.dups.Dropped(i):
+				// Neither forwarded nor answered (Merge leaves it out).
+				o.d.pg.Refused(produceguard.Duplicate, 0, o.client, o.req.Version, t.Topic, part)
+				o.s.AddLocal(name, t.TopicID, part, int32(ti), int32(pi), 0)
+				i++
+				continue
 			case whole != 0:
 				code = whole
 			case code == 0:
-				code = o.checkRecords(name, int32(ti), int32(pi))
+				code = o.checkPartition(ctx, name, int32(ti), int32(pi))
 			}
 			if code == 0 {
 				code = o.encryptRecords(ctx, name, int32(ti), int32(pi)) // see encryptRecords
 			}
+			i++
 			if code != 0 {
 				o.s.AddLocal(name, t.TopicID, part, int32(ti), int32(pi), code)
 				continue
@@ -145,6 +155,8 @@ func (o *produceOp) release() {
 	o.s.Reset()
 	clear(o.answers)
 	o.throttle, o.hints, o.byID, o.client, o.encrypted = 0, false, false, nil, false
+	o.dups.Reset()
+	clear(o.kept)
 	for _, b := range o.encBufs {
 		d.bufs.Put(b)
 	}
@@ -310,9 +322,13 @@ func (o *produceOp) Fail(i int32, code int16) {
 func (o *produceOp) Merge(dst []byte) []byte {
 	o.out = kmsg.ProduceResponse{Version: o.s.Version(), ThrottleMillis: o.throttle, Topics: slices.Grow(o.out.Topics[:0], len(o.req.Topics))[:len(o.req.Topics)]}
 	resp := &o.out
-	for ti := range o.req.Topics {
-		t := &o.req.Topics[ti]
-		resp.Topics[ti] = kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID, Partitions: o.answers[o.tstart[ti]:o.tstart[ti+1]]}
+	if o.dups.Count() > 0 {
+		resp.Topics = o.keptTopics(resp.Topics[:0])
+	} else {
+		for ti := range o.req.Topics {
+			t := &o.req.Topics[ti]
+			resp.Topics[ti] = kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID, Partitions: o.answers[o.tstart[ti]:o.tstart[ti+1]]}
+		}
 	}
 	if o.hints && slices.ContainsFunc(o.answers, func(p kmsg.ProduceResponseTopicPartition) bool { return p.CurrentLeader.LeaderID >= 0 }) {
 		d := o.d // the hint's endpoint: the proxy
@@ -321,47 +337,11 @@ func (o *produceOp) Merge(dst []byte) []byte {
 	return resp.AppendTo(dst)
 }
 
-// produceGuard refuses Produce record data that a broker could mis-store
-// (recordcheck), counts each refusal in kproxy_bad_input_total and logs it
-// at a limited rate.
-type produceGuard struct {
-	level recordcheck.Level
-	bad   *prometheus.CounterVec // reason; nil: not counted
-	log   *ratelog.Logger
-}
-
-func newProduceGuard(cfg Config) produceGuard {
-	g := produceGuard{
-		level: cfg.ProduceValidation, bad: cfg.BadInput,
-		log: ratelog.New(cfg.Logger, slog.LevelWarn, cfg.BadInputLogInterval, cfg.Now),
-	}
-	if g.bad != nil {
-		for _, r := range recordcheck.Reasons() {
-			g.bad.WithLabelValues(r.String()) // at 0 before the first refusal
-		}
-	}
-	return g
-}
-
-// refused counts and logs one refused partition.
-func (g *produceGuard) refused(r recordcheck.Result, clientID *string, version int16, topic string, part int32) {
-	if g.bad != nil {
-		g.bad.WithLabelValues(r.Reason.String()).Inc()
-	}
-	client := ""
-	if clientID != nil {
-		client = *clientID
-	}
-	g.log.Log(r.Reason.String(), "produce partition refused: its record data would be mis-stored",
-		"client_id", client, "topic", topic, "partition", part, "version", version,
-		"code", kerr.TypedErrorForCode(r.Code).Message)
-}
-
 // transactionalNoID is Kafka's first check of a Produce: a transactional
 // batch in a request without a transactional id fails the whole request
 // with TRANSACTIONAL_ID_AUTHORIZATION_FAILED. It returns that code, or 0.
 func (o *produceOp) transactionalNoID() int16 {
-	if o.req.TransactionID != nil || o.d.pg.level == recordcheck.Off {
+	if o.req.TransactionID != nil || o.d.pg.Level() == recordcheck.Off {
 		return 0
 	}
 	var code int16
@@ -370,30 +350,116 @@ func (o *produceOp) transactionalNoID() int16 {
 		for pi := range t.Partitions {
 			p := &t.Partitions[pi]
 			if recordcheck.Transactional(p.Records) {
-				r := recordcheck.Result{Reason: recordcheck.TransactionalNoID, Code: kerr.TransactionalIDAuthorizationFailed.Code}
-				o.d.pg.refused(r, o.client, o.req.Version, t.Topic, p.Partition)
-				code = r.Code
+				code = kerr.TransactionalIDAuthorizationFailed.Code
+				o.d.pg.Refused(recordcheck.TransactionalNoID.String(), code, o.client, o.req.Version, t.Topic, p.Partition)
 			}
 		}
 	}
 	return code
 }
 
-// checkRecords validates the records of item (ti, pi), which exists and may
-// be written (Kafka checks records after both), and returns the code to
-// answer it with, or 0 to forward it.
-func (o *produceOp) checkRecords(topic string, ti, pi int32) int16 {
+// checkPartition checks item (ti, pi), which exists and may be written
+// (Kafka checks the rest after both), and returns the code to answer it
+// with, or 0 to forward it.
+func (o *produceOp) checkPartition(ctx context.Context, topic string, ti, pi int32) int16 {
 	p := &o.req.Topics[ti].Partitions[pi]
-	r := recordcheck.Check(o.d.pg.level, o.req.Version, o.req.TransactionID != nil, p.Records)
-	if r.OK() {
-		return 0
+	reason, code := o.partitionFault(ctx, p.Records)
+	if code != 0 {
+		o.d.pg.Refused(reason, code, o.client, o.req.Version, topic, p.Partition)
 	}
-	o.d.pg.refused(r, o.client, o.req.Version, topic, p.Partition)
-	return r.Code
+	return code
+}
+
+// partitionFault is why records may not be forwarded, and Kafka's code
+// for it (0: they may).
+func (o *produceOp) partitionFault(ctx context.Context, records []byte) (string, int16) {
+	if !produceguard.ValidAcks(o.req.Acks) {
+		return produceguard.RequiredAcks, kerr.InvalidRequiredAcks.Code
+	}
+	if r := o.d.pg.Check.Check(o.req.Version, o.req.TransactionID != nil, records); !r.OK() {
+		return r.Reason.String(), r.Code
+	}
+	if o.req.TransactionID != nil && o.d.pg.Level() != recordcheck.Off &&
+		recordcheck.Transactional(records) && !o.d.poolServesTxns(ctx) {
+		return produceguard.TxnState, kerr.InvalidTxnState.Code
+	}
+	return "", 0
+}
+
+// poolServesTxns reports whether every broker of the pool advertises
+// AddPartitionsToTxn and EndTxn, as the proxy learned from their
+// ApiVersions (probed first if no broker is known yet).
+//
+// A transactional batch sent to a pool without them cannot belong to a
+// transaction that began (no AddPartitionsToTxn can have succeeded), so it
+// is answered INVALID_TXN_STATE, as Kafka 3.6+ answers a batch whose
+// producer never added the partition; KafScale advertises no transaction
+// APIs. A pool that serves transactions checks this itself (Kafka 3.6+
+// verifies every transactional append against its coordinator), so the
+// proxy keeps no per-producer record of its own: one would be wrong behind
+// several proxy replicas, where the AddPartitionsToTxn may have passed
+// through another replica. A pool whose brokers are all unknown is left to
+// decide (the proxy cannot tell).
+func (d *Dispatcher) poolServesTxns(ctx context.Context) bool {
+	t := d.vers.current()
+	if len(t.brokers) == 0 {
+		t = d.vers.refresh(ctx)
+	}
+	if len(t.brokers) == 0 {
+		return true
+	}
+	return t.direct.get(int16(kmsg.AddPartitionsToTxn)).ok() && t.direct.get(int16(kmsg.EndTxn)).ok()
+}
+
+// markDuplicates finds the partitions the request lists more than once
+// (produceguard.Dups): as Kafka, only the last listing is appended and
+// answered.
+func (o *produceOp) markDuplicates() {
+	o.dups.Reset()
+	for ti := range o.req.Topics {
+		t := &o.req.Topics[ti]
+		for pi := range t.Partitions {
+			k := produceguard.Key{Part: t.Partitions[pi].Partition}
+			if o.byID {
+				k.ID = t.TopicID
+			} else {
+				k.Topic = t.Topic
+			}
+			o.dups.Add(k)
+		}
+	}
+	o.dups.Mark()
+}
+
+// keptTopics is the answer's topics without the dropped listings (and
+// without a topic that has none left); o.kept holds their partitions.
+func (o *produceOp) keptTopics(dst []kmsg.ProduceResponseTopic) []kmsg.ProduceResponseTopic {
+	o.kept = append(o.kept[:0], o.answers...)[:0]
+	for ti := range o.req.Topics {
+		t := &o.req.Topics[ti]
+		start := len(o.kept)
+		for i := o.tstart[ti]; i < o.tstart[ti+1]; i++ {
+			if !o.dups.Dropped(int(i)) {
+				o.kept = append(o.kept, o.answers[i])
+			}
+		}
+		if len(o.kept) > start {
+			dst = append(dst, kmsg.ProduceResponseTopic{Topic: t.Topic, TopicID: t.TopicID, Partitions: o.kept[start:len(o.kept):len(o.kept)]})
+		}
+	}
+	return dst
 }
 
 // defaultBadInputLogInterval is the proxy's default (Limits.BadInputLogInterval).
 const defaultBadInputLogInterval = 10 * time.Second
+
+// newProduceGuard is the Produce checks of cfg.
+func newProduceGuard(cfg Config) (*produceguard.Guard, error) {
+	return produceguard.New(produceguard.Config{
+		Level: cfg.ProduceValidation, MaxBatchBytes: cfg.MaxBatchBytes, BadInput: cfg.BadInput,
+		Logger: cfg.Logger, LogInterval: cfg.BadInputLogInterval, Now: cfg.Now,
+	})
+}
 
 // Record encryption (package crypt): the record data of each partition of
 // an encrypted topic is encrypted after its checks, before it is

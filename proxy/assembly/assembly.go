@@ -142,7 +142,7 @@ func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener, enc *crypt.Se
 		SCRAM:      listener.NewUsers(store, cfg.Etcd, cfg.Layout, &cfg.Security),
 		Authorizer: az, AuthzRecorder: rec, ACLs: acls,
 		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry, Bufs: bufs,
-		ProduceValidation: cfg.ProduceValidation, BadInput: proxy.NewBadInput(cfg.Registry),
+		ProduceValidation: cfg.ProduceValidation, MaxBatchBytes: int(cfg.Server.MaxFrameBytes), BadInput: proxy.NewBadInput(cfg.Registry),
 		BadInputLogInterval: cfg.Server.Limits.BadInputLogInterval, Encryption: enc,
 		// Each replica jitters its retries differently, or replicas retrying
 		// the same failed broker would move in lockstep.

@@ -231,8 +231,11 @@ func StopAll(grace time.Duration, procs ...*Proc) error {
 }
 
 // Ping asks the Kafka listener at addr for its API versions.
-func Ping(ctx context.Context, addr string) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+func Ping(ctx context.Context, addr string) error { return PingWith(ctx, addr) }
+
+// PingWith is Ping with more client options (e.g. capped versions).
+func PingWith(ctx context.Context, addr string, opts ...kgo.Opt) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
 	if err != nil {
 		return err
 	}

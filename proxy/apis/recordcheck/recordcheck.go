@@ -2,16 +2,21 @@
 // Produce request by the rules an Apache Kafka broker applies before it
 // appends it: ProduceRequest.validateRecords (one magic-2 batch from v3 on,
 // no zstd before v7), the log's batch checks (base offset 0, CRC-32C, a known
-// codec) and LogValidator's checks of client batches (offset range and
-// record count, no control batches, a sequence with every producer id). Each
-// refusal carries the error code Kafka answers for that case, so a client
-// behind the proxy sees what it would see from Kafka.
+// codec), LogValidator's checks of client batches (offset range and record
+// count, no control batches, a sequence with every producer id) and, at
+// level Full, the records themselves as Kafka's record iterator reads them
+// (decompressed first, within a bound). Each refusal carries the error code
+// Kafka answers for that case, so a client behind the proxy sees what it
+// would see from Kafka.
 //
-// It promises one pass over each batch header, plus the CRC at level Full,
-// and no allocation. Its limit is the header: records inside a batch are not
-// decoded (so their own count, timestamps and keys are not checked), and
+// It promises, at level Full, that a batch it accepts reads back as exactly
+// its count of records with consecutive offsets, for any client; and no
+// allocation on the hot path (decoders and buffers are pooled). Its limits:
 // topic settings the proxy does not know (max.message.bytes,
-// message.timestamp.type) are left to the broker.
+// message.timestamp.type, compaction's keys) are left to the broker; where
+// Kafka would rebuild a batch (inner offsets not consecutive) the proxy,
+// which forwards bytes, refuses it; and a compressed batch is decompressed
+// into memory, up to Config.MaxBatchBytes, while it is checked.
 package recordcheck
 
 import (
@@ -27,10 +32,13 @@ import (
 type Level uint8
 
 const (
-	// Full checks the framing and header (Framing) and each batch's CRC-32C.
-	// It is the zero value: validation is on unless turned off.
+	// Full checks the framing and header (Framing), each batch's CRC-32C
+	// and its records, decompressed when the batch is compressed (see
+	// Checker.Check). It is the zero value: validation is on unless turned
+	// off.
 	Full Level = iota
-	// Framing checks batch lengths, magic and header fields, not the CRC.
+	// Framing checks batch lengths, magic and header fields, not the CRC
+	// nor the records.
 	Framing
 	// Off checks nothing: record data goes to the broker as the client sent it.
 	Off
@@ -79,6 +87,11 @@ const (
 	ProducerEpoch            // producer epoch below -1
 	BaseSequence             // base sequence below -1, or below 0 with a producer id
 	TransactionalNoID        // a transactional batch in a request without a transactional id
+	RecordBody               // a record's lengths run past it or its batch, or do not add up to its size (level Full)
+	RecordsCount             // the records present are not the batch's count (level Full)
+	OffsetDeltas             // inner offset deltas do not run 0..count-1 (level Full)
+	Decompress               // a compressed batch does not decompress (level Full)
+	TooLarge                 // a compressed batch decompresses past the bound (level Full)
 	numReasons
 )
 
@@ -88,7 +101,9 @@ var reasonNames = [numReasons]string{
 	BaseOffset: "produce_base_offset", CRC: "produce_crc", Compression: "produce_compression",
 	RecordCount: "produce_record_count", ControlBatch: "produce_control_batch", ProducerID: "produce_producer_id",
 	ProducerEpoch: "produce_producer_epoch", BaseSequence: "produce_base_sequence",
-	TransactionalNoID: "produce_transactional_without_id",
+	TransactionalNoID: "produce_transactional_without_id", RecordBody: "produce_record_body",
+	RecordsCount: "produce_records_count", OffsetDeltas: "produce_offset_deltas",
+	Decompress: "produce_decompress", TooLarge: "produce_decompressed_too_large",
 }
 
 // String is the reason's label in kproxy_bad_input_total.
@@ -126,38 +141,30 @@ const (
 	minLegacyLength = 14 // Kafka's LegacyRecord.RECORD_OVERHEAD_V0: no length is smaller
 )
 
-// Compression codecs Kafka knows (attribute bits 0-2).
-const (
-	codecZstd     = 4
-	codecKnownMax = codecZstd
-)
+// codecKnownMax is the highest codec Kafka knows (attribute bits 0-2).
+const codecKnownMax = codecZstd
 
-// Check validates the records of one partition of a Produce at version
-// (the client's), as Kafka does, in Kafka's order; transactionalID says
-// whether the request carries a transactional id. Level Off passes
-// everything.
-func Check(level Level, version int16, transactionalID bool, records []byte) Result {
-	if level == Off {
-		return Result{}
-	}
+// frame checks everything but the records: the framing, the header and, at
+// level Full, the CRC. It returns the batch's bytes.
+func frame(level Level, version int16, transactionalID bool, records []byte) ([]byte, Result) {
 	size, res := first(version, records)
 	if !res.OK() {
-		return res
+		return nil, res
 	}
 	b := records[:size]
 	attrs := binary.BigEndian.Uint16(b[kwire.BatchOffAttributes:])
 	if version < 7 && attrs&kwire.BatchAttrCodec == codecZstd {
-		return refuse(Compression, kerr.UnsupportedCompressionType)
+		return nil, refuse(Compression, kerr.UnsupportedCompressionType)
 	}
 	if rest := records[size:]; len(rest) > 0 {
 		if whole(rest) {
-			return refuse(BatchCount, kerr.InvalidRecord)
+			return nil, refuse(BatchCount, kerr.InvalidRecord)
 		}
 		// Kafka would drop (or fail on) what does not frame a batch; the
 		// proxy refuses it: a broker that stores it as sent cannot read on.
-		return refuse(TrailingBytes, kerr.CorruptMessage)
+		return nil, refuse(TrailingBytes, kerr.CorruptMessage)
 	}
-	return header(level, transactionalID, b, attrs)
+	return b, header(level, transactionalID, b, attrs)
 }
 
 // first frames the batch at the front of records as Kafka's batch iterator

@@ -1,0 +1,5 @@
+//go:build !race
+
+package recordcheck
+
+const raceEnabled = false

@@ -1,0 +1,234 @@
+// This file decodes the records of a magic-2 batch, as Kafka's
+// DefaultRecord.readFrom does, without allocating: Records walks them and
+// says where each part of each record lies.
+
+package recordcheck
+
+import "hash/crc32"
+
+// minRecordBytes is the smallest record: a length, attributes, timestamp
+// and offset deltas, key and value lengths and a header count, one byte
+// each. No count above len/minRecordBytes can be honest.
+const minRecordBytes = 7
+
+// Span locates a key or value (a header's too) in the bytes Records walks:
+// data[Off:Off+Len]; Len is -1 for null (Off is then where it would start).
+type Span struct {
+	Off, Len int
+}
+
+// Record is where one record's parts lie in the bytes Records walks.
+// Start..End is the whole record, its length varint included; Attributes
+// is the byte at Start plus the length varint's size.
+type Record struct {
+	Start, End     int
+	TimestampDelta int64
+	OffsetDelta    int32
+	Key, Value     Span
+	// Headers is where the header count varint starts; NumHeaders is its
+	// value. The headers run from after that varint to End.
+	Headers    int
+	NumHeaders int32
+}
+
+// Records walks the records of one batch: the batch's bytes after its
+// header (decompressed, for a compressed batch). Next checks each record as
+// Kafka does and stops at the first fault, which Err then names.
+type Records struct {
+	data []byte
+	pos  int
+	err  Reason
+}
+
+// NewRecords walks data, the record bytes of one batch.
+func NewRecords(data []byte) Records { return Records{data: data} }
+
+// Err is why Next stopped early (None at the end of the data).
+func (r *Records) Err() Reason { return r.err }
+
+// Pos is where the next record starts (len of the data once all are read).
+func (r *Records) Pos() int { return r.pos }
+
+// Next decodes the record at the walk's position into rec and moves past
+// it. It reports false at the end of the data, or (with Err set) when the
+// record's lengths do not fit: a varint longer than 5 bytes (10 for the
+// timestamp delta) or outside int32, a key, value or header that runs past
+// the record, a negative header count or header key length, or a record
+// whose fields do not use exactly its declared length.
+func (r *Records) Next(rec *Record) bool {
+	if r.err != None || r.pos >= len(r.data) {
+		return false
+	}
+	d, p := r.data, r.pos
+	size, p, ok := varint(d, p)
+	if !ok || size < 0 || int64(size) > int64(len(d)-p) {
+		return r.fail()
+	}
+	end := p + int(size)
+	body := d[:end] // every field below must stay inside the record
+	rec.Start, rec.End = r.pos, end
+	if p >= end {
+		return r.fail()
+	}
+	p++ // attributes: unused in magic 2
+	var ts int64
+	if ts, p, ok = varlong(body, p); !ok {
+		return r.fail()
+	}
+	rec.TimestampDelta = ts
+	var delta int32
+	if delta, p, ok = varint(body, p); !ok {
+		return r.fail()
+	}
+	rec.OffsetDelta = delta
+	if rec.Key, p, ok = span(body, p); !ok {
+		return r.fail()
+	}
+	if rec.Value, p, ok = span(body, p); !ok {
+		return r.fail()
+	}
+	rec.Headers = p
+	var n int32
+	if n, p, ok = varint(body, p); !ok || n < 0 || int64(n)*2 > int64(end-p) {
+		return r.fail() // each header takes at least two bytes (two lengths)
+	}
+	rec.NumHeaders = n
+	for range n {
+		var k Span
+		if k, p, ok = span(body, p); !ok || k.Len < 0 {
+			return r.fail() // Kafka: a header key is never null
+		}
+		if _, p, ok = span(body, p); !ok {
+			return r.fail()
+		}
+	}
+	if p != end {
+		return r.fail() // Kafka: the record's size is not what its fields use
+	}
+	r.pos = end
+	return true
+}
+
+func (r *Records) fail() bool {
+	r.err = RecordBody
+	return false
+}
+
+// span reads a length varint at p and skips that many bytes of b (none for
+// -1, null); it returns where the bytes lie and the position after them.
+func span(b []byte, p int) (Span, int, bool) {
+	n, p, ok := varint(b, p)
+	switch {
+	case !ok || n < -1:
+		return Span{}, p, false
+	case n == -1:
+		return Span{Off: p, Len: -1}, p, true
+	case int64(n) > int64(len(b)-p):
+		return Span{}, p, false
+	}
+	return Span{Off: p, Len: int(n)}, p + int(n), true
+}
+
+// varint reads a zig-zag varint of at most 5 bytes that fits an int32, as
+// Kafka's ByteUtils.readVarint.
+func varint(b []byte, p int) (int32, int, bool) {
+	if p < len(b) && b[p] < 0x80 { // the common case: one byte
+		u := uint32(b[p])
+		return int32(u>>1) ^ -int32(u&1), p + 1, true
+	}
+	var u uint64
+	for i := 0; i < 5; i++ {
+		if p >= len(b) {
+			return 0, p, false
+		}
+		c := b[p]
+		p++
+		u |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			if u > 0xffffffff {
+				return 0, p, false
+			}
+			v := uint32(u)
+			return int32(v>>1) ^ -int32(v&1), p, true
+		}
+	}
+	return 0, p, false
+}
+
+// varlong reads a zig-zag varint of at most 10 bytes, as Kafka's
+// ByteUtils.readVarlong.
+func varlong(b []byte, p int) (int64, int, bool) {
+	var u uint64
+	for i := 0; i < 10; i++ {
+		if p >= len(b) {
+			return 0, p, false
+		}
+		c := b[p]
+		p++
+		if i == 9 && c > 1 {
+			return 0, p, false // past 64 bits
+		}
+		u |= uint64(c&0x7f) << (7 * i)
+		if c < 0x80 {
+			return int64(u>>1) ^ -int64(u&1), p, true
+		}
+	}
+	return 0, p, false
+}
+
+// walk checks that data holds exactly count records whose offset deltas
+// run 0..count-1, as Kafka's record iterator reads them (count must be
+// positive; the batch header's own checks come first). When sum is not
+// nil it also computes the CRC-32C of data into sum, a chunk at a time
+// just behind the walk, so that each byte is read from memory once: the
+// walk touches a record's first bytes, and the CRC reads them while they
+// are still in the cache.
+func walk(data []byte, count int32, sum *crc) Reason {
+	if int64(count) > int64(len(data)/minRecordBytes) {
+		sum.rest(data, 0)
+		return RecordsCount // more records claimed than the bytes could hold
+	}
+	r := NewRecords(data)
+	var rec Record
+	done := 0 // data[:done] is in sum
+	for i := range count {
+		if !r.Next(&rec) {
+			sum.rest(data, done)
+			if r.err != None {
+				return r.err
+			}
+			return RecordsCount // Kafka: premature EOF
+		}
+		if rec.OffsetDelta != i {
+			sum.rest(data, done)
+			return OffsetDeltas
+		}
+		if sum != nil && rec.End-done >= crcChunk {
+			sum.add(data[done:rec.End])
+			done = rec.End
+		}
+	}
+	sum.rest(data, done)
+	if r.pos != len(data) {
+		return RecordsCount // Kafka: records still remaining
+	}
+	return None
+}
+
+// crcChunk is how far the CRC runs behind the walk: well inside the L1
+// data cache, and long enough for the CRC's widest (3-way) loop.
+const crcChunk = 16 << 10
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crc is a running CRC-32C.
+type crc struct{ sum uint32 }
+
+func (c *crc) add(b []byte) { c.sum = crc32.Update(c.sum, castagnoli, b) }
+
+// rest adds data[from:] (nothing when c is nil).
+func (c *crc) rest(data []byte, from int) {
+	if c != nil {
+		c.add(data[from:])
+	}
+}
