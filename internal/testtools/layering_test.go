@@ -75,6 +75,7 @@ var proxyLevels = map[string]int{
 	"proxy/upstream":          0,
 	"proxy/zone":              0,
 	"proxy/crypt":             0,
+	"proxy/apis/recordcheck":  0, // a library of the dispatcher; crypt reads records with it
 	"proxy/apis":              1,
 	"proxy/security/listener": 2,
 	"proxy":                   3,

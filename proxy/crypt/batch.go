@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 )
 
 // This file rewrites the record data of one partition batch by batch: it
@@ -119,20 +120,20 @@ func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, encrypting bool, fn re
 }
 
 // eachRecord calls f on each of the n records of recs, which must hold
-// exactly them.
+// exactly them, with the bytes from the record on.
 func eachRecord(recs []byte, n int, f func(raw []byte, r record) error) error {
+	it := recordcheck.NewRecords(recs)
+	var w recordcheck.Record
 	for i := range n {
-		r, err := parseRecord(recs)
-		if err != nil {
+		if !it.Next(&w) {
+			return fmt.Errorf("%w: record %d of %d: %s", ErrFormat, i, n, it.Err())
+		}
+		if err := f(recs[w.Start:], fromWalk(recs, &w)); err != nil { // by value: a pointer would escape to the heap
 			return fmt.Errorf("record %d: %w", i, err)
 		}
-		if err := f(recs, r); err != nil { // by value: a pointer would escape to the heap
-			return fmt.Errorf("record %d: %w", i, err)
-		}
-		recs = recs[r.size:]
 	}
-	if len(recs) != 0 {
-		return fmt.Errorf("%w: %d bytes after the batch's %d records", ErrFormat, len(recs), n)
+	if it.Pos() != len(recs) {
+		return fmt.Errorf("%w: %d bytes after the batch's %d records", ErrFormat, len(recs)-it.Pos(), n)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 )
 
 const minimalFile = `
@@ -148,20 +149,14 @@ func TestPlaintextRecordsPassOnFetch(t *testing.T) {
 // valueAt is the offset in an uncompressed batch of the first byte of
 // record i's value.
 func valueAt(t *testing.T, b []byte, i int) int {
-	recs := b[kwire.BatchHeaderLen:]
-	off := kwire.BatchHeaderLen
-	for ; i > 0; i-- {
-		r, err := parseRecord(recs)
-		if err != nil {
-			t.Fatal(err)
+	it := recordcheck.NewRecords(b[kwire.BatchHeaderLen:])
+	var w recordcheck.Record
+	for range i + 1 {
+		if !it.Next(&w) {
+			t.Fatalf("no record %d: %s", i, it.Err())
 		}
-		recs, off = recs[r.size:], off+r.size
 	}
-	r, err := parseRecord(recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return off + r.size - len(r.headers) - 1 - len(r.value) // one-byte header count
+	return kwire.BatchHeaderLen + w.Value.Off
 }
 
 func TestTamperedAndForeignRecordsFail(t *testing.T) {
