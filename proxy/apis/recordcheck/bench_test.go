@@ -82,13 +82,14 @@ func BenchmarkDecompress(b *testing.B) {
 			b.SetBytes(benchRecords * benchValue)
 			b.ReportAllocs()
 			for b.Loop() {
-				buf := c.dec.getBuf()
-				out, err := c.dec.decompress(uint16(cd.ID), (*buf)[:0], batch[kwire.BatchHeaderLen:])
+				buf, g := c.dec.getBuf(), grant{mem: c.dec.mem}
+				out, err := c.dec.decompress(uint16(cd.ID), (*buf)[:0], batch[kwire.BatchHeaderLen:], &g)
 				if err != nil {
 					b.Fatal(err)
 				}
 				*buf = out[:0]
 				c.dec.putBuf(buf)
+				g.release()
 			}
 		})
 	}

@@ -27,6 +27,12 @@ type Config struct {
 	// bound is reached; no more is ever allocated. Zero:
 	// DefaultMaxBatchBytes.
 	MaxBatchBytes int
+	// DecompressBudget bounds the decompressed bytes that all checks in
+	// flight hold together (their output buffers' capacity); a batch that
+	// would take more than is left is refused (Busy, REQUEST_TIMED_OUT,
+	// which clients retry). Zero: twice MaxBatchBytes, so that one batch of
+	// the largest size is always checked beside others.
+	DecompressBudget int64
 }
 
 // Checker validates Produce record data; it is safe for concurrent use.
@@ -41,7 +47,10 @@ func New(cfg Config) (*Checker, error) {
 	if cfg.MaxBatchBytes <= 0 {
 		cfg.MaxBatchBytes = DefaultMaxBatchBytes
 	}
-	d, err := newDecoders(cfg.MaxBatchBytes)
+	if cfg.DecompressBudget <= 0 {
+		cfg.DecompressBudget = 2 * int64(cfg.MaxBatchBytes)
+	}
+	d, err := newDecoders(cfg.MaxBatchBytes, cfg.DecompressBudget)
 	if err != nil {
 		return nil, fmt.Errorf("recordcheck: decoders: %w", err)
 	}
@@ -83,8 +92,9 @@ type Batch struct {
 	// Count is the number of records, which Data holds exactly.
 	Count int32
 
-	buf *[]byte
-	dec *decoders
+	buf   *[]byte
+	dec   *decoders
+	grant grant // the decompression budget Data's buffer holds
 }
 
 // Records walks b's records in order; offset deltas run 0..Count-1.
@@ -93,9 +103,9 @@ func (b *Batch) Records() Records { return NewRecords(b.Data) }
 // Release gives back what b holds; it may be called on an empty Batch.
 func (b *Batch) Release() {
 	if b.buf != nil {
-		*b.buf = b.Data[:0]
 		b.dec.putBuf(b.buf)
 	}
+	b.grant.release()
 	*b = Batch{}
 }
 
@@ -169,15 +179,19 @@ func (c *Checker) decompress(b *Batch) Reason {
 	if int64(b.Count) > int64(c.dec.max/minRecordBytes) {
 		return RecordsCount // more records than the bound could hold: no need to decompress
 	}
-	b.buf = c.dec.getBuf()
-	out, err := c.dec.decompress(uint16(b.Codec), (*b.buf)[:0], b.Data)
-	*b.buf = out[:0] // keep what grew, for the pool
+	b.buf, b.grant.mem = c.dec.getBuf(), c.dec.mem
+	out, err := c.dec.decompress(uint16(b.Codec), (*b.buf)[:0], b.Data, &b.grant)
+	if cap(out) > 0 {
+		*b.buf = out[:0] // keep what grew, for the pool
+	}
 	b.Data = out
 	switch {
 	case err == nil:
 		return None
 	case errors.Is(err, errTooLarge):
 		return TooLarge
+	case errors.Is(err, errBusy):
+		return Busy
 	case errors.Is(err, errTruncated):
 		return RecordsCount // Kafka: premature EOF
 	}
@@ -189,13 +203,16 @@ func (c *Checker) decompress(b *Batch) Reason {
 // record fault; a stream that fails to decompress is a KafkaException,
 // which it answers UNKNOWN_SERVER_ERROR. Kafka has no decompression bound
 // of its own: the proxy answers MESSAGE_TOO_LARGE, as for a batch over
-// the broker's max.message.bytes.
+// the broker's max.message.bytes, and REQUEST_TIMED_OUT (retried by
+// clients) when the budget of all checks in flight is used up.
 func refuseFor(r Reason) Result {
 	switch r {
 	case Decompress:
 		return refuse(r, kerr.UnknownServerError)
 	case TooLarge:
 		return refuse(r, kerr.MessageTooLarge)
+	case Busy:
+		return refuse(r, kerr.RequestTimedOut)
 	}
 	return refuse(r, kerr.InvalidRecord)
 }

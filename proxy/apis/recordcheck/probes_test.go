@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -38,6 +39,7 @@ func TestProbeShapes(t *testing.T) {
 		tc{"value length past the record", framed(codecNone, 1, 0, func() []byte { r := record(0, []byte("vv")); r[len(r)-4] += 8; return r }()), RecordBody.String(), inv},
 		tc{"six-byte varint", framed(codecNone, 1, 0, []byte{0x0e, 0, 0x80, 0x80, 0x80, 0x80, 0x80, 0}), RecordBody.String(), inv},
 		tc{"valid xerial snappy", framed(codecSnappy, 300, 299, probe.Xerial(records(300, 200), 32<<10)), "", 0},
+		tc{"valid zstd stream without a content size", framed(codecZstd, 300, 299, zstdStreamed(t, records(300, 1000))), "", 0},
 	)
 	for _, c := range codecs {
 		cases = append(cases, tc{"valid " + c.Name, valid(t, c.ID, 20, 100), "", 0})
@@ -51,6 +53,27 @@ func TestProbeShapes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// zstdStreamed is raw as a streaming zstd writer writes it, without the
+// frame content size EncodeAll declares (as a Java client's stream).
+func zstdStreamed(t *testing.T, raw []byte) []byte {
+	var b bytes.Buffer
+	w, err := zstd.NewWriter(&b, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var h zstd.Header
+	if err := h.Decode(b.Bytes()); err != nil || h.HasFCS {
+		t.Fatalf("stream header: content size %v, %v", h.HasFCS, err)
+	}
+	return b.Bytes()
 }
 
 // nullHeaderKey is one record with a header whose key length is -1.
@@ -81,12 +104,19 @@ func TestDecompressionBomb(t *testing.T) {
 			}
 		})
 	}
-	t.Run("xerial", func(t *testing.T) {
-		b := framed(codecSnappy, 200, 199, probe.Xerial(big, 32<<10))
-		if got := c.Check(9, false, b); got.Reason != TooLarge {
-			t.Fatalf("Check = %+v, want TooLarge", got)
-		}
-	})
+	for name, payload := range map[string][]byte{
+		"xerial": probe.Xerial(big, 32<<10), "zstd stream": zstdStreamed(t, big),
+	} {
+		t.Run(name, func(t *testing.T) {
+			codec := uint8(codecSnappy)
+			if name == "zstd stream" {
+				codec = codecZstd
+			}
+			if got := c.Check(9, false, framed(codec, 200, 199, payload)); got.Reason != TooLarge {
+				t.Fatalf("Check = %+v, want TooLarge", got)
+			}
+		})
+	}
 }
 
 // TestBatchRecords: the seam for a caller that works on validated
@@ -121,6 +151,39 @@ func TestBatchRecords(t *testing.T) {
 			if it.Err() != None || n != 30 {
 				t.Fatalf("walked %d records, err %v", n, it.Err())
 			}
+		})
+	}
+}
+
+// TestDecompressBudget: while one check holds its decompressed records,
+// another that would pass the shared budget is refused (Busy,
+// REQUEST_TIMED_OUT: clients retry) rather than allocated; once the first
+// is released it passes, and every grant is given back.
+func TestDecompressBudget(t *testing.T) {
+	const bound = 256 << 10
+	c, err := New(Config{Level: Full, MaxBatchBytes: bound, DecompressBudget: bound})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, cd := range codecs[1:] {
+		t.Run(cd.Name, func(t *testing.T) {
+			b := valid(t, cd.ID, 150, 1000) // ~150 KiB of records: two do not fit
+			var held Batch
+			if r := c.CheckBatch(9, false, b, &held); !r.OK() {
+				t.Fatalf("first check: %+v", r)
+			}
+			if r := c.Check(9, false, b); r.Reason != Busy || r.Code != kerr.RequestTimedOut.Code {
+				t.Fatalf("second check while the first holds its records: %+v, want Busy / REQUEST_TIMED_OUT", r)
+			}
+			held.Release()
+			if r := c.Check(9, false, b); !r.OK() {
+				t.Fatalf("after release: %+v", r)
+			}
+			if !c.dec.mem.TryAcquire(bound) {
+				t.Fatal("the budget was not all given back")
+			}
+			c.dec.mem.Release(bound)
 		})
 	}
 }

@@ -92,6 +92,7 @@ const (
 	OffsetDeltas             // inner offset deltas do not run 0..count-1 (level Full)
 	Decompress               // a compressed batch does not decompress (level Full)
 	TooLarge                 // a compressed batch decompresses past the bound (level Full)
+	Busy                     // the decompression budget of checks in flight is used up (level Full)
 	numReasons
 )
 
@@ -104,6 +105,7 @@ var reasonNames = [numReasons]string{
 	TransactionalNoID: "produce_transactional_without_id", RecordBody: "produce_record_body",
 	RecordsCount: "produce_records_count", OffsetDeltas: "produce_offset_deltas",
 	Decompress: "produce_decompress", TooLarge: "produce_decompressed_too_large",
+	Busy: "produce_decompress_busy",
 }
 
 // String is the reason's label in kproxy_bad_input_total.
