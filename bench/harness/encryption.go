@@ -16,10 +16,12 @@ import (
 	"github.com/kproxy/kproxy/internal/testtools/testrig"
 )
 
-// The encryption scenario measures what record encryption costs: the plain
+// The encryption scenarios measure what record encryption costs: the plain
 // proxy forwards produce-1k as it is, and a second proxy with
 // --encryption-config (moto_server's KMS) encrypts every value of the same
-// workload (docs/encryption.md).
+// workload; for fetch, both read data the encrypting proxy wrote, which
+// the plain proxy passes on as it is and the encrypting one decrypts
+// (docs/encryption.md).
 const (
 	sideEncrypted         = "kproxy-encrypted"
 	encryptionTopicPrefix = "encryption-bench-"
@@ -27,13 +29,14 @@ const (
 	// multiple of the same topic unencrypted (issue 30).
 	encryptionCPUGoal = 3.0
 	encryptionID      = "encryption-produce-1k"
+	encryptionFetchID = "encryption-fetch"
 	encryptionAlias   = "alias/kproxy-bench"
 )
 
 var encryptionSides = []string{sideProxy, sideEncrypted}
 
 func (h *Harness) encryptionScenario(ctx context.Context) error {
-	if !h.selected(encryptionID) {
+	if !h.selected(encryptionID, encryptionFetchID) {
 		return nil
 	}
 	endpoint, stop, err := h.startMoto(ctx)
@@ -51,9 +54,26 @@ func (h *Harness) encryptionScenario(ctx context.Context) error {
 		return fmt.Errorf("start the encrypting proxy: %w", err)
 	}
 	defer h.cluster.stopAltProxy()
-	what := "as produce-1k, on kproxy (the topic is not encrypted: record data forwarded as it is) and kproxy-encrypted (--encryption-config with moto_server's KMS: every value sealed with AES-256-GCM, each batch rebuilt with its length and CRC-32C)"
-	res, err := h.compareSides(ctx, encryptionID, "Produce 1 KiB records, encrypted vs not", what,
-		encryptionSides, h.freshPlan(encryptionTopicPrefix+"1k", h.produceFor(produceArgs{recordSize: 1024, producers: 8, clients: 8})))
+	if h.selected(encryptionID) {
+		what := "as produce-1k, on kproxy (the topic is not encrypted: record data forwarded as it is) and kproxy-encrypted (--encryption-config with moto_server's KMS: every value sealed with AES-256-GCM, each batch rebuilt with its length and CRC-32C)"
+		if err := h.compareEncrypted(ctx, encryptionID, "Produce 1 KiB records, encrypted vs not", what,
+			h.freshPlan(encryptionTopicPrefix+"1k", h.produceFor(produceArgs{recordSize: 1024, producers: 8, clients: 8}))); err != nil {
+			return err
+		}
+	}
+	if h.selected(encryptionFetchID) {
+		what := "as fetch, of data produced through kproxy-encrypted (every value encrypted): kproxy passes the stored records on as they are, kproxy-encrypted decrypts each value and rebuilds each batch"
+		if err := h.compareEncrypted(ctx, encryptionFetchID, "Fetch, encrypted vs not", what,
+			h.fillPlanVia(encryptionTopicPrefix+"fetch", sideEncrypted)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compareEncrypted runs plan on the plain and the encrypting proxy.
+func (h *Harness) compareEncrypted(ctx context.Context, id, title, what string, plan roundPlan) error {
+	res, err := h.compareSides(ctx, id, title, what, encryptionSides, plan)
 	if err != nil {
 		return err
 	}
@@ -112,6 +132,8 @@ func (h *Harness) startMoto(ctx context.Context) (endpoint string, stop func(), 
 // evaluateEncryption checks encryption's CPU per MB against the same
 // workload unencrypted.
 func (r *Report) evaluateEncryption() {
-	r.Targets = append(r.Targets, r.cpuRatioTarget(encryptionID, "proxy CPU per MB on an encrypted topic, "+encryptionID,
-		fmt.Sprintf("<= %.1f x unencrypted", encryptionCPUGoal), encryptionCPUGoal, sideEncrypted, sideProxy))
+	for _, id := range []string{encryptionID, encryptionFetchID} {
+		r.Targets = append(r.Targets, r.cpuRatioTarget(id, "proxy CPU per MB on an encrypted topic, "+id,
+			fmt.Sprintf("<= %.1f x unencrypted", encryptionCPUGoal), encryptionCPUGoal, sideEncrypted, sideProxy))
+	}
 }

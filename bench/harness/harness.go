@@ -62,7 +62,7 @@ var Scenarios = []string{
 	"pinned-produce-1k", "pinned-latency-half-rate", "pinned-fetch", "pinned-produce-100b", "fetch-idle-broker", "route-convergence", "failover", "routing-lookup", "profile",
 	"acl-produce-1k", "acl-fetch", "validation-produce-1k",
 	"validation-produce-1k-gzip", "validation-produce-1k-snappy", "validation-produce-1k-lz4", "validation-produce-1k-zstd",
-	"encryption-produce-1k",
+	"encryption-produce-1k", "encryption-fetch",
 }
 
 // Harness is one benchmark run.
