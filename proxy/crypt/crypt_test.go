@@ -348,3 +348,30 @@ func TestLegacyMessageSetRefusedOnProduce(t *testing.T) {
 		t.Fatalf("fetch of a legacy message set: code %d", code)
 	}
 }
+
+func TestTransactionalKeptControlUntouched(t *testing.T) {
+	s := newService(t, newMemKMS(), nil, "")
+	withAttrs := func(b []byte, attrs uint16) []byte {
+		binary.BigEndian.PutUint16(b[kwire.BatchOffAttributes:], attrs)
+		binary.BigEndian.PutUint32(b[kwire.BatchOffCRC:], kwire.BatchCRC(b))
+		return b
+	}
+	txn := withAttrs(buildBatch(t, s.codecs, codecNone, rec{value: []byte("plaintext in a transaction")}), kwire.BatchAttrTransactional)
+	enc, code := encrypt(s, "secret-a", txn)
+	if code != 0 || bytes.Equal(enc, txn) {
+		t.Fatalf("transactional batch: code %d, encrypted %v", code, !bytes.Equal(enc, txn))
+	}
+	if got := binary.BigEndian.Uint16(enc[kwire.BatchOffAttributes:]); got != kwire.BatchAttrTransactional {
+		t.Fatalf("attributes %#x after encryption, want the transactional bit alone", got)
+	}
+	control := withAttrs(buildBatch(t, s.codecs, codecNone, rec{key: []byte{0, 0, 0, 1}, value: []byte{0, 0, 0, 0, 0, 0}}),
+		kwire.BatchAttrTransactional|kwire.BatchAttrControl)
+	for _, f := range []func([]byte) ([]byte, int16){
+		func(b []byte) ([]byte, int16) { return encrypt(s, "secret-a", b) },
+		func(b []byte) ([]byte, int16) { return s.Decrypt(context.Background(), "secret-a", 0, b) },
+	} {
+		if out, code := f(bytes.Clone(control)); code != 0 || !bytes.Equal(out, control) {
+			t.Fatalf("control batch changed (code %d)", code)
+		}
+	}
+}
