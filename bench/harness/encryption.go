@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -136,4 +138,20 @@ func (r *Report) evaluateEncryption() {
 		r.Targets = append(r.Targets, r.cpuRatioTarget(id, "proxy CPU per MB on an encrypted topic, "+id,
 			fmt.Sprintf("<= %.1f x unencrypted", encryptionCPUGoal), encryptionCPUGoal, sideEncrypted, sideProxy))
 	}
+	for _, g := range []struct {
+		bench string
+		mbps  float64
+	}{{"BenchmarkEncrypt/none", 1000}, {"BenchmarkEncrypt/lz4", 300}} {
+		name, goal := "encrypting 1 KiB records on one core, "+g.bench, fmt.Sprintf(">= %.0f MB/s", g.mbps)
+		t := Target{Name: name, Goal: goal, Figure: "-", Status: "not run"}
+		for _, b := range r.Routing {
+			if m := mbPerSec.FindStringSubmatch(b.Metrics); b.Package == "proxy/crypt" && b.Name == g.bench && m != nil {
+				v, _ := strconv.ParseFloat(m[1], 64)
+				t.Figure, t.Status = fmt.Sprintf("%.0f MB/s", v), status(v >= g.mbps)
+			}
+		}
+		r.Targets = append(r.Targets, t)
+	}
 }
+
+var mbPerSec = regexp.MustCompile(`([\d.]+) MB/s`)
