@@ -145,3 +145,21 @@ func TestEncryptionKEKRotation(t *testing.T) {
 func endsWith(s, suffix string) bool {
 	return len(s) >= len(suffix) && s[len(s)-len(suffix):] == suffix
 }
+
+// A topic whose key the KMS does not know is refused (reject, the
+// default): POLICY_VIOLATION, and nothing is stored.
+func TestEncryptionUnresolvedKeyRejected(t *testing.T) {
+	p := startEncPool(t, 1, "", "  - match: \"nokey-*\"\n    key: alias/absent-{topic}\n")
+	const topic = "nokey-orders"
+	p.createTopic(t, topic)
+	if c := rawProduce(t, p.proxies[0], topic, 0, valuesBatch("plaintext refused")); c != kerr.PolicyViolation.Code {
+		t.Fatalf("produce under an unknown key: code %d, want POLICY_VIOLATION", c)
+	}
+	if got := p.kmsCalls(t, 0, "generate", "refused"); got != 1 {
+		t.Fatalf("kproxy_encryption_kms_calls_total{op=generate,result=refused} = %v, want 1", got)
+	}
+	ans := fetchPartitions(t, p.proxies[0], topic, 0)[0]
+	if ans.ErrorCode != 0 || len(ans.RecordBatches) != 0 || ans.HighWatermark != 0 {
+		t.Fatalf("after a refused produce: code %d, %d record bytes, high watermark %d", ans.ErrorCode, len(ans.RecordBatches), ans.HighWatermark)
+	}
+}

@@ -71,6 +71,32 @@ func TestEncryptionEveryCodecBigRecordTombstone(t *testing.T) {
 	checkNoPlaintext(t, readAll(t, p.brokers, topic, len(want)), plain)
 }
 
+// acks=0 produces are encrypted too: nothing waits for their answer, and
+// the proxy gives the encrypted frames back as soon as they are sent.
+func TestEncryptionAcksZero(t *testing.T) {
+	p := startEncPool(t, 1, "", "")
+	const topic = "secret-acks0"
+	p.createTopic(t, topic)
+	cl := newClient(t, p.proxies[0], kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite(), kgo.DefaultProduceTopic(topic))
+	var plain [][]byte
+	for i := range 200 {
+		v := fmt.Appendf(nil, "plaintext acks=0 %d %s", i, strings.Repeat("q", 500))
+		plain = append(plain, v)
+		produceSync(t, cl, &kgo.Record{Value: v})
+	}
+	got := readAll(t, p.proxies, topic, len(plain))
+	seen := map[string]bool{}
+	for _, r := range got {
+		seen[string(r.Value)] = true
+	}
+	for _, v := range plain {
+		if !seen[string(v)] {
+			t.Fatalf("%q not read back", v[:20])
+		}
+	}
+	checkNoPlaintext(t, readAll(t, p.brokers, topic, len(plain)), plain)
+}
+
 // fetchPartitions fetches topic's partitions from offset 0 through addr
 // with one raw request, and returns each partition's answer.
 func fetchPartitions(t *testing.T, addr, topic string, parts ...int32) map[int32]kmsg.FetchResponseTopicPartition {

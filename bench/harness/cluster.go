@@ -281,7 +281,7 @@ func (c *Cluster) side(name string) side {
 	switch name {
 	case sideProxy:
 		return side{name, load.Target{Seeds: []string{c.proxy.Addr}}}
-	case sideACL, sideNoValidation:
+	case sideACL, sideNoValidation, sideEncrypted:
 		return side{name, load.Target{Seeds: []string{c.altProxy.Addr}}}
 	case sideRelay, sideCopyRelay:
 		t := load.Target{DialMap: make(map[string]string)}

@@ -197,6 +197,7 @@ func (r *Report) evaluate(cfg Config) {
 	r.evaluateRouting()
 	r.evaluateACL()
 	r.evaluateValidation()
+	r.evaluateEncryption()
 	r.findings()
 	name, goal := "memory per idle client connection", "<= 64 KiB"
 	found := false

@@ -220,7 +220,7 @@ func merge(name string, runs []sample) (SideResult, error) {
 		switch name {
 		case sideProxy:
 			inter = cpu.proxy
-		case sideACL, sideNoValidation:
+		case sideACL, sideNoValidation, sideEncrypted:
 			inter = cpu.altProxy
 		case sideRelay:
 			inter = cpu.relays

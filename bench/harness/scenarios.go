@@ -196,10 +196,16 @@ const settleSeconds = 2
 // fill produces saturating 1 KiB records to topic for secs seconds straight
 // to the brokers, unmeasured.
 func (h *Harness) fill(ctx context.Context, topic string, secs int) error {
+	return h.fillVia(ctx, sideDirect, topic, secs)
+}
+
+// fillVia is fill through side via (the encryption scenario fills through
+// the encrypting proxy).
+func (h *Harness) fillVia(ctx context.Context, via, topic string, secs int) error {
 	spec := h.produceSpec(produceArgs{topic: topic, recordSize: 1024, producers: 8, clients: 8})
 	spec.args = append(spec.args, "--warmup", "0s", "--duration", strconv.Itoa(secs)+"s")
 	spec.window = 0
-	_, err := h.runKbench(ctx, h.cluster.side(sideDirect), spec)
+	_, err := h.runKbench(ctx, h.cluster.side(via), spec)
 	return err
 }
 
@@ -218,7 +224,10 @@ const fillSeconds = 3
 // fillSeconds of saturating 1 KiB produce straight to the brokers and one
 // read, neither measured, so that no side pays alone for what the brokers'
 // caches keep after a first read.
-func (h *Harness) fillPlan(topic string) roundPlan {
+func (h *Harness) fillPlan(topic string) roundPlan { return h.fillPlanVia(topic, sideDirect) }
+
+// fillPlanVia is fillPlan with the data produced through side via.
+func (h *Harness) fillPlanVia(topic, via string) roundPlan {
 	return roundPlan{
 		spec: func(r int) runSpec { return consumeSpec(roundTopic(topic, r), h.cfg.Duration) },
 		before: func(ctx context.Context, r int) error {
@@ -226,7 +235,7 @@ func (h *Harness) fillPlan(topic string) roundPlan {
 			if err := h.freshTopic(ctx, t); err != nil {
 				return err
 			}
-			if err := h.fill(ctx, t, fillSeconds); err != nil {
+			if err := h.fillVia(ctx, via, t, fillSeconds); err != nil {
 				return err
 			}
 			_, err := h.runKbench(ctx, h.cluster.side(sideDirect), consumeSpec(t, h.cfg.Duration))

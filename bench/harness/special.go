@@ -246,8 +246,9 @@ var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(-\d+)?\s+\d+\s+([\d.]+) ns/
 
 // goBenchPackages hold the Go benchmarks the report lists: the routing
 // table with 100,000 partitions and 1,000 brokers (lookups, one watch
-// event applied, memory) and the request split and merge paths.
-var goBenchPackages = []string{"./routing/", "./proxy/apis/"}
+// event applied, memory), the request split and merge paths, and record
+// encryption per codec beside the cipher alone.
+var goBenchPackages = []string{"./routing/", "./proxy/apis/", "./proxy/crypt/"}
 
 // routingBench runs the packages' Go benchmarks with -benchmem.
 func (h *Harness) routingBench(ctx context.Context) error {

@@ -46,6 +46,10 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--produce-validation: %w", err)
 	}
+	encryption, err := encryptionFileFrom(c) // encryption.go
+	if err != nil {
+		return err
+	}
 	logger, err := newLogger(c)
 	if err != nil {
 		return err
@@ -104,7 +108,7 @@ func runServe(c *cli.Context) error {
 			Limits:             limits,
 		},
 		ProduceValidation:      validation,
-		EncryptionFile:         c.String("encryption-config"),
+		EncryptionFile:         encryption,
 		Quota:                  quotas,
 		Admin:                  adminSecurityFrom(c),
 		UpstreamConnsPerBroker: c.Int("upstream-conns"),

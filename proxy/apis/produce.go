@@ -42,13 +42,13 @@ type produceOp struct {
 	client   *string // the client's id, for the log of refused partitions
 	hints    bool    // a leader hint was rewritten to point at the proxy
 	byID     bool    // v13+: topics by id
-
-	dups produceguard.Dups                    // items listed again later: not forwarded, not answered
-	kept []kmsg.ProduceResponseTopicPartition // scratch of keptTopics
 	// encrypted: some record data was rewritten (encryptRecords), so the
 	// client's body may not be forwarded as it is.
 	encrypted bool
 	encBufs   []*[]byte // the encrypted record data
+
+	dups produceguard.Dups                    // items listed again later: not forwarded, not answered
+	kept []kmsg.ProduceResponseTopicPartition // scratch of keptTopics
 }
 
 func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, body []byte) (op, Reply, error) {
@@ -113,10 +113,10 @@ func (o *produceOp) addItems(ctx context.Context, chk *authrule.TopicCheck) {
 			case code == 0:
 				code = o.checkPartition(ctx, name, int32(ti), int32(pi))
 			}
-			i++
 			if code == 0 {
 				code = o.encryptRecords(ctx, name, int32(ti), int32(pi)) // see encryptRecords
 			}
+			i++
 			if code != 0 {
 				o.s.AddLocal(name, t.TopicID, part, int32(ti), int32(pi), code)
 				continue
@@ -453,6 +453,14 @@ func (o *produceOp) keptTopics(dst []kmsg.ProduceResponseTopic) []kmsg.ProduceRe
 // defaultBadInputLogInterval is the proxy's default (Limits.BadInputLogInterval).
 const defaultBadInputLogInterval = 10 * time.Second
 
+// newProduceGuard is the Produce checks of cfg.
+func newProduceGuard(cfg Config) (*produceguard.Guard, error) {
+	return produceguard.New(produceguard.Config{
+		Level: cfg.ProduceValidation, MaxBatchBytes: cfg.MaxBatchBytes, BadInput: cfg.BadInput,
+		Logger: cfg.Logger, LogInterval: cfg.BadInputLogInterval, Now: cfg.Now,
+	})
+}
+
 // Record encryption (package crypt): the record data of each partition of
 // an encrypted topic is encrypted after its checks, before it is
 // forwarded; other topics' data is not touched (crypt.Service.Encrypted).
@@ -485,12 +493,4 @@ func (o *produceOp) whole(body []byte) []byte {
 		return nil
 	}
 	return body
-}
-
-// newProduceGuard is the Produce checks of cfg.
-func newProduceGuard(cfg Config) (*produceguard.Guard, error) {
-	return produceguard.New(produceguard.Config{
-		Level: cfg.ProduceValidation, MaxBatchBytes: cfg.MaxBatchBytes, BadInput: cfg.BadInput,
-		Logger: cfg.Logger, LogInterval: cfg.BadInputLogInterval, Now: cfg.Now,
-	})
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 )
 
 // This file rewrites the record data of one partition batch by batch: it
@@ -13,8 +14,9 @@ import (
 // into a new buffer (one pass), recompresses them with the batch's own
 // codec and fixes the batch's length and CRC-32C. Everything else in the
 // header (base offset, epochs, timestamps, producer id, epoch and
-// sequence, attributes) is kept. Control batches and legacy message sets
-// (magic 0 and 1) are copied as they are: kproxy never encrypts them.
+// sequence, attributes) is kept. Control batches are copied as they are;
+// legacy message sets (magic 0 and 1) too on fetch, and are refused on
+// produce, where they would be stored in plaintext.
 
 // recordsFunc appends the rewritten form of the n records in recs to dst;
 // changed is false when it left every record as it was.
@@ -69,8 +71,11 @@ func partial(dst []byte, drop bool) ([]byte, error) {
 }
 
 // rewriteBatch appends one whole batch b, rewritten by fn, to dst.
-func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, stored bool, fn recordsFunc) ([]byte, error) {
+func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, encrypting bool, fn recordsFunc) ([]byte, error) {
 	if b[kwire.BatchOffMagic] != 2 {
+		if encrypting { // a legacy message set would be stored in plaintext
+			return nil, fmt.Errorf("%w: a magic %d message set cannot be encrypted", ErrFormat, b[kwire.BatchOffMagic])
+		}
 		return append(dst, b...), nil
 	}
 	if len(b) < kwire.BatchHeaderLen {
@@ -99,7 +104,7 @@ func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, stored bool, fn record
 			return nil, err
 		}
 		if sc.out, changed, err = fn(sc.out[:0], sc.plain, n); err == nil && changed {
-			dst, err = c.compress(dst, sc.out, codec, stored)
+			dst, err = c.compress(dst, sc.out, codec, encrypting) // lz4: stored blocks
 		}
 	}
 	if err != nil {
@@ -115,20 +120,20 @@ func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, stored bool, fn record
 }
 
 // eachRecord calls f on each of the n records of recs, which must hold
-// exactly them.
+// exactly them, with the bytes from the record on.
 func eachRecord(recs []byte, n int, f func(raw []byte, r record) error) error {
+	it := recordcheck.NewRecords(recs)
+	var w recordcheck.Record
 	for i := range n {
-		r, err := parseRecord(recs)
-		if err != nil {
+		if !it.Next(&w) {
+			return fmt.Errorf("%w: record %d of %d: %s", ErrFormat, i, n, it.Err())
+		}
+		if err := f(recs[w.Start:], fromWalk(recs, &w)); err != nil { // by value: a pointer would escape to the heap
 			return fmt.Errorf("record %d: %w", i, err)
 		}
-		if err := f(recs, r); err != nil { // by value: a pointer would escape to the heap
-			return fmt.Errorf("record %d: %w", i, err)
-		}
-		recs = recs[r.size:]
 	}
-	if len(recs) != 0 {
-		return fmt.Errorf("%w: %d bytes after the batch's %d records", ErrFormat, len(recs), n)
+	if it.Pos() != len(recs) {
+		return fmt.Errorf("%w: %d bytes after the batch's %d records", ErrFormat, len(recs)-it.Pos(), n)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 )
 
 const minimalFile = `
@@ -147,20 +149,14 @@ func TestPlaintextRecordsPassOnFetch(t *testing.T) {
 // valueAt is the offset in an uncompressed batch of the first byte of
 // record i's value.
 func valueAt(t *testing.T, b []byte, i int) int {
-	recs := b[kwire.BatchHeaderLen:]
-	off := kwire.BatchHeaderLen
-	for ; i > 0; i-- {
-		r, err := parseRecord(recs)
-		if err != nil {
-			t.Fatal(err)
+	it := recordcheck.NewRecords(b[kwire.BatchHeaderLen:])
+	var w recordcheck.Record
+	for range i + 1 {
+		if !it.Next(&w) {
+			t.Fatalf("no record %d: %s", i, it.Err())
 		}
-		recs, off = recs[r.size:], off+r.size
 	}
-	r, err := parseRecord(recs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return off + r.size - len(r.headers) - 1 - len(r.value) // one-byte header count
+	return kwire.BatchHeaderLen + w.Value.Off
 }
 
 func TestTamperedAndForeignRecordsFail(t *testing.T) {
@@ -286,6 +282,96 @@ func TestKeyRefusedRejectOrPassthrough(t *testing.T) {
 		out, code := encrypt(s, "secret-a", in)
 		if code != c.want || (code == 0 && !bytes.Equal(out, in)) {
 			t.Fatalf("%q: code %d, want %d", c.extra, code, c.want)
+		}
+	}
+}
+
+func TestReloadSwapsRulesAndKeepsABadFileOut(t *testing.T) {
+	s := newService(t, newMemKMS(), nil, "")
+	steps := []struct {
+		name    string
+		file    string
+		changed bool
+		wantErr bool
+		secret  bool // is secret-a encrypted after the step
+		other   bool // is other encrypted after the step
+	}{
+		{"unchanged", minimalFile, false, false, true, false},
+		{"a rule added", minimalFile + "  - match: other\n    key: alias/{topic}\n", true, false, true, true},
+		{"a misspelt field", minimalFile + "unresolved_keys: passthrough\n", true, true, true, true},
+		{"a bad glob", "kms: {type: aws, region: r}\ntopics:\n  - {match: \"[\", key: k}\n", true, true, true, true},
+		{"the rule removed", strings.Replace(minimalFile, "secret-*", "public-*", 1), true, false, false, false},
+	}
+	for _, st := range steps {
+		if err := os.WriteFile(s.cfg.File, []byte(st.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		changed, err := s.reload(context.Background())
+		if changed != st.changed || (err != nil) != st.wantErr {
+			t.Fatalf("%s: changed %v, err %v", st.name, changed, err)
+		}
+		if s.Encrypted("secret-a") != st.secret || s.Encrypted("other") != st.other {
+			t.Fatalf("%s: secret-a %v, other %v", st.name, s.Encrypted("secret-a"), s.Encrypted("other"))
+		}
+	}
+	if kek, _ := s.cur.Load().pol.kek("public-x"); kek != "alias/kproxy-test" {
+		t.Fatalf("kek %q", kek)
+	}
+}
+
+func TestTopicRulesFirstMatchWins(t *testing.T) {
+	f, err := ParseFile([]byte(minimalFile + "  - match: secret-exact\n    key: alias/exact\n  - match: \"pay?\"\n    key: alias/{topic}-kek\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := compile(f)
+	for topic, want := range map[string]string{
+		"secret-exact": "alias/kproxy-test", // the glob comes first
+		"pays":         "alias/pays-kek",
+		"payments":     "",
+		"public":       "",
+	} {
+		if got, ok := p.kek(topic); got != want || ok != (want != "") {
+			t.Fatalf("%s: kek %q %v, want %q", topic, got, ok, want)
+		}
+	}
+}
+
+func TestLegacyMessageSetRefusedOnProduce(t *testing.T) {
+	s := newService(t, newMemKMS(), nil, "")
+	in := buildBatch(t, s.codecs, codecNone, rec{value: []byte("plaintext")})
+	in[kwire.BatchOffMagic] = 1
+	if _, code := encrypt(s, "secret-a", in); code != kerr.InvalidRecord.Code {
+		t.Fatalf("code %d, want INVALID_RECORD", code)
+	}
+	if out, code := s.Decrypt(context.Background(), "secret-a", 0, in); code != 0 || !bytes.Equal(out, in) {
+		t.Fatalf("fetch of a legacy message set: code %d", code)
+	}
+}
+
+func TestTransactionalKeptControlUntouched(t *testing.T) {
+	s := newService(t, newMemKMS(), nil, "")
+	withAttrs := func(b []byte, attrs uint16) []byte {
+		binary.BigEndian.PutUint16(b[kwire.BatchOffAttributes:], attrs)
+		binary.BigEndian.PutUint32(b[kwire.BatchOffCRC:], kwire.BatchCRC(b))
+		return b
+	}
+	txn := withAttrs(buildBatch(t, s.codecs, codecNone, rec{value: []byte("plaintext in a transaction")}), kwire.BatchAttrTransactional)
+	enc, code := encrypt(s, "secret-a", txn)
+	if code != 0 || bytes.Equal(enc, txn) {
+		t.Fatalf("transactional batch: code %d, encrypted %v", code, !bytes.Equal(enc, txn))
+	}
+	if got := binary.BigEndian.Uint16(enc[kwire.BatchOffAttributes:]); got != kwire.BatchAttrTransactional {
+		t.Fatalf("attributes %#x after encryption, want the transactional bit alone", got)
+	}
+	control := withAttrs(buildBatch(t, s.codecs, codecNone, rec{key: []byte{0, 0, 0, 1}, value: []byte{0, 0, 0, 0, 0, 0}}),
+		kwire.BatchAttrTransactional|kwire.BatchAttrControl)
+	for _, f := range []func([]byte) ([]byte, int16){
+		func(b []byte) ([]byte, int16) { return encrypt(s, "secret-a", b) },
+		func(b []byte) ([]byte, int16) { return s.Decrypt(context.Background(), "secret-a", 0, b) },
+	} {
+		if out, code := f(bytes.Clone(control)); code != 0 || !bytes.Equal(out, control) {
+			t.Fatalf("control batch changed (code %d)", code)
 		}
 	}
 }

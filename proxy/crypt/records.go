@@ -5,13 +5,15 @@ import (
 	"crypto/cipher"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 )
 
-// This file walks the records inside a decompressed batch (Kafka's record
-// format v2: a varint length, attributes, timestamp and offset deltas, key,
-// value, headers) and rewrites them one at a time, encrypting or
-// decrypting each value. It is kproxy's only record walker for now; the
-// lead may swap it for recordcheck's once that decodes records too.
+// This file rewrites the records inside a decompressed batch (Kafka's
+// record format v2: a varint length, attributes, timestamp and offset
+// deltas, key, value, headers) one at a time, encrypting or decrypting each
+// value. The records are walked and checked by recordcheck.Records, the
+// proxy's one record decoder.
 
 // record is one record, its fields aliasing the batch it is in.
 type record struct {
@@ -22,42 +24,19 @@ type record struct {
 	size     int    // bytes of the record, its length varint included
 }
 
-// parseRecord reads the record at the start of b.
-func parseRecord(b []byte) (record, error) {
-	l, k := binary.Varint(b)
-	if k <= 0 || l < 0 || int64(len(b)-k) < l {
-		return record{}, fmt.Errorf("%w: record length", ErrFormat)
+// fromWalk is the record w that recordcheck found in data. The boundaries
+// come from the spans the walk found, not from re-encoded lengths, so a
+// producer's longer-than-needed varints are kept exactly.
+func fromWalk(data []byte, w *recordcheck.Record) record {
+	_, k := binary.Varint(data[w.Start:w.End]) // the record's length
+	headEnd := w.Key.Off + max(w.Key.Len, 0)
+	r := record{head: data[w.Start+k : headEnd], nheaders: int(w.NumHeaders), size: w.End - w.Start}
+	if w.Value.Len >= 0 {
+		r.value = data[w.Value.Off : w.Value.Off+w.Value.Len : w.Value.Off+w.Value.Len]
 	}
-	body := b[k : k+int(l)]
-	r := record{size: k + int(l)}
-	p := 1        // attributes
-	for range 2 { // timestamp and offset deltas
-		if p >= len(body) {
-			return record{}, fmt.Errorf("%w: record truncated", ErrFormat)
-		}
-		_, n := binary.Varint(body[p:])
-		if n <= 0 {
-			return record{}, fmt.Errorf("%w: record deltas", ErrFormat)
-		}
-		p += n
-	}
-	var err error
-	if _, p, err = bytesField(body, p); err != nil { // the key
-		return record{}, err
-	}
-	r.head = body[:p]
-	if r.value, p, err = bytesField(body, p); err != nil {
-		return record{}, err
-	}
-	if p >= len(body) {
-		return record{}, fmt.Errorf("%w: record has no header count", ErrFormat)
-	}
-	nh, n := binary.Varint(body[p:])
-	if n <= 0 || nh < 0 || nh > int64(len(body)) {
-		return record{}, fmt.Errorf("%w: header count", ErrFormat)
-	}
-	r.nheaders, r.headers = int(nh), body[p+n:]
-	return r, nil
+	_, hk := binary.Varint(data[w.Headers:w.End]) // the header count
+	r.headers = data[w.Headers+hk : w.End]
+	return r
 }
 
 // bytesField reads a varint-length byte field at p (length -1: null).
