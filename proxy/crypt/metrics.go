@@ -18,22 +18,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		reg = prometheus.NewRegistry() // kept, not exported
 	}
 	m := &metrics{
-		kmsCalls: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		kmsCalls: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_encryption_kms_calls_total",
 			Help: "Calls to the KMS by operation (generate: a new DEK, decrypt: an unseen wrapped DEK) and result (ok, refused, unavailable).",
-		}, []string{"op", "result"})),
-		records: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"op", "result"}),
+		records: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_encryption_batches_total",
 			Help: "Record batches of encrypted topics rewritten, by operation (encrypt on produce, decrypt on fetch).",
-		}, []string{"op"})),
-		failures: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"op"}),
+		failures: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_encryption_failures_total",
 			Help: "Partitions of encrypted topics answered with an error, by operation (produce, fetch), topic and reason (unavailable, refused, auth, format).",
-		}, []string{"op", "topic", "reason"})),
-		passthrough: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		}, []string{"op", "topic", "reason"}),
+		passthrough: promreg.CounterVec(reg, prometheus.CounterOpts{
 			Name: "kproxy_encryption_passthrough_total",
 			Help: "Produce partitions written in plaintext because the KMS refused their key and unresolved_key is passthrough.",
-		}, []string{"topic"})),
+		}, []string{"topic"}),
 	}
 	for _, op := range []string{"generate", "decrypt"} {
 		for _, r := range []string{"ok", "refused", "unavailable"} {
