@@ -54,6 +54,10 @@ type conn struct {
 	// hello is the broker's handshake answer (nil if it did not decode);
 	// written before ready is closed, read after.
 	hello *kmsg.ApiVersionsResponse
+	// aff and load, for on-demand connections and guarded by their
+	// serialConns' mutex: the affinity served and its requests on c.
+	aff  uint64
+	load int
 
 	mu           sync.Mutex
 	nc           net.Conn
@@ -69,9 +73,12 @@ type conn struct {
 }
 
 // connOwner holds a connection and learns of its death. onDead is called
-// once, with c.mu held, and must mark c dying.
+// once, with c.mu held, and must mark c dying. released is called with c.mu
+// held whenever a request Send chose c for leaves it (answered, failed,
+// withdrawn, or refused by enqueue); failed tells that c has failed.
 type connOwner interface {
 	onDead(c *conn, connected bool, cause error)
+	released(c *conn, failed bool)
 }
 
 func newConn(bp *brokerPool, owner connOwner, idle time.Duration) *conn {
@@ -182,10 +189,15 @@ func (c *conn) removeLocked(r *wireReq) {
 	c.bp.m.inflight.Dec()
 	if len(c.inflight) == 0 {
 		c.idleSince = time.Now()
-		if c.idle > 0 {
-			c.bp.laneIdle()
-		}
 	}
+	c.owner.released(c, c.err != nil)
+}
+
+// refused tells c's owner that a request chosen for c did not get on it.
+func (c *conn) refused() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.owner.released(c, c.err != nil)
 }
 
 // armReadDeadlineLocked gives the connection until the earliest deadline of
