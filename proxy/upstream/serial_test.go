@@ -123,8 +123,10 @@ func TestInOrderConnLimit(t *testing.T) {
 	res.set(1, fb.addr())
 	p, _ := newTestPool(t, Config{MaxConnsPerBroker: 2}, res)
 
-	a, b := sendReq(t, p, 1, produce()), sendReq(t, p, 2, produce())
-	ra, rb := recvKey(t, fb, keyProduce), recvKey(t, fb, keyProduce)
+	a := sendReq(t, p, 1, produce())
+	ra := recvKey(t, fb, keyProduce)
+	b := sendReq(t, p, 2, produce())
+	rb := recvKey(t, fb, keyProduce)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
