@@ -34,8 +34,10 @@ type serialConns struct {
 	byAff  map[uint64]*conn   // busy connections by the affinity they serve
 	redial redial
 	// freed is closed (and replaced) whenever a connection becomes idle or
-	// dies, waking every Send waiting at the limit.
-	freed chan struct{}
+	// dies while Sends wait at the limit (waiters), waking them all; with
+	// nobody waiting it is left alone, which spares a channel per request.
+	freed   chan struct{}
+	waiters int
 }
 
 type idleConn struct {
@@ -60,18 +62,32 @@ func (s *serialConns) get(ctx context.Context, aff uint64) (*conn, error) {
 	for {
 		s.mu.Lock()
 		c, err := s.takeLocked(aff)
-		freed := s.freed
-		s.mu.Unlock()
 		if c != nil || err != nil {
+			s.mu.Unlock()
 			return c, err
 		}
-		select {
-		case <-freed:
-		case <-ctx.Done():
-			return nil, fmt.Errorf("wait for one of %d connections: %w", s.max, context.Cause(ctx))
-		case <-s.bp.ctx.Done():
-			return nil, errEvicted
+		s.waiters++
+		freed := s.freed
+		s.mu.Unlock()
+		err = s.await(ctx, freed)
+		s.mu.Lock()
+		s.waiters--
+		s.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
+	}
+}
+
+// await waits for freed to close, or for ctx or the broker pool to end.
+func (s *serialConns) await(ctx context.Context, freed chan struct{}) error {
+	select {
+	case <-freed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wait for one of %d connections: %w", s.max, context.Cause(ctx))
+	case <-s.bp.ctx.Done():
+		return errEvicted
 	}
 }
 
@@ -143,8 +159,10 @@ func (s *serialConns) onDead(c *conn, connected bool, cause error) {
 }
 
 func (s *serialConns) wakeLocked() {
-	close(s.freed)
-	s.freed = make(chan struct{})
+	if s.waiters > 0 {
+		close(s.freed)
+		s.freed = make(chan struct{})
+	}
 	s.gaugeLocked()
 }
 
