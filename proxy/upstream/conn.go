@@ -106,16 +106,6 @@ func (c *conn) handshaken(ctx context.Context) error {
 	}
 }
 
-// answersInOrder waits for the handshake and reports whether the broker
-// answers this connection one request at a time, in order (it did not
-// advertise layout.UnorderedResponsesFeature).
-func (c *conn) answersInOrder(ctx context.Context) (bool, error) {
-	if err := c.handshaken(ctx); err != nil {
-		return false, err
-	}
-	return !c.unordered, nil
-}
-
 func (c *conn) start() {
 	c.bp.p.wg.Add(1)
 	go c.writeLoop()
