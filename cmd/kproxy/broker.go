@@ -27,6 +27,7 @@ func brokerCommand() *cli.Command {
 		stringFlag("store", "", "shared object store folder, or \"memory\" (benchmarks only: data dies with the process)"),
 		durationFlag("lease-ttl", 10*time.Second, "etcd session lease TTL; ownership is lost this long after the broker stops answering"),
 		stringFlag("metrics", "", "optional HTTP address serving /metrics for this broker"),
+		boolFlag("serial-requests", false, "serve one request per connection at a time and never answer out of order, as Apache Kafka and KafScale do (to run proxies against a real broker's shape)"),
 	}, append(unsafeBrokerFlags(), brokerTLSFlags()...)...), runBroker)
 }
 
@@ -67,6 +68,7 @@ func runBroker(c *cli.Context) error {
 		AutoCreateTopics:  c.Bool("auto-create-topics"),
 		DefaultPartitions: int32(c.Int("default-partitions")),
 		MaxFrameBytes:     int32(c.Int("max-frame-bytes")),
+		SerialRequests:    c.Bool("serial-requests"),
 		Logger:            logger,
 		Registerer:        reg,
 	}

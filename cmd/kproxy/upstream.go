@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -21,6 +22,8 @@ const upstreamPasswordEnv = envPrefix + "UPSTREAM_SASL_PASSWORD"
 // upstreamFlags configure the proxy's connections to brokers.
 func upstreamFlags() []cli.Flag {
 	return []cli.Flag{
+		intFlag("upstream-max-conns-per-broker", 256, "connections per broker that answers one request per connection at a time (Kafka, KafScale), opened on demand: one per client connection with requests outstanding; at the limit requests wait for one"),
+		durationFlag("upstream-idle-timeout", time.Minute, "close an on-demand broker connection after this long without requests (keep it below the brokers' connections.max.idle.ms)"),
 		boolFlag("upstream-tls", false, "connect to brokers over TLS (implied by any --upstream-tls-* file)"),
 		stringFlag("upstream-tls-ca", "", "PEM CAs of the brokers' certificates (default: the system pool); reloaded when it changes"),
 		stringFlag("upstream-tls-cert", "", "PEM client certificate presented to brokers (with --upstream-tls-key); reloaded when it changes"),

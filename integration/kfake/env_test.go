@@ -71,9 +71,10 @@ func (e *env) in(t *testing.T) *env {
 // the head-of-line one. kfake, like Apache Kafka, handles one request at a
 // time per connection, so a long-polling Fetch or a JoinGroup waiting for a
 // rebalance holds up every request queued behind it on that connection.
-// The proxy picks a broker connection by client connection id modulo this
-// number; with many slots the few client connections of a test never
-// share one, which keeps the other tests about their own subject.
+// The shared connections, picked by client connection id modulo this
+// number, now carry requests only to brokers that answer out of order
+// (kfake gets on-demand connections per client connection); the many
+// slots stay so that the tests keep their subject if that changes.
 // TestUpstreamHeadOfLine checks the default.
 const isolatedConns = 1024
 

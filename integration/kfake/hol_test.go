@@ -23,16 +23,13 @@ const holMaxWait = 1500 * time.Millisecond
 
 // TestUpstreamHeadOfLine: kfake, like Apache Kafka, handles one request at
 // a time per connection (a Kafka broker mutes a connection until it has
-// answered its request). The proxy multiplexes every client connection onto
-// holSlots connections per broker, chosen by client connection id. With a
-// long-polling Fetch in flight on each of them, a produce from another
-// client waits behind a stranger's long poll, although kfake answers the
-// same produce at once when the fetches and the produce use their own
-// connections. The same queueing is what stalled consumer-group rebalances
-// in TestGroupsCommitAndResume with the default pool (a JoinGroup held by
-// kfake until the other member rejoins, that member's Heartbeat queued
-// behind it on the same broker connection), which is why the other tests
-// use isolatedConns.
+// answered its request). Were the proxy to multiplex client connections
+// onto holSlots shared connections per broker, with a long-polling Fetch in
+// flight on each of them, a produce from another client would wait behind
+// a stranger's long poll, although kfake answers the same produce at once
+// when the fetches and the produce use their own connections. The proxy
+// keeps long polls on dedicated connections and gives every client
+// connection on-demand connections of its own, so it must not.
 func TestUpstreamHeadOfLine(t *testing.T) {
 	t.Parallel() // mostly waiting on long polls
 	e := newEnvConns(t, holSlots, topicSpec{"hol-idle", 1}, topicSpec{"hol-busy", 1})

@@ -84,6 +84,17 @@ func TestLeaderMoves(t *testing.T) {
 			from := e.fake.LeaderFor(topic, p)
 			to := (from + 1) % numBrokers
 			w := startWriter(ctx, prod, topic, parts, tc.name)
+			// Stopped and counted even when the case fails: a writer left
+			// running wrote on under the later cases, and the final
+			// consumers, which read as many records as were acknowledged,
+			// then stopped early on its records and reported acknowledged
+			// ones of other partitions as lost.
+			defer func() {
+				reader.cl.ResumeFetchPartitions(map[string][]int32{topic: {p}})
+				acks := w.stop(t)
+				t.Logf("%s: moved %s/%d from broker %d to %d; %d acks", tc.name, topic, p, from, to, len(acks))
+				all = append(all, acks...)
+			}()
 			w.waitAcks(t, p, 30)
 			// kfake answers OffsetForLeaderEpoch for an older epoch with -1
 			// until a batch of the new epoch exists (Kafka answers the log
@@ -96,10 +107,6 @@ func TestLeaderMoves(t *testing.T) {
 				t.Fatalf("kfake leader of %s/%d is %d after the move, want %d", topic, p, got, to)
 			}
 			w.waitAcks(t, p, 30) // acknowledged by the new leader
-			reader.cl.ResumeFetchPartitions(map[string][]int32{topic: {p}})
-			acks := w.stop(t)
-			t.Logf("%s: moved %s/%d from broker %d to %d; %d acks", tc.name, topic, p, from, to, len(acks))
-			all = append(all, acks...)
 		})
 	}
 

@@ -121,12 +121,14 @@ func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener, enc *crypt.Se
 			b, ok := routes.Broker(id)
 			return b.Addr, ok
 		},
-		ConnsPerBroker: cfg.UpstreamConnsPerBroker,
-		TLS:            cfg.UpstreamTLS,
-		SASL:           cfg.UpstreamSASL,
-		Bufs:           bufs,
-		Logger:         cfg.Logger.With("component", "upstream"),
-		Registerer:     cfg.Registry,
+		ConnsPerBroker:    cfg.UpstreamConnsPerBroker,
+		MaxConnsPerBroker: cfg.UpstreamMaxConns,
+		IdleTimeout:       cfg.UpstreamIdleTimeout,
+		TLS:               cfg.UpstreamTLS,
+		SASL:              cfg.UpstreamSASL,
+		Bufs:              bufs,
+		Logger:            cfg.Logger.With("component", "upstream"),
+		Registerer:        cfg.Registry,
 	})
 	disp, err := apis.New(apis.Config{
 		Routes: routes, Sender: pool, Quotas: qs,

@@ -3,6 +3,7 @@ package assembly
 import (
 	"crypto/tls"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -87,6 +88,11 @@ type Config struct {
 	Admin adminauth.Config // TLS and credentials of the admin endpoint
 
 	UpstreamConnsPerBroker int // default 4
+	// UpstreamMaxConns and UpstreamIdleTimeout bound the on-demand
+	// connections to brokers that answer in order (defaults 256 and 60s,
+	// upstream.Config's MaxConnsPerBroker and IdleTimeout).
+	UpstreamMaxConns    int
+	UpstreamIdleTimeout time.Duration
 	// UpstreamTLS, if set, gives the TLS configuration of each new broker
 	// connection (tlsreload.Client.Config reloads its files); UpstreamSASL,
 	// if set, authenticates each one (franz-go's pkg/sasl).

@@ -6,16 +6,22 @@ import (
 	"encoding/binary"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/layout"
 )
 
 // echoBroker answers every request at once with a 16-byte body, without
 // decoding it, so that a benchmark measures the pool rather than the fake.
-func echoBroker(b *testing.B) string {
+func echoBroker(b *testing.B) string { return echoBrokerShaped(b, false) }
+
+// echoBrokerShaped is echoBroker; unordered makes it advertise
+// layout.UnorderedResponsesFeature (it answers in order either way).
+func echoBrokerShaped(b *testing.B, unordered bool) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
@@ -29,16 +35,21 @@ func echoBroker(b *testing.B) string {
 				return
 			}
 			b.Cleanup(func() { nc.Close() })
-			wg.Go(func() { serveEcho(nc) })
+			wg.Go(func() { serveEcho(nc, unordered) })
 		}
 	})
 	return ln.Addr().String()
 }
 
-func serveEcho(nc net.Conn) {
+func serveEcho(nc net.Conn, unordered bool) {
 	br, bw := bufio.NewReader(nc), bufio.NewWriter(nc)
 	hello := kmsg.NewPtrApiVersionsResponse()
 	hello.Version = 3
+	if unordered {
+		f := kmsg.NewApiVersionsResponseSupportedFeature()
+		f.Name, f.MinVersion, f.MaxVersion = layout.UnorderedResponsesFeature, 1, 1
+		hello.SupportedFeatures = append(hello.SupportedFeatures, f)
+	}
 	helloBody := hello.AppendTo(nil)
 	var pool kwire.BufPool
 	var hdr [kwire.MaxResponseHeader]byte
@@ -95,4 +106,43 @@ func BenchmarkSendWait(b *testing.B) {
 		pends <- pend
 	}
 	<-done
+}
+
+// BenchmarkSendWaitClients measures a request's round trip with 64 clients
+// (affinities) each waiting for its answer before sending the next, as 64
+// producers with one request in flight do: on-demand connections to a
+// broker that answers in order, or 4 shared ones to one that says it
+// answers out of order.
+func BenchmarkSendWaitClients(b *testing.B) {
+	for _, tc := range []struct {
+		name      string
+		unordered bool
+	}{{"in-order", false}, {"unordered", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			addr := echoBrokerShaped(b, tc.unordered)
+			p := NewPool(Config{Resolve: func(int32) (string, bool) { return addr, true }})
+			defer p.Close()
+			body := metadataReq(12, "bench")
+			ctx := context.Background()
+			var next atomic.Uint64
+			b.SetParallelism(32) // 64 goroutines on 2 cores
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				aff := next.Add(1)
+				for pb.Next() {
+					pend, err := p.Send(ctx, 1, aff, Request{Key: 3, Version: 12, Body: Raw(body)})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if _, err := pend.Wait(ctx); err != nil {
+						b.Error(err)
+						return
+					}
+					pend.Release()
+				}
+			})
+		})
+	}
 }

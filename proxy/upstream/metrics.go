@@ -25,6 +25,8 @@ type metrics struct {
 	inflight  *prometheus.GaugeVec
 	requests  *prometheus.CounterVec
 	errors    *prometheus.CounterVec
+	serial    *prometheus.GaugeVec
+	connWait  *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -49,6 +51,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "kproxy_upstream_errors_total",
 			Help: "Broker connection failures by kind (dial, handshake, write, read, timeout, protocol, closed).",
 		}, []string{"broker", "kind"}),
+		serial: promreg.GaugeVec(reg, prometheus.GaugeOpts{
+			Name: "kproxy_upstream_on_demand_connections",
+			Help: "On-demand connections to each broker that answers in order (one per client connection with requests outstanding), by state: busy (dialing or carrying requests) or idle.",
+		}, []string{"broker", "state"}),
+		connWait: promreg.HistogramVec(reg, prometheus.HistogramOpts{
+			Name:    "kproxy_upstream_connection_wait_seconds",
+			Help:    "How long requests to a broker that answers in order waited for an on-demand connection (near 0 unless the limit was reached).",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 4, 10),
+		}, []string{"broker"}),
 	}
 	return m
 }
@@ -61,6 +72,10 @@ type brokerMetrics struct {
 	dedicated prometheus.Gauge
 	inflight  prometheus.Gauge
 	requests  prometheus.Counter
+	// serialBusy and serialIdle count on-demand connections by state.
+	serialBusy prometheus.Gauge
+	serialIdle prometheus.Gauge
+	connWait   prometheus.Observer
 }
 
 // errorKinds are the kind label values, created at 0 for each broker.
@@ -71,7 +86,8 @@ func (m *metrics) forBroker(id int32) *brokerMetrics {
 	for _, kind := range errorKinds {
 		m.errors.WithLabelValues(l, kind)
 	}
-	return &brokerMetrics{m: m, label: l, conns: m.conns.WithLabelValues(l), dedicated: m.dedicated.WithLabelValues(l), inflight: m.inflight.WithLabelValues(l), requests: m.requests.WithLabelValues(l)}
+	return &brokerMetrics{m: m, label: l, conns: m.conns.WithLabelValues(l), dedicated: m.dedicated.WithLabelValues(l), inflight: m.inflight.WithLabelValues(l), requests: m.requests.WithLabelValues(l),
+		serialBusy: m.serial.WithLabelValues(l, "busy"), serialIdle: m.serial.WithLabelValues(l, "idle"), connWait: m.connWait.WithLabelValues(l)}
 }
 
 func (b *brokerMetrics) fail(kind string) { b.m.errors.WithLabelValues(b.label, kind).Inc() }

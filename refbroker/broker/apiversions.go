@@ -122,7 +122,7 @@ func answersUnordered(req *kmsg.ApiVersionsRequest) bool {
 func (b *Broker) apiVersions(req *kmsg.ApiVersionsRequest) kmsg.Response {
 	resp := req.ResponseKind().(*kmsg.ApiVersionsResponse)
 	resp.ApiKeys = b.apiKeys()
-	if answersUnordered(req) {
+	if b.answersUnordered(req) {
 		f := kmsg.NewApiVersionsResponseSupportedFeature()
 		f.Name, f.MinVersion, f.MaxVersion = layout.UnorderedResponsesFeature, 1, 1
 		resp.SupportedFeatures = append(resp.SupportedFeatures, f)

@@ -65,6 +65,10 @@ type Config struct {
 	AutoCreateTopics  bool
 	DefaultPartitions int32 // default 3
 	MaxFrameBytes     int32 // default 100 MiB
+	// SerialRequests serves one request per connection at a time, in
+	// order, and tells no client it may answer out of order, as Apache
+	// Kafka does (serial.go).
+	SerialRequests bool
 
 	Logger     *slog.Logger          // nil: discard
 	Registerer prometheus.Registerer // nil: no metrics

@@ -63,7 +63,7 @@ func newConn(b *Broker, nc net.Conn) *conn {
 		b: b, nc: nc, ctx: ctx, cancel: cancel,
 		log: b.log.With("client", nc.RemoteAddr().String()),
 		out: make(chan *slot, maxInFlight),
-		sem: make(chan struct{}, maxInFlight),
+		sem: make(chan struct{}, b.maxInFlight()),
 	}
 }
 
@@ -119,7 +119,7 @@ func (c *conn) dispatch(frame []byte) error {
 	c.b.metrics.request(h.key)
 	switch r := req.(type) {
 	case *kmsg.ApiVersionsRequest:
-		if answersUnordered(r) {
+		if c.b.answersUnordered(r) {
 			c.unordered.Store(true)
 		}
 		c.respondNow(h, c.b.apiVersions(r))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/layout"
 )
 
 // rawConn speaks the Kafka framing by hand, to test what clients cannot
@@ -143,30 +145,54 @@ func TestApiVersionsUnsupportedVersion(t *testing.T) {
 	}
 }
 
-// A connection answers in request order, unless it said it is kproxy.
+// A connection answers in request order, unless it said it is kproxy and
+// the broker is not in serial mode (where it works on one request at a
+// time and advertises nothing).
 func TestResponseOrder(t *testing.T) {
 	c := newCluster(t)
 	b := c.start(1, nil)
 	admin := c.clientFor([]string{b.Addr()})
 	c.createTopic(admin, "order", 1)
+	// A cluster of its own, so that the serial broker leads its partition.
+	sc := newCluster(t)
+	serial := sc.start(1, func(cfg *Config) { cfg.SerialRequests = true })
+	sc.createTopic(sc.clientFor([]string{serial.Addr()}), "order", 1)
 	for _, tc := range []struct {
 		name        string
+		serial      bool
 		kproxy      bool
 		wantFirstID int32
 	}{
-		{"ordered", false, 1},
-		{"kproxy answers when ready", true, 2},
+		{"ordered", false, false, 1},
+		{"kproxy answers when ready", false, true, 2},
+		{"serial mode answers kproxy in order", true, true, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			rc := dialRaw(t, b.Addr())
+			addr := b.Addr()
+			if tc.serial {
+				addr = serial.Addr()
+			}
+			rc := dialRaw(t, addr)
 			av := kmsg.NewPtrApiVersionsRequest()
 			av.ClientSoftwareName, av.ClientSoftwareVersion = "other", "1"
 			if tc.kproxy {
 				av.ClientSoftwareName = "kproxy"
 			}
 			rc.send(av, 3, 0)
-			if _, _, err := rc.recv(); err != nil {
+			_, body, err := rc.recv()
+			if err != nil {
 				t.Fatalf("api versions: %v", err)
+			}
+			hello := kmsg.NewPtrApiVersionsResponse()
+			hello.Version = 3
+			if err := hello.ReadFrom(body); err != nil {
+				t.Fatalf("decode api versions: %v", err)
+			}
+			advertised := slices.ContainsFunc(hello.SupportedFeatures, func(f kmsg.ApiVersionsResponseSupportedFeature) bool {
+				return f.Name == layout.UnorderedResponsesFeature
+			})
+			if want := tc.wantFirstID == 2; advertised != want {
+				t.Fatalf("%s advertised: %v, want %v", layout.UnorderedResponsesFeature, advertised, want)
 			}
 			// A long poll at the end of an empty partition, then a metadata
 			// request.
