@@ -106,8 +106,8 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 		}
 	}
 	var whole []byte
-	if h.Version < 7 || (o.req.SessionID == 0 && o.req.SessionEpoch == -1 && len(o.req.ForgottenTopics) == 0) {
-		whole = body // already sessionless
+	if !d.cfg.PerPartitionFetchWait && (h.Version < 7 || (o.req.SessionID == 0 && o.req.SessionEpoch == -1 && len(o.req.ForgottenTopics) == 0)) {
+		whole = body // already sessionless, and its MaxWait needs no shaping
 	}
 	o.s.Dispatch(ctx, whole)
 	return o, Reply{}, nil
@@ -149,7 +149,7 @@ func (o *fetchOp) Encode(dst []byte, idx []int32, nsubs int) []byte {
 		IsolationLevel: r.IsolationLevel, SessionID: 0, SessionEpoch: -1, Rack: r.Rack,
 		UnknownTags: r.UnknownTags, Topics: e.Topics[:0],
 	}
-	e.MaxWaitMillis = o.maxWait()
+	e.MaxWaitMillis = o.subWait(idx)
 	if nsubs > 1 && e.MaxBytes > 0 {
 		// The merged answer must stay within the client's limit (librdkafka
 		// drops a connection whose response exceeds its receive limit).
@@ -220,6 +220,7 @@ func (o *fetchOp) Absorb(body []byte, si int) (bool, error) {
 					o.d.m.floorRaised.Inc()
 				}
 			}
+			o.noteWatermark(i, p)
 			o.answers[i] = *p
 			o.bytes += len(p.RecordBatches)
 			if len(p.RecordBatches) < vecMinBytes {
