@@ -1,14 +1,15 @@
 package upstream
 
+// One broker connection: its state, queueing a request on it (a correlation
+// id, an in-flight token), withdrawing one, and failing the connection with
+// every request on it. The writer is in write.go, the reader in read.go.
+
 import (
-	"bufio"
 	"container/heap"
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,10 @@ type conn struct {
 	// hello is the broker's handshake answer (nil if it did not decode);
 	// written before ready is closed, read after.
 	hello *kmsg.ApiVersionsResponse
+	// aff and load, for on-demand connections and guarded by their
+	// serialConns' mutex: the affinity served and its requests on c.
+	aff  uint64
+	load int
 
 	mu           sync.Mutex
 	nc           net.Conn
@@ -68,9 +73,12 @@ type conn struct {
 }
 
 // connOwner holds a connection and learns of its death. onDead is called
-// once, with c.mu held, and must mark c dying.
+// once, with c.mu held, and must mark c dying. released is called with c.mu
+// held whenever a request Send chose c for leaves it (answered, failed,
+// withdrawn, or refused by enqueue); failed tells that c has failed.
 type connOwner interface {
 	onDead(c *conn, connected bool, cause error)
+	released(c *conn, failed bool)
 }
 
 func newConn(bp *brokerPool, owner connOwner, idle time.Duration) *conn {
@@ -181,10 +189,15 @@ func (c *conn) removeLocked(r *wireReq) {
 	c.bp.m.inflight.Dec()
 	if len(c.inflight) == 0 {
 		c.idleSince = time.Now()
-		if c.idle > 0 {
-			c.bp.laneIdle()
-		}
 	}
+	c.owner.released(c, c.err != nil)
+}
+
+// refused tells c's owner that a request chosen for c did not get on it.
+func (c *conn) refused() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.owner.released(c, c.err != nil)
 }
 
 // armReadDeadlineLocked gives the connection until the earliest deadline of
@@ -285,226 +298,4 @@ func (c *conn) failIf(kind string, cause error, onlyIdle bool) bool {
 		r.complete(nil, errs[i])
 	}
 	return true
-}
-
-// writeLoop owns the connection's life: dial, handshake, then write batches
-// until the connection fails or is closed.
-func (c *conn) writeLoop() {
-	defer c.bp.p.wg.Done()
-	nc, br, kind, err := c.connect()
-	if err != nil {
-		c.fail(kind, err)
-		return
-	}
-	c.bp.p.wg.Add(1)
-	go c.readLoop(br)
-
-	var batch []*wireReq
-	var bufs, toWrite net.Buffers // toWrite escapes: declared once, not per batch
-	for {
-		batch = c.takeBatch(batch[:0])
-		if batch == nil {
-			return
-		}
-		bufs = bufs[:0]
-		for _, r := range batch {
-			if r.parts != nil {
-				bufs = append(bufs, r.parts...)
-			} else {
-				bufs = append(bufs, *r.frame)
-			}
-		}
-		_ = nc.SetWriteDeadline(time.Now().Add(c.bp.p.cfg.WriteTimeout))
-		toWrite = bufs // WriteTo consumes its receiver
-		n, err := toWrite.WriteTo(nc)
-		c.afterWrite(batch, n)
-		// The batch's requests live on in its backing array until the next
-		// batch overwrites them, and each holds its response frame once
-		// answered: clear, or the last batch pins up to writeBatchBytes of
-		// requests' answers for as long as the connection lives.
-		clear(batch)
-		clear(bufs)
-		if err != nil {
-			c.fail(ioKind(err, kindWrite), fmt.Errorf("write: %w", err))
-			return
-		}
-	}
-}
-
-// takeBatch waits for queued requests and takes up to writeBatchBytes of
-// them (at least one). It returns nil once the connection has failed.
-func (c *conn) takeBatch(batch []*wireReq) []*wireReq {
-	for {
-		c.mu.Lock()
-		if c.err != nil {
-			c.mu.Unlock()
-			return nil
-		}
-		if len(c.queue) > 0 {
-			size, i := 0, 0
-			for ; i < len(c.queue) && (i == 0 || size+c.queue[i].size <= writeBatchBytes); i++ {
-				r := c.queue[i]
-				size += r.size
-				r.state = stWriting
-				batch = append(batch, r)
-			}
-			rest := copy(c.queue, c.queue[i:])
-			clear(c.queue[rest:])
-			c.queue = c.queue[:rest]
-			c.mu.Unlock()
-			return batch
-		}
-		idleFor := c.idleWaitLocked()
-		c.mu.Unlock()
-		if idleFor == 0 {
-			select {
-			case <-c.wake:
-			case <-c.dead:
-			}
-			continue
-		}
-		if idleFor < 0 {
-			if c.closeIfIdle(errIdle) {
-				return nil
-			}
-			continue
-		}
-		t := time.NewTimer(idleFor)
-		select {
-		case <-c.wake:
-		case <-c.dead:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-// idleWaitLocked is how long the writer may sleep before checking whether
-// an idle-closing connection has been idle long enough: 0 for connections
-// that never close when idle, negative when it is time to close.
-func (c *conn) idleWaitLocked() time.Duration {
-	if c.idle <= 0 {
-		return 0
-	}
-	if len(c.inflight) > 0 {
-		return c.idle
-	}
-	if left := c.idle - time.Since(c.idleSince); left > 0 {
-		return left
-	}
-	return -1
-}
-
-// afterWrite records which frames of batch were fully written (the first n
-// bytes): those may have reached the broker; the rest definitely did not.
-func (c *conn) afterWrite(batch []*wireReq, n int64) {
-	now := time.Now()
-	var acked []*wireReq
-	var off int64
-	c.mu.Lock()
-	for _, r := range batch {
-		off += int64(r.size)
-		c.bp.p.bufs.Put(r.frame)
-		r.frame = nil
-		r.giveBack() // the write returned: it reads the parts no more
-		switch {
-		case r.state != stWriting: // answered already, or failed by the reader
-		case off > n:
-			r.state = stQueued
-		case r.noResp:
-			c.removeLocked(r)
-			acked = append(acked, r)
-		default:
-			r.state, r.deadline = stWritten, c.deadlineLocked(now, r.patience)
-			heap.Push(&c.written, r)
-		}
-	}
-	c.armReadDeadlineLocked()
-	c.mu.Unlock()
-	for _, r := range acked {
-		r.complete(nil, nil)
-	}
-}
-
-// deadlineLocked is when a request written at now with the given patience
-// must have been answered. A broker that answers in order starts on it only
-// after answering everything written before, so its allowance begins no
-// earlier than the previous request's deadline: a long poll or a held
-// JoinGroup ahead of it is not a hung broker.
-func (c *conn) deadlineLocked(now time.Time, patience time.Duration) time.Time {
-	start := now
-	if !c.unordered && c.lastDeadline.After(now) {
-		start = c.lastDeadline
-	}
-	c.lastDeadline = start.Add(patience)
-	return c.lastDeadline
-}
-
-// readLoop hands each response to the request with its correlation id.
-func (c *conn) readLoop(br *bufio.Reader) {
-	defer c.bp.p.wg.Done()
-	for {
-		frame, err := readFrame(br, c.bp.p.bufs)
-		if err != nil {
-			c.failRead(err)
-			return
-		}
-		buf := *frame
-		corr := int32(binary.BigEndian.Uint32(buf))
-		c.mu.Lock()
-		r := c.inflight[corr]
-		if r == nil || r.state == stQueued {
-			c.mu.Unlock()
-			c.fail(kindProtocol, fmt.Errorf("response for unknown correlation id %d: %w", corr, errProtocol))
-			return
-		}
-		c.removeLocked(r)
-		c.armReadDeadlineLocked()
-		orphan := r.orphan
-		c.mu.Unlock()
-		if orphan { // its caller gave up: nobody will Release the frame
-			c.bp.p.bufs.Put(frame)
-			r.complete(nil, errOrphan)
-			continue
-		}
-
-		off := 4
-		if r.flexResp {
-			n, err := kwire.SkipTags(buf[off:])
-			if err != nil {
-				err = fmt.Errorf("response header: %w: %w", err, errProtocol)
-				r.complete(nil, fmt.Errorf("broker %d (%s): %w", c.bp.id, c.bp.addr, err))
-				c.fail(kindProtocol, err)
-				return
-			}
-			off += n
-		}
-		r.completeFrame(frame, off)
-	}
-}
-
-func (c *conn) failRead(err error) {
-	c.mu.Lock()
-	idle := len(c.inflight) == 0
-	c.mu.Unlock()
-	kind := ioKind(err, kindRead)
-	switch {
-	case errors.Is(err, errProtocol):
-		kind = kindProtocol
-	case idle && kind == kindRead:
-		kind = kindClosed // a broker may close idle connections; not an error
-	case kind == kindTimeout:
-		err = fmt.Errorf("a request got no response within its deadline (ReadTimeout %s plus its own timeout): %w", c.bp.p.cfg.ReadTimeout, err)
-	}
-	c.fail(kind, fmt.Errorf("read: %w", err))
-}
-
-func ioKind(err error, def string) string {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return kindTimeout
-	}
-	if errors.Is(err, net.ErrClosed) {
-		return kindClosed
-	}
-	return def
 }

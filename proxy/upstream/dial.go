@@ -65,6 +65,11 @@ func (c *conn) connect() (net.Conn, *bufio.Reader, string, error) {
 	c.hello = hello
 	c.unordered = hello != nil && advertisesUnordered(hello)
 	c.mu.Unlock()
+	shape := shapeInOrder
+	if c.unordered {
+		shape = shapeUnordered
+	}
+	c.bp.shape.Store(shape) // before ready: connFor reads it after the handshake
 	close(c.ready)
 	c.bp.m.conns.Inc()
 	c.bp.p.log.Debug("broker connection open", "broker", c.bp.id, "addr", c.bp.addr, "unordered", c.unordered, "dedicated", c.idle > 0)

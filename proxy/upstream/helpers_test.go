@@ -126,3 +126,19 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// learnShape has p learn broker 1's shape (the first Send waits for the
+// first handshake, which tells it), then loses that connection, so that
+// the next Sends queue on a new connection whose handshake fb holds until
+// the test sends on hold.
+func learnShape(t *testing.T, p *Pool, fb *fakeBroker, hold chan struct{}) {
+	t.Helper()
+	go func() { hold <- struct{}{} }()
+	warm := send(t, p, 1, 0, 12, "warm")
+	echo(recv(t, fb))
+	if _, err := wait(t, warm); err != nil {
+		t.Fatalf("warm-up: %v", err)
+	}
+	fb.kill(0)
+	waitFor(t, func() bool { c := p.published(1).shared[0].cur.Load(); return c == nil || c.dying.Load() }, "the pool to see its connection closed")
+}

@@ -57,12 +57,16 @@ func (o laneOwner) onDead(c *conn, _ bool, _ error) {
 	l.wakeLocked()
 }
 
-// laneIdle wakes Sends waiting for room: an idle dedicated connection may
-// now be reclaimed. Called with the connection's mutex held.
-func (bp *brokerPool) laneIdle() {
-	bp.lanes.mu.Lock()
-	bp.lanes.wakeLocked()
-	bp.lanes.mu.Unlock()
+// released wakes Sends waiting for room once c is idle: it may now be
+// reclaimed. Called with the connection's mutex held.
+func (o laneOwner) released(c *conn, _ bool) {
+	if len(c.inflight) > 0 {
+		return
+	}
+	l := &o.bp.lanes
+	l.mu.Lock()
+	l.wakeLocked()
+	l.mu.Unlock()
 }
 
 // dedicated returns affinity's dedicated connection, dialing one if needed.

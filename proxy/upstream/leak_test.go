@@ -70,6 +70,7 @@ func TestDroppedAnswersNotPinned(t *testing.T) {
 	res := &resolver{}
 	res.set(1, fb.addr())
 	p, _ := newTestPool(t, Config{ConnsPerBroker: 1, Bufs: bufs}, res)
+	learnShape(t, p, fb, hold)
 	const n = 40
 	pend := make([]Pending, n)
 	for i := range pend { // queued behind the held handshake: one batch

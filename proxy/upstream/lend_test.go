@@ -93,7 +93,7 @@ func TestReclaimWaitsForTheWrite(t *testing.T) {
 			default:
 			}
 			if tc.dies {
-				fb.kill(0)
+				fb.kill(head.conn)
 			} else {
 				head.replyEmpty()
 			}

@@ -25,6 +25,8 @@ type metrics struct {
 	inflight  *prometheus.GaugeVec
 	requests  *prometheus.CounterVec
 	errors    *prometheus.CounterVec
+	serial    *prometheus.GaugeVec
+	connWait  *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -49,6 +51,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "kproxy_upstream_errors_total",
 			Help: "Broker connection failures by kind (dial, handshake, write, read, timeout, protocol, closed).",
 		}, []string{"broker", "kind"}),
+		serial: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kproxy_upstream_on_demand_connections",
+			Help: "On-demand connections to each broker that answers in order (one per client connection with requests outstanding), by state: busy (dialing or carrying requests) or idle.",
+		}, []string{"broker", "state"}),
+		connWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kproxy_upstream_connection_wait_seconds",
+			Help:    "How long requests to a broker that answers in order waited for an on-demand connection (near 0 unless the limit was reached).",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 4, 10),
+		}, []string{"broker"}),
 	}
 	if reg != nil {
 		m.conns = promreg.Register(reg, m.conns)
@@ -56,6 +67,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.inflight = promreg.Register(reg, m.inflight)
 		m.requests = promreg.Register(reg, m.requests)
 		m.errors = promreg.Register(reg, m.errors)
+		m.serial = promreg.Register(reg, m.serial)
+		m.connWait = promreg.Register(reg, m.connWait)
 	}
 	return m
 }
@@ -68,6 +81,10 @@ type brokerMetrics struct {
 	dedicated prometheus.Gauge
 	inflight  prometheus.Gauge
 	requests  prometheus.Counter
+	// serialBusy and serialIdle count on-demand connections by state.
+	serialBusy prometheus.Gauge
+	serialIdle prometheus.Gauge
+	connWait   prometheus.Observer
 }
 
 // errorKinds are the kind label values, created at 0 for each broker.
@@ -78,7 +95,8 @@ func (m *metrics) forBroker(id int32) *brokerMetrics {
 	for _, kind := range errorKinds {
 		m.errors.WithLabelValues(l, kind)
 	}
-	return &brokerMetrics{m: m, label: l, conns: m.conns.WithLabelValues(l), dedicated: m.dedicated.WithLabelValues(l), inflight: m.inflight.WithLabelValues(l), requests: m.requests.WithLabelValues(l)}
+	return &brokerMetrics{m: m, label: l, conns: m.conns.WithLabelValues(l), dedicated: m.dedicated.WithLabelValues(l), inflight: m.inflight.WithLabelValues(l), requests: m.requests.WithLabelValues(l),
+		serialBusy: m.serial.WithLabelValues(l, "busy"), serialIdle: m.serial.WithLabelValues(l, "idle"), connWait: m.connWait.WithLabelValues(l)}
 }
 
 func (b *brokerMetrics) fail(kind string) { b.m.errors.WithLabelValues(b.label, kind).Inc() }

@@ -1,29 +1,32 @@
-// Package upstream keeps pooled, multiplexed connections to brokers; it is
-// the Sender behind the proxy's apis package, and imports nothing of the
-// proxy above it: the types that cross (Request, Hold, Body, Pending) are
-// defined here.
+// Package upstream keeps pooled connections to brokers; it is the Sender
+// behind the proxy's apis package, and imports nothing of the proxy above
+// it: the types that cross (Request, Hold, Body, Pending) are defined here.
 //
-// Each broker gets a fixed number of shared connections. A request goes to
-// the connection its affinity selects, so requests with equal affinity to one
-// broker are written in the order Send was called. Each connection gets its
-// own correlation ids, identifies itself with ApiVersions and matches
-// responses by correlation id. A broken connection fails only its own
-// requests: those not fully written with retry.ErrNotSent, those written with
-// an ambiguous error. It is redialed on the next Send, with backoff after dial
+// Requests with equal affinity (the client connection) to one broker are
+// written in the order Send was called. Each connection gets its own
+// correlation ids, identifies itself with ApiVersions and matches responses
+// by correlation id. A broken connection fails only its own requests: those
+// not fully written with retry.ErrNotSent, those written with an ambiguous
+// error. A new one is dialed on the next Send, with backoff after dial
 // failures.
 //
-// Head-of-line blocking: a broker that advertises the supported feature
-// "kproxy.unordered-responses" (v1) in its ApiVersions response answers each
-// request when ready, and then every request shares the pooled connections.
-// Any other broker (Apache Kafka, kfake) answers one request at a time per
-// connection, so a request it may hold for long (Hold.Long, set by the caller from the decoded request) would
-// delay every stranger's request queued behind it on a shared connection.
-// Against such a broker those requests go instead to a connection dedicated
-// to their affinity (the client connection): created on first use, reused for
-// that affinity's later long requests, closed after BlockingConnIdle without
-// requests, at most MaxBlockingConnsPerBroker per broker. Requests of one
-// affinity keep their order among the shared ones (all produces) and among
-// the dedicated ones, not across the two.
+// How many connections follows the broker, which the first connection's
+// ApiVersions handshake tells. A broker that advertises the supported
+// feature "kproxy.unordered-responses" (v1) answers each request when ready:
+// every request shares ConnsPerBroker multiplexed connections, the one its
+// affinity selects. Any other broker (Apache Kafka, KafScale, kfake) works
+// on one request per connection at a time, so strangers sharing a
+// connection would wait for each other: each affinity with requests
+// outstanding gets a connection of its own, opened on demand up to
+// MaxConnsPerBroker, reused when idle and closed after IdleTimeout
+// (serial.go); at the limit Send waits for one until its context ends. The
+// first connection stays open as the one Pool.ApiVersions asks. Requests
+// such a broker may hold for long (Hold.Long, set by the caller from the
+// decoded request) go to a connection dedicated to their affinity instead
+// (lanes.go): reused for that affinity's later long requests, closed after
+// BlockingConnIdle without requests, at most MaxBlockingConnsPerBroker per
+// broker. Requests of one affinity keep their order among the short ones
+// (all produces) and among the long ones, not across the two.
 //
 // Lent pieces: a VecBody (produce record sets) is written from the caller's
 // memory instead of being copied into the frame. The pool reads that memory
@@ -65,8 +68,21 @@ const (
 type Config struct {
 	// Resolve returns a live broker's address (from routing.Table).
 	Resolve func(broker int32) (addr string, ok bool)
-	// ConnsPerBroker is the number of connections per broker (default 4).
+	// ConnsPerBroker is the number of multiplexed connections per broker
+	// that answers out of order (default 4).
 	ConnsPerBroker int
+	// MaxConnsPerBroker bounds the on-demand connections to a broker that
+	// answers in order, one per client connection with requests
+	// outstanding (default 256: 64 producers on each of 4 proxies' worth of
+	// clients are not capped). At the bound Send waits for one to free up.
+	MaxConnsPerBroker int
+	// IdleTimeout closes an on-demand connection that has carried no
+	// request this long (default 60s, below Kafka's connections.max.idle.ms
+	// of 10 minutes, so that the proxy, not the broker, closes it).
+	IdleTimeout time.Duration
+	// Now is the pool's clock for idle times (default time.Now; tests
+	// inject one).
+	Now func() time.Time
 	// MaxInFlightPerConn bounds requests queued or awaiting a response on
 	// one connection (default 256); Send waits for room.
 	MaxInFlightPerConn int
@@ -122,6 +138,11 @@ func (c *Config) setDefaults() {
 		}
 	}
 	defInt(&c.ConnsPerBroker, 4)
+	defInt(&c.MaxConnsPerBroker, 256)
+	def(&c.IdleTimeout, 60*time.Second)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	defInt(&c.MaxInFlightPerConn, 256)
 	defInt(&c.MaxBrokers, 1024)
 	defInt(&c.MaxBlockingConnsPerBroker, 256)
@@ -177,16 +198,20 @@ func NewPool(cfg Config) *Pool {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pool{cfg: cfg, log: cfg.Logger, m: newMetrics(cfg.Registerer), flex: kwire.NewFlexTable(), bufs: cfg.Bufs, ctx: ctx, cancel: cancel}
 	p.brokers, _ = lru.NewWithEvict(cfg.MaxBrokers, func(_ int32, bp *brokerPool) { bp.close(errEvicted) })
+	p.wg.Add(1)
+	go p.janitor()
 	return p
 }
 
+func (p *Pool) now() time.Time { return p.cfg.Now() }
+
 // Send appends req's body to a request frame and queues it on the
-// connection to broker that affinity selects. It waits while that
-// connection is full, and, for a request the broker may hold long
-// (req.Hold.Long) when the broker answers in order, for the handshake and a
-// free dedicated connection. Requests with equal affinity for one broker
-// are written in the order Send was called (long ones among themselves, on
-// their dedicated connection). Its errors wrap retry.ErrNotSent. A request
+// connection to broker that affinity selects (see the package comment). It
+// waits for the first connection's handshake, while that connection is
+// full, and, when the broker answers in order, for a free connection at the
+// limit. Requests with equal affinity for one broker are written in the
+// order Send was called (long ones among themselves, on their dedicated
+// connection). Its errors wrap retry.ErrNotSent. A request
 // with Hold.NoResponse gets a Pending that returns a nil body once the
 // request is written. Send does not keep req.Body after it returns, but
 // keeps the pieces of a VecBody until they are reclaimed (see Lender).
@@ -237,14 +262,18 @@ func (p *Pool) Send(ctx context.Context, broker int32, affinity uint64, req Requ
 	for attempt := 1; ; attempt++ {
 		c, err := bp.connFor(ctx, affinity, req.Hold.Long)
 		if err == nil {
-			err = c.enqueue(ctx, r)
+			if err = c.enqueue(ctx, r); err != nil {
+				c.refused()
+			}
 		}
 		if err == nil {
 			return r, nil
 		}
-		// A dedicated connection closing as idle (or reclaimed) refuses the
-		// request before writing anything: take a fresh one.
-		if attempt < 3 && (errors.Is(err, errIdle) || errors.Is(err, errLaneReclaimed)) && ctx.Err() == nil {
+		// A connection closing as idle (or reclaimed), or failing between
+		// being chosen and taking the request, refuses it before writing
+		// anything: take a fresh one.
+		fresh := errors.Is(err, errIdle) || errors.Is(err, errLaneReclaimed) || (c != nil && c.dying.Load())
+		if attempt < 3 && fresh && ctx.Err() == nil {
 			continue
 		}
 		p.bufs.Put(r.frame)
@@ -369,8 +398,15 @@ func (p *Pool) Close() {
 	p.wg.Wait()
 }
 
-// brokerPool is one broker's fixed set of shared connections plus its
-// dedicated connections (lanes.go).
+// Broker shapes, learned from a connection's ApiVersions handshake.
+const (
+	shapeUnknown uint32 = iota
+	shapeInOrder
+	shapeUnordered
+)
+
+// brokerPool is one broker's fixed set of shared connections, its
+// on-demand connections (serial.go) and its dedicated ones (lanes.go).
 type brokerPool struct {
 	p      *Pool
 	id     int32
@@ -380,6 +416,11 @@ type brokerPool struct {
 	cancel context.CancelFunc
 	shared []sharedConn
 	closed atomic.Bool
+	// shape is what the latest handshake said: whether the broker answers
+	// in order. Only the choice of connection depends on it; every
+	// connection handles either shape correctly.
+	shape  atomic.Uint32
+	serial serialConns
 	lanes  lanes
 }
 
@@ -388,6 +429,7 @@ func newBrokerPool(p *Pool, id int32, addr string) *brokerPool {
 	bp := &brokerPool{p: p, id: id, addr: addr, m: p.m.forBroker(id), ctx: ctx, cancel: cancel,
 		shared: make([]sharedConn, p.cfg.ConnsPerBroker)}
 	bp.lanes.init(p.cfg.MaxBlockingConnsPerBroker)
+	bp.serial.init(bp, p.cfg.MaxConnsPerBroker)
 	return bp
 }
 
@@ -395,19 +437,30 @@ func (bp *brokerPool) conn(affinity uint64) (*conn, error) {
 	return bp.shared[affinity%uint64(len(bp.shared))].get(bp)
 }
 
-// connFor returns the connection for a request of affinity: the shared one,
-// unless the request may be held long (holds) and the broker answers that
-// connection in order; then the affinity's dedicated connection.
+// connFor returns the connection for a request of affinity: the shared one
+// if the broker answers out of order; else the affinity's dedicated one if
+// the request may be held long (holds), or an on-demand one. Until a
+// handshake told the broker's shape, it waits for the first connection's.
 func (bp *brokerPool) connFor(ctx context.Context, affinity uint64, holds bool) (*conn, error) {
-	c, err := bp.conn(affinity)
-	if err != nil || !holds {
-		return c, err
+	shape := bp.shape.Load()
+	if shape == shapeUnknown {
+		c, err := bp.conn(0)
+		if err != nil {
+			return nil, err
+		}
+		if err := c.handshaken(ctx); err != nil {
+			return nil, err
+		}
+		shape = bp.shape.Load()
 	}
-	inOrder, err := c.answersInOrder(ctx)
-	if err != nil || !inOrder {
-		return c, err
+	switch {
+	case shape == shapeUnordered:
+		return bp.conn(affinity)
+	case holds:
+		return bp.dedicated(ctx, affinity)
+	default:
+		return bp.serial.get(ctx, affinity)
 	}
-	return bp.dedicated(ctx, affinity)
 }
 
 // close fails every connection without waiting; Pool.Close waits.
@@ -418,16 +471,15 @@ func (bp *brokerPool) close(cause error) {
 		bp.shared[i].close(cause)
 	}
 	bp.closeLanes(cause)
+	bp.serial.close(cause)
 }
 
 // sharedConn holds one of a broker pool's shared connections and the redial
 // backoff after consecutive dial failures.
 type sharedConn struct {
-	cur      atomic.Pointer[conn]
-	mu       sync.Mutex
-	failures int
-	retryAt  time.Time
-	lastErr  error
+	cur    atomic.Pointer[conn]
+	mu     sync.Mutex
+	redial redial
 }
 
 func (s *sharedConn) get(bp *brokerPool) (*conn, error) {
@@ -442,8 +494,8 @@ func (s *sharedConn) get(bp *brokerPool) (*conn, error) {
 	if bp.closed.Load() {
 		return nil, errEvicted
 	}
-	if wait := time.Until(s.retryAt); wait > 0 {
-		return nil, fmt.Errorf("redial in %s after %d failures: %w", wait.Round(time.Millisecond), s.failures, s.lastErr)
+	if err := s.redial.check(bp.p.now()); err != nil {
+		return nil, err
 	}
 	c := newConn(bp, s, 0)
 	s.cur.Store(c)
@@ -459,21 +511,45 @@ func (s *sharedConn) onDead(c *conn, connected bool, cause error) {
 	defer s.mu.Unlock()
 	c.dying.Store(true)
 	s.cur.CompareAndSwap(c, nil)
+	s.redial.record(&c.bp.p.cfg, c.bp.p.now(), connected, cause)
+}
+
+// released implements connOwner: a shared connection has nothing to do.
+func (s *sharedConn) released(*conn, bool) {}
+
+// redial is the backoff before dialing a broker again after consecutive
+// dial failures; its owner's mutex guards it.
+type redial struct {
+	failures int
+	retryAt  time.Time
+	lastErr  error
+}
+
+// check fails while the backoff lasts.
+func (r *redial) check(now time.Time) error {
+	if wait := r.retryAt.Sub(now); wait > 0 {
+		return fmt.Errorf("redial in %s after %d failures: %w", wait.Round(time.Millisecond), r.failures, r.lastErr)
+	}
+	return nil
+}
+
+// record learns of a connection's death: one that never completed its
+// handshake counts as a dial failure and extends the backoff.
+func (r *redial) record(cfg *Config, now time.Time, connected bool, cause error) {
 	if connected {
-		s.failures, s.retryAt, s.lastErr = 0, time.Time{}, nil
+		*r = redial{}
 		return
 	}
 	if errors.Is(cause, errEvicted) || errors.Is(cause, errPoolClosed) {
 		return
 	}
-	s.failures++
-	s.lastErr = cause
-	cfg := &c.bp.p.cfg
-	backoff := cfg.BackoffMin << min(s.failures-1, 20)
+	r.failures++
+	r.lastErr = cause
+	backoff := cfg.BackoffMin << min(r.failures-1, 20)
 	if backoff > cfg.BackoffMax || backoff <= 0 {
 		backoff = cfg.BackoffMax
 	}
-	s.retryAt = time.Now().Add(backoff)
+	r.retryAt = now.Add(backoff)
 }
 
 func (s *sharedConn) close(cause error) {

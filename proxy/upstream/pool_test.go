@@ -121,8 +121,9 @@ func TestKillFailsOnlyItsOwnRequests(t *testing.T) {
 	p, reg := newTestPool(t, Config{ConnsPerBroker: 3}, res)
 
 	// Open connections 0 and 1 (affinities 0 and 1) with one request each.
+	// The first Send waits for the first handshake.
+	go func() { hold <- struct{}{} }()
 	written := send(t, p, 1, 0, 12, "written")
-	hold <- struct{}{}
 	other := send(t, p, 1, 1, 12, "other")
 	hold <- struct{}{}
 	rw, ro := recv(t, fb), recv(t, fb)
@@ -352,6 +353,7 @@ func TestWaitCancelWithdrawsQueuedRequest(t *testing.T) {
 	res := &resolver{}
 	res.set(1, fb.addr())
 	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+	learnShape(t, p, fb, hold)
 
 	pend := send(t, p, 1, 0, 12, "withdrawn") // queued behind the held handshake
 	ctx, cancel := context.WithCancel(context.Background())

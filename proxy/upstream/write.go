@@ -1,0 +1,165 @@
+package upstream
+
+// The writer side of a broker connection: its goroutine dials and
+// handshakes, then writes queued frames in enqueue order, batched into one
+// vectored write, and starts each written request's response deadline.
+
+import (
+	"container/heap"
+	"fmt"
+	"net"
+	"time"
+)
+
+// writeLoop owns the connection's life: dial, handshake, then write batches
+// until the connection fails or is closed.
+func (c *conn) writeLoop() {
+	defer c.bp.p.wg.Done()
+	nc, br, kind, err := c.connect()
+	if err != nil {
+		c.fail(kind, err)
+		return
+	}
+	c.bp.p.wg.Add(1)
+	go c.readLoop(br)
+
+	var batch []*wireReq
+	var bufs, toWrite net.Buffers // toWrite escapes: declared once, not per batch
+	for {
+		batch = c.takeBatch(batch[:0])
+		if batch == nil {
+			return
+		}
+		bufs = bufs[:0]
+		for _, r := range batch {
+			if r.parts != nil {
+				bufs = append(bufs, r.parts...)
+			} else {
+				bufs = append(bufs, *r.frame)
+			}
+		}
+		_ = nc.SetWriteDeadline(time.Now().Add(c.bp.p.cfg.WriteTimeout))
+		toWrite = bufs // WriteTo consumes its receiver
+		n, err := toWrite.WriteTo(nc)
+		c.afterWrite(batch, n)
+		// The batch's requests live on in its backing array until the next
+		// batch overwrites them, and each holds its response frame once
+		// answered: clear, or the last batch pins up to writeBatchBytes of
+		// requests' answers for as long as the connection lives.
+		clear(batch)
+		clear(bufs)
+		if err != nil {
+			c.fail(ioKind(err, kindWrite), fmt.Errorf("write: %w", err))
+			return
+		}
+	}
+}
+
+// takeBatch waits for queued requests and takes up to writeBatchBytes of
+// them (at least one). It returns nil once the connection has failed.
+func (c *conn) takeBatch(batch []*wireReq) []*wireReq {
+	for {
+		c.mu.Lock()
+		if c.err != nil {
+			c.mu.Unlock()
+			return nil
+		}
+		if len(c.queue) > 0 {
+			size, i := 0, 0
+			for ; i < len(c.queue) && (i == 0 || size+c.queue[i].size <= writeBatchBytes); i++ {
+				r := c.queue[i]
+				size += r.size
+				r.state = stWriting
+				batch = append(batch, r)
+			}
+			rest := copy(c.queue, c.queue[i:])
+			clear(c.queue[rest:])
+			c.queue = c.queue[:rest]
+			c.mu.Unlock()
+			return batch
+		}
+		idleFor := c.idleWaitLocked()
+		c.mu.Unlock()
+		if idleFor == 0 {
+			select {
+			case <-c.wake:
+			case <-c.dead:
+			}
+			continue
+		}
+		if idleFor < 0 {
+			if c.closeIfIdle(errIdle) {
+				return nil
+			}
+			continue
+		}
+		t := time.NewTimer(idleFor)
+		select {
+		case <-c.wake:
+		case <-c.dead:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// idleWaitLocked is how long the writer may sleep before checking whether
+// an idle-closing connection has been idle long enough: 0 for connections
+// that never close when idle, negative when it is time to close.
+func (c *conn) idleWaitLocked() time.Duration {
+	if c.idle <= 0 {
+		return 0
+	}
+	if len(c.inflight) > 0 {
+		return c.idle
+	}
+	if left := c.idle - time.Since(c.idleSince); left > 0 {
+		return left
+	}
+	return -1
+}
+
+// afterWrite records which frames of batch were fully written (the first n
+// bytes): those may have reached the broker; the rest definitely did not.
+func (c *conn) afterWrite(batch []*wireReq, n int64) {
+	now := time.Now()
+	var acked []*wireReq
+	var off int64
+	c.mu.Lock()
+	for _, r := range batch {
+		off += int64(r.size)
+		c.bp.p.bufs.Put(r.frame)
+		r.frame = nil
+		r.giveBack() // the write returned: it reads the parts no more
+		switch {
+		case r.state != stWriting: // answered already, or failed by the reader
+		case off > n:
+			r.state = stQueued
+		case r.noResp:
+			c.removeLocked(r)
+			acked = append(acked, r)
+		default:
+			r.state, r.deadline = stWritten, c.deadlineLocked(now, r.patience)
+			heap.Push(&c.written, r)
+		}
+	}
+	c.armReadDeadlineLocked()
+	c.mu.Unlock()
+	for _, r := range acked {
+		r.complete(nil, nil)
+	}
+}
+
+// deadlineLocked is when a request written at now with the given patience
+// must have been answered. A broker that answers in order starts on it only
+// after answering everything written before, so its allowance begins no
+// earlier than the previous request's deadline: a long poll or a held
+// JoinGroup ahead of it is not a hung broker.
+func (c *conn) deadlineLocked(now time.Time, patience time.Duration) time.Time {
+	start := now
+	if !c.unordered && c.lastDeadline.After(now) {
+		start = c.lastDeadline
+	}
+	c.lastDeadline = start.Add(patience)
+	return c.lastDeadline
+}
