@@ -97,16 +97,18 @@ func TestWatchSkipsNextOffset(t *testing.T) {
 // never take the silence for a stalled watch.
 func TestWatchCurrentWhileOthersWrite(t *testing.T) {
 	_, cli := etcdtest.Start(t)
-	f := startSource(t, cli)
+	// A stall is 3 intervals without any answer: 1.5 s here, long beside a
+	// progress answer even on a loaded machine (the fixture's 50 ms is not).
+	f := startSource(t, cli, func(c *Config) { c.ProgressInterval = 500 * time.Millisecond })
 	ctx := context.Background()
 	var last int64
-	for i := range 100 { // about 10 progress intervals of 50 ms
+	for i := range 100 { // about 2 s: past a stall's 1.5 s
 		resp, err := cli.Put(ctx, fmt.Sprintf("%s/topics/orders/partitions/%d/next_offset", prefix, i%4), fmt.Sprint(i))
 		if err != nil {
 			t.Fatal(err)
 		}
 		last = resp.Header.Revision
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 	deadline := time.Now().Add(waitTimeout)
 	for f.src.Status().Revision < last {
