@@ -17,6 +17,7 @@ var apisLevels = map[string]int{
 	"proxy/apis/answer":      0,
 	"proxy/apis/recordcheck": 0,
 	"proxy/apis/hwfloor":     0,
+	"proxy/apis/fetchwait":   0,
 	"proxy/apis/split":       0,
 	"proxy/apis/authrule":    1,
 	"proxy/apis/local":       1,

@@ -170,7 +170,7 @@ type Config struct {
 	// PerPartitionFetchWait says the brokers answer a Fetch partition by
 	// partition, waiting up to MaxWait for each drained one in turn and
 	// ignoring MinBytes, as KafScale's do: the proxy then shapes each
-	// Fetch sub-request's MaxWait (fetchwait.go).
+	// Fetch sub-request's MaxWait (package fetchwait).
 	PerPartitionFetchWait bool
 
 	// Zones finds each client's zone (package zone): fetches go to brokers
