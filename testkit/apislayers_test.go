@@ -18,6 +18,7 @@ var apisLevels = map[string]int{
 	"proxy/apis/recordcheck":       0,
 	"proxy/apis/recordcheck/probe": 0, // for tests only: batches built with franz-go
 	"proxy/apis/hwfloor":           0,
+	"proxy/apis/fetchwait":         0,
 	"proxy/apis/split":             0,
 	"proxy/apis/authrule":          1,
 	"proxy/apis/local":             1,

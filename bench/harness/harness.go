@@ -62,7 +62,7 @@ var Scenarios = []string{
 	"pinned-produce-1k", "pinned-latency-half-rate", "pinned-fetch", "pinned-produce-100b", "fetch-idle-broker", "route-convergence", "failover", "routing-lookup", "profile",
 	"acl-produce-1k", "acl-fetch", "validation-produce-1k",
 	"validation-produce-1k-gzip", "validation-produce-1k-snappy", "validation-produce-1k-lz4", "validation-produce-1k-zstd",
-	"encryption-produce-1k", "encryption-fetch",
+	"encryption-produce-1k", "encryption-fetch", kafscalePeerID,
 }
 
 // Harness is one benchmark run.
@@ -117,7 +117,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		// Memory first: a proxy that has carried traffic keeps freed heap, and
 		// new connections would reuse it without growing RSS.
 		h.memoryScenario, h.produceScenarios, h.pinnedScenarios, h.idleBrokerScenario, h.convergenceScenario,
-		h.failoverScenario, h.routingBench, h.aclScenarios, h.validationScenario, h.encryptionScenario, h.profile,
+		h.failoverScenario, h.routingBench, h.aclScenarios, h.validationScenario, h.encryptionScenario, h.profile, h.kafscalePeerScenario,
 	}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {

@@ -52,6 +52,16 @@ func TestRealWatchSkipsNextOffset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The watch sees none of the writes that move etcd's revision on, so it
+	// learns it is current from progress notifications; it must not take
+	// their absence for a stalled watch.
+	resyncs, err := testrig.ScrapeCounter(ctx, e.kp.AdminAddr(), "kproxy_watch_resyncs_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resyncs != 0 {
+		t.Errorf("kproxy's watch was restarted %v times while KafScale wrote keys outside its range", resyncs)
+	}
 	if other != 0 {
 		t.Fatalf("kproxy's watch received %v events of kind other (%d next_offset writes to %d keys, the last at revision %d): it watches more than routing reads", other, writes, offsets, last)
 	}

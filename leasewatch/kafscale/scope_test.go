@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -87,5 +88,36 @@ func TestWatchSkipsNextOffset(t *testing.T) {
 	f.waitFor("orders/1 owned by 1", ownerIs(f.table, "orders", 1, 1))
 	if got := events("other"); got != 1 {
 		t.Fatalf("watch events of kind other = %v after one unused key inside the watched range, want 1 (dropped events must be counted)", got)
+	}
+}
+
+// TestWatchCurrentWhileOthersWrite: while KafScale writes only keys outside
+// the watched range, etcd's revision moves on and the watch receives no
+// event; it must still confirm it is current (progress notifications) and
+// never take the silence for a stalled watch.
+func TestWatchCurrentWhileOthersWrite(t *testing.T) {
+	_, cli := etcdtest.Start(t)
+	// A stall is 3 intervals without any answer: 1.5 s here, long beside a
+	// progress answer even on a loaded machine (the fixture's 50 ms is not).
+	f := startSource(t, cli, func(c *Config) { c.ProgressInterval = 500 * time.Millisecond })
+	ctx := context.Background()
+	var last int64
+	for i := range 100 { // about 2 s: past a stall's 1.5 s
+		resp, err := cli.Put(ctx, fmt.Sprintf("%s/topics/orders/partitions/%d/next_offset", prefix, i%4), fmt.Sprint(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = resp.Header.Revision
+		time.Sleep(20 * time.Millisecond)
+	}
+	deadline := time.Now().Add(waitTimeout)
+	for f.src.Status().Revision < last {
+		if time.Now().After(deadline) {
+			t.Fatalf("routing at revision %d, etcd at %d after writes outside the range: the watch did not confirm it is current", f.src.Status().Revision, last)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := testutilCounter(f, "kproxy_watch_resyncs_total"); n != 0 {
+		t.Fatalf("the watch was restarted %v times while only keys outside its range were written", n)
 	}
 }

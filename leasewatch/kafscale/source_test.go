@@ -29,15 +29,20 @@ type fixture struct {
 	reg   *prometheus.Registry
 }
 
-// startSource runs a Source over a new owner-only table until the test ends.
-func startSource(t *testing.T, cli *clientv3.Client) *fixture {
+// startSource runs a Source over a new owner-only table until the test
+// ends; edit, if given, changes its config.
+func startSource(t *testing.T, cli *clientv3.Client, edit ...func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, cli: cli, table: routing.NewTable(), reg: prometheus.NewRegistry()}
 	f.table.SetOwnerOnly(true)
-	src, err := New(Config{
+	cfg := Config{
 		Client: cli, Table: f.table, Registerer: f.reg, Logger: slog.New(slog.DiscardHandler),
 		ProgressInterval: 50 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
-	})
+	}
+	for _, e := range edit {
+		e(&cfg)
+	}
+	src, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

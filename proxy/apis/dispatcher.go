@@ -176,6 +176,12 @@ type Config struct {
 	Rand *rand.Rand
 	Seed uint64
 
+	// PerPartitionFetchWait says the brokers answer a Fetch partition by
+	// partition, waiting up to MaxWait for each drained one in turn and
+	// ignoring MinBytes, as KafScale's do: the proxy then shapes each
+	// Fetch sub-request's MaxWait (package fetchwait).
+	PerPartitionFetchWait bool
+
 	// Zones finds each client's zone (package zone): fetches go to brokers
 	// of that zone when the routing table routes reads by zone, and
 	// kproxy_upstream_bytes_total counts by it. Zero: only the Fetch

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
+	"github.com/kproxy/kproxy/proxy/apis/fetchwait"
 	"github.com/kproxy/kproxy/proxy/apis/split"
 	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/retry"
@@ -109,8 +110,8 @@ func (d *Dispatcher) beginFetch(ctx context.Context, conn uint64, h Header, body
 		}
 	}
 	var whole []byte
-	if h.Version < 7 || (o.req.SessionID == 0 && o.req.SessionEpoch == -1 && len(o.req.ForgottenTopics) == 0) {
-		whole = body // already sessionless
+	if !d.cfg.PerPartitionFetchWait && (h.Version < 7 || (o.req.SessionID == 0 && o.req.SessionEpoch == -1 && len(o.req.ForgottenTopics) == 0)) {
+		whole = body // already sessionless, and its MaxWait needs no shaping
 	}
 	o.s.Dispatch(ctx, whole)
 	return o, Reply{}, nil
@@ -152,7 +153,7 @@ func (o *fetchOp) Encode(dst []byte, idx []int32, nsubs int) []byte {
 		IsolationLevel: r.IsolationLevel, SessionID: 0, SessionEpoch: -1, Rack: r.Rack,
 		UnknownTags: r.UnknownTags, Topics: e.Topics[:0],
 	}
-	e.MaxWaitMillis = o.maxWait()
+	e.MaxWaitMillis = o.subWait(idx)
 	if nsubs > 1 && e.MaxBytes > 0 {
 		// The merged answer must stay within the client's limit (librdkafka
 		// drops a connection whose response exceeds its receive limit).
@@ -172,6 +173,38 @@ func (o *fetchOp) maxWait() int32 {
 		return o.req.MaxWaitMillis
 	}
 	return int32(max(0, o.s.Deadline().Sub(o.d.now()).Milliseconds()))
+}
+
+// subWait is the MaxWait of the sub-request for items idx: the client's
+// (maxWait), or, to brokers that wait per partition, package fetchwait's.
+func (o *fetchOp) subWait(idx []int32) int32 {
+	w := o.maxWait()
+	if !o.d.cfg.PerPartitionFetchWait {
+		return w
+	}
+	return fetchwait.SubWait(w, o.req.MinBytes, len(idx), o.knownData(idx))
+}
+
+// knownData says whether a partition of items idx has records at its
+// fetch offset: below the highest watermark passed on for it (KafScale's
+// watermarks never go down).
+func (o *fetchOp) knownData(idx []int32) bool {
+	for _, i := range idx {
+		k := o.s.KeyOf(i)
+		if o.d.floors.Floor(k.ID, k.Part) > o.req.Topics[k.TI].Partitions[k.PI].FetchOffset {
+			return true
+		}
+	}
+	return false
+}
+
+// noteWatermark records a broker's watermark for item i, for knownData
+// (zone reads raise it in Absorb already).
+func (o *fetchOp) noteWatermark(i int32, p *kmsg.FetchResponseTopicPartition) {
+	if o.d.cfg.PerPartitionFetchWait && p.ErrorCode == 0 {
+		k := o.s.KeyOf(i)
+		o.d.floors.Raise(k.ID, k.Part, p.HighWatermark)
+	}
 }
 
 func fetchParts(t *kmsg.FetchRequestTopic) *[]kmsg.FetchRequestTopicPartition { return &t.Partitions }
@@ -226,6 +259,7 @@ func (o *fetchOp) Absorb(body []byte, si int) (bool, error) {
 			if o.decryptRecords(i, p) {
 				clean = false
 			}
+			o.noteWatermark(i, p)
 			o.answers[i] = *p
 			o.bytes += len(p.RecordBatches)
 			if len(p.RecordBatches) < vecMinBytes {

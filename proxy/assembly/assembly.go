@@ -143,6 +143,8 @@ func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener, enc *crypt.Se
 		// the same failed broker would move in lockstep.
 		Seed:  randv2.Uint64(),
 		Zones: zone.Resolver{Ranges: cfg.ZoneRanges, Own: cfg.Zone},
+		// KafScale's brokers wait MaxWait for each drained partition.
+		PerPartitionFetchWait: cfg.EtcdLayout == LayoutKafScale,
 	})
 	if err != nil {
 		pool.Close()

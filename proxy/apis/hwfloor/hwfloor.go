@@ -82,6 +82,25 @@ func (f *Floors) Raise(id [16]byte, part int32, hwm int64) int64 {
 	}
 }
 
+// Floor is the highest high watermark passed on for partition part of
+// topic id, or -1 when none was.
+func (f *Floors) Floor(id [16]byte, part int32) int64 {
+	if part < 0 || part >= maxPartition || id == ([16]byte{}) {
+		return -1
+	}
+	t := (*f.topics.Load())[id]
+	if t == nil {
+		return -1
+	}
+	cs := *t.chunks.Load()
+	if ci := int(part) / chunkLen; ci < len(cs) {
+		if v := cs[ci][int(part)%chunkLen].Load(); v > 0 {
+			return v
+		}
+	}
+	return -1
+}
+
 // cell returns the floor of one partition, adding it when it is new.
 func (f *Floors) cell(id [16]byte, part int32) *atomic.Int64 {
 	ci, i := int(part)/chunkLen, int(part)%chunkLen

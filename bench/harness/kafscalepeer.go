@@ -1,0 +1,201 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kproxy/kproxy/bench/load"
+	"github.com/kproxy/kproxy/testkit/kafscalerig"
+	"github.com/kproxy/kproxy/testkit/testrig"
+)
+
+// kafscalepeer.go is the kafscale-peer scenario: kproxy against KafScale's
+// own proxy, both in front of the same two real KafScale brokers
+// (kafscalerig: built from KAFSCALE_SRC, a local S3, an embedded etcd),
+// with franz-go producers (acks=all, linger 0) at several points. Each
+// proxy is a process of its own, so that its CPU is its own user+system
+// time. The sides alternate within each round; every figure is the median
+// of the rounds. Without KAFSCALE_SRC the scenario is skipped with a
+// message.
+
+const (
+	kafscalePeerID    = "kafscale-peer"
+	kafscalePeerTopic = "peer"
+	sideKproxyKS      = "kproxy"
+	sideKafScaleProxy = "kafscale-proxy"
+)
+
+// peerPoint is one load point.
+type peerPoint struct{ producers, recordSize int }
+
+var peerPoints = []peerPoint{{4, 1024}, {16, 1024}, {64, 1024}, {4, 16 << 10}}
+
+// peerRun is one side's figures in one round.
+type peerRun struct {
+	res      load.Result
+	cpu      time.Duration // the proxy process's user+system time in the window
+	conns    []int         // upstream connections to each broker, mid-window
+	commands string
+}
+
+// peerEnv is the rig and the two proxies.
+type peerEnv struct {
+	rig     *kafscalerig.Rig
+	kproxy  *testrig.Proc
+	kpAddr  string
+	brokers []string // broker ports, for counting connections
+}
+
+func (h *Harness) kafscalePeerScenario(ctx context.Context) error {
+	if !h.selected(kafscalePeerID) {
+		return nil
+	}
+	src := os.Getenv(kafscalerig.SrcEnv)
+	if src == "" || src == "off" {
+		msg := fmt.Sprintf("%s skipped: %s is unset (the folder with KafScale's build.sh and source archive)", kafscalePeerID, kafscalerig.SrcEnv)
+		h.cfg.Logger.Warn(msg)
+		fmt.Fprintln(os.Stderr, "bench:", msg)
+		return nil
+	}
+	h.cfg.Logger.Info("scenario", "id", kafscalePeerID)
+	env, err := h.startPeerEnv(ctx, src)
+	if err != nil {
+		return fmt.Errorf("%s: %w", kafscalePeerID, err)
+	}
+	defer env.close()
+	for _, pt := range peerPoints {
+		res, err := h.peerPoint(ctx, env, pt)
+		if err != nil {
+			return fmt.Errorf("%s: %w", kafscalePeerID, err)
+		}
+		h.report.Scenarios = append(h.report.Scenarios, res)
+	}
+	return nil
+}
+
+func (h *Harness) startPeerEnv(ctx context.Context, src string) (*peerEnv, error) {
+	bins, err := kafscalerig.Build(ctx, src, filepath.Join(h.cfg.Repo, "bin", "kafscale"))
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(h.dir, kafscalePeerID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	rig, err := kafscalerig.Start(ctx, kafscalerig.Config{Bins: bins, Dir: dir, KafScaleProxy: true,
+		Topics: map[string]int32{kafscalePeerTopic: benchPartitions}})
+	if err != nil {
+		return nil, err
+	}
+	env := &peerEnv{rig: rig}
+	for _, b := range rig.Brokers {
+		_, port, _ := strings.Cut(b.Addr, ":")
+		env.brokers = append(env.brokers, port)
+	}
+	addrs, err := testrig.FreeAddrs(2)
+	if err != nil {
+		env.close()
+		return nil, err
+	}
+	env.kpAddr = addrs[0]
+	args := append([]string{"serve", "--etcd-layout", "kafscale", "--etcd-endpoints", rig.EtcdEndpoint,
+		"--listen", addrs[0], "--advertise", addrs[0], "--admin", addrs[1]}, h.cfg.ProxyFlags...)
+	env.kproxy = testrig.NewProc(testrig.Spec{Name: "kproxy-kafscale", Path: h.kproxy, Args: args, LogPath: filepath.Join(dir, "kproxy.log")})
+	if err := env.kproxy.Start(ctx); err != nil {
+		env.close()
+		return nil, err
+	}
+	if err := testrig.WaitFor(ctx, "kproxy (kafscale layout)", env.kproxy, kafscalerig.StartWait, func(ctx context.Context) error {
+		return testrig.Ping(ctx, env.kpAddr)
+	}); err != nil {
+		env.close()
+		return nil, err
+	}
+	return env, nil
+}
+
+func (e *peerEnv) close() {
+	if e.kproxy != nil {
+		e.kproxy.Kill()
+	}
+	e.rig.Close()
+}
+
+// peerPoint runs one point on both sides for every round.
+func (h *Harness) peerPoint(ctx context.Context, env *peerEnv, pt peerPoint) (ScenarioResult, error) {
+	id := fmt.Sprintf("%s-%dx%dk", kafscalePeerID, pt.producers, pt.recordSize>>10)
+	h.at(id, 0, 0)
+	runs := map[string][]peerRun{}
+	sides := []string{sideKproxyKS, sideKafScaleProxy}
+	for r := range h.cfg.Rounds {
+		h.at(id, r+1, h.cfg.Rounds)
+		order := slices.Clone(sides)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, s := range order {
+			run, err := h.peerRunOnce(ctx, env, s, pt)
+			if err != nil {
+				return ScenarioResult{}, fmt.Errorf("%s on %s: %w", id, s, err)
+			}
+			runs[s] = append(runs[s], run)
+		}
+	}
+	return peerResult(id, pt, sides, runs), nil
+}
+
+// peerRunOnce runs kbench produce against side s, sampling that proxy's CPU
+// at the edges of the measured window and its broker connections midway.
+func (h *Harness) peerRunOnce(ctx context.Context, env *peerEnv, s string, pt peerPoint) (peerRun, error) {
+	seed, proc := env.kpAddr, env.kproxy
+	if s == sideKafScaleProxy {
+		seed, proc = env.rig.KafScaleProxyAddr, env.rig.KafScaleProxyProc
+	}
+	args := []string{"produce", "--seeds", seed, "--topic", kafscalePeerTopic, "--producers", strconv.Itoa(pt.producers),
+		"--clients", strconv.Itoa(pt.producers), "--max-buffered", strconv.Itoa(h.maxBuffered(pt.recordSize, pt.producers)),
+		"--record-size", strconv.Itoa(pt.recordSize), "--acks", "all", "--linger", "0",
+		"--warmup", h.cfg.Warmup.String(), "--duration", h.cfg.Duration.String()}
+	p, err := h.startKbench(ctx, "kbench-"+s, args)
+	if err != nil {
+		return peerRun{}, err
+	}
+	defer p.Kill()
+	start := time.Now()
+	var before, after time.Duration
+	var conns []int
+	for _, step := range []struct {
+		at time.Duration
+		do func() error
+	}{
+		{h.cfg.Warmup, func() (err error) { before, err = cpuTime(proc.Pid()); return }},
+		{h.cfg.Warmup + h.cfg.Duration/2, func() (err error) { conns, err = connsTo(proc.Pid(), env.brokers); return }},
+		{h.cfg.Warmup + h.cfg.Duration, func() (err error) { after, err = cpuTime(proc.Pid()); return }},
+	} {
+		if err := sleepUntil(ctx, start.Add(step.at)); err != nil {
+			return peerRun{}, err
+		}
+		if err := step.do(); err != nil {
+			return peerRun{}, err
+		}
+	}
+	lineCtx, cancel := context.WithTimeout(ctx, h.cfg.Warmup+h.cfg.Duration+time.Minute)
+	defer cancel()
+	line, err := p.ReadLine(lineCtx)
+	if err != nil {
+		return peerRun{}, fmt.Errorf("kbench: %w: %s", err, p.Tail())
+	}
+	var res load.Result
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		return peerRun{}, fmt.Errorf("kbench result %q: %w", line, err)
+	}
+	h.cfg.Logger.Info("run", "side", s, "producers", pt.producers, "record", pt.recordSize,
+		"MB/s", fmt.Sprintf("%.2f", res.MBPerSec), "p50us", res.Latency.P50, "p99us", res.Latency.P99, "errors", res.Errors, "conns", conns)
+	return peerRun{res: res, cpu: after - before, conns: conns, commands: "kbench " + strings.Join(args, " ")}, nil
+}
