@@ -82,31 +82,25 @@ func runServe(c *cli.Context) error {
 	}
 	reg := newRegistry()
 	srv, err := assembly.New(c.Context, assembly.Config{
-		Zone:              c.String("zone"),
-		ZoneRanges:        ranges,
-		FetchFrom:         c.String("fetch-from"),
-		AcquireInZone:     c.Bool("acquire-in-zone"),
-		Authz:             az,
-		AuditAllowsEvery:  uint64(c.Int("audit-allows-every")),
-		Listen:            c.String("listen"),
-		Listeners:         listeners,
-		Security:          sec,
-		AdminListen:       c.String("admin"),
-		Advertise:         advertise,
-		NodeID:            int32(c.Int("node-id")),
-		ClusterID:         c.String("cluster-id"),
-		Etcd:              cli,
-		Layout:            layout.New(etcdPrefix(c)),
-		EtcdLayout:        c.String("etcd-layout"),
-		AutoCreateTopics:  c.Bool("auto-create-topics"),
-		DefaultPartitions: int32(c.Int("default-partitions")),
-		Server: proxy.Config{
-			MaxFrameBytes:      int32(c.Int("max-frame-bytes")),
-			MaxInFlightPerConn: c.Int("max-inflight-per-conn"),
-			DrainTimeout:       c.Duration("drain-timeout"),
-			BufTrimInterval:    c.Duration("buffer-trim-interval"),
-			Limits:             limits,
-		},
+		Zone:                   c.String("zone"),
+		ZoneRanges:             ranges,
+		FetchFrom:              c.String("fetch-from"),
+		AcquireInZone:          c.Bool("acquire-in-zone"),
+		Authz:                  az,
+		AuditAllowsEvery:       uint64(c.Int("audit-allows-every")),
+		Listen:                 c.String("listen"),
+		Listeners:              listeners,
+		Security:               sec,
+		AdminListen:            c.String("admin"),
+		Advertise:              advertise,
+		NodeID:                 int32(c.Int("node-id")),
+		ClusterID:              c.String("cluster-id"),
+		Etcd:                   cli,
+		Layout:                 layout.New(etcdPrefix(c)),
+		EtcdLayout:             c.String("etcd-layout"),
+		AutoCreateTopics:       c.Bool("auto-create-topics"),
+		DefaultPartitions:      int32(c.Int("default-partitions")),
+		Server:                 serverConfig(c, limits),
 		ProduceValidation:      validation,
 		EncryptionFile:         encryption,
 		Quota:                  quotas,
@@ -205,4 +199,15 @@ func splitHostPort(addr string) (string, int32, error) {
 		return "", 0, fmt.Errorf("port %q: %w", port, err)
 	}
 	return host, int32(p), nil
+}
+
+// serverConfig is the client-connection server's settings from the flags.
+func serverConfig(c *cli.Context, limits proxy.Limits) proxy.Config {
+	return proxy.Config{
+		MaxFrameBytes:      int32(c.Int("max-frame-bytes")),
+		MaxInFlightPerConn: c.Int("max-inflight-per-conn"),
+		DrainTimeout:       c.Duration("drain-timeout"),
+		BufTrimInterval:    c.Duration("buffer-trim-interval"),
+		Limits:             limits,
+	}
 }

@@ -116,35 +116,9 @@ func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener, enc *crypt.Se
 	if err != nil {
 		return nil, err
 	}
-	pool := upstream.NewPool(upstream.Config{
-		Resolve: func(id int32) (string, bool) {
-			b, ok := routes.Broker(id)
-			return b.Addr, ok
-		},
-		ConnsPerBroker:    cfg.UpstreamConnsPerBroker,
-		MaxConnsPerBroker: cfg.UpstreamMaxConns,
-		IdleTimeout:       cfg.UpstreamIdleTimeout,
-		TLS:               cfg.UpstreamTLS,
-		SASL:              cfg.UpstreamSASL,
-		Bufs:              bufs,
-		Logger:            cfg.Logger.With("component", "upstream"),
-		Registerer:        cfg.Registry,
-	})
-	disp, err := apis.New(apis.Config{
-		Routes: routes, Sender: pool, Quotas: qs,
-		NodeID: cfg.NodeID, AdvertisedHost: advertise.Host, AdvertisedPort: advertise.Port, ClusterID: cfg.ClusterID,
-		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions,
-		SCRAM:      local.NewUsers(local.UsersConfig{Store: store, Etcd: cfg.Etcd, Layout: cfg.Layout, MayManage: cfg.Security.MayManageUsers, Conn: apis.ConnIdentity, Audit: cfg.Security.Audit}),
-		Authorizer: az, AuthzRecorder: rec, ACLs: acls,
-		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry, Bufs: bufs,
-		ProduceValidation: cfg.ProduceValidation, MaxBatchBytes: int(cfg.Server.MaxFrameBytes), BadInput: proxy.NewBadInput(cfg.Registry),
-		BadInputLogInterval: cfg.Server.Limits.BadInputLogInterval, Encryption: enc,
-		// Each replica jitters its retries differently, or replicas retrying
-		// the same failed broker would move in lockstep.
-		Seed:  randv2.Uint64(),
-		Zones: zone.Resolver{Ranges: cfg.ZoneRanges, Own: cfg.Zone},
-		// KafScale's brokers wait MaxWait for each drained partition.
-		PerPartitionFetchWait: cfg.EtcdLayout == LayoutKafScale,
+	pool := newPool(cfg, routes, bufs)
+	disp, err := newDispatcher(cfg, dispatcherParts{
+		routes: routes, pool: pool, quotas: qs, store: store, az: az, rec: rec, acls: acls, bufs: bufs, advertise: advertise, enc: enc,
 	})
 	if err != nil {
 		pool.Close()
@@ -296,4 +270,56 @@ func authzAudit(cfg Config) func(authz.Event) {
 			Operation: e.Operation, Decision: e.Decision, Binding: e.Binding,
 		})
 	}
+}
+
+// newPool is the upstream connection pool, resolving broker ids through routes.
+func newPool(cfg Config, routes *routing.Table, bufs *kwire.BufPool) *upstream.Pool {
+	return upstream.NewPool(upstream.Config{
+		Resolve: func(id int32) (string, bool) {
+			b, ok := routes.Broker(id)
+			return b.Addr, ok
+		},
+		ConnsPerBroker:    cfg.UpstreamConnsPerBroker,
+		MaxConnsPerBroker: cfg.UpstreamMaxConns,
+		IdleTimeout:       cfg.UpstreamIdleTimeout,
+		TLS:               cfg.UpstreamTLS,
+		SASL:              cfg.UpstreamSASL,
+		Bufs:              bufs,
+		Logger:            cfg.Logger.With("component", "upstream"),
+		Registerer:        cfg.Registry,
+	})
+}
+
+// dispatcherParts are what wire built before the dispatcher that uses them.
+type dispatcherParts struct {
+	routes    *routing.Table
+	pool      *upstream.Pool
+	quotas    *quota.Store
+	store     *credstore.Store
+	az        *authz.Authorizer
+	rec       *authz.Recorder
+	acls      *aclstore.Store
+	bufs      *kwire.BufPool
+	advertise *listener.Bound
+	enc       *crypt.Service
+}
+
+// newDispatcher is the per-API dispatcher over the parts wire built.
+func newDispatcher(cfg Config, p dispatcherParts) (*apis.Dispatcher, error) {
+	return apis.New(apis.Config{
+		Routes: p.routes, Sender: p.pool, Quotas: p.quotas,
+		NodeID: cfg.NodeID, AdvertisedHost: p.advertise.Host, AdvertisedPort: p.advertise.Port, ClusterID: cfg.ClusterID,
+		AutoCreateTopics: cfg.AutoCreateTopics, DefaultPartitions: cfg.DefaultPartitions,
+		SCRAM:      local.NewUsers(local.UsersConfig{Store: p.store, Etcd: cfg.Etcd, Layout: cfg.Layout, MayManage: cfg.Security.MayManageUsers, Conn: apis.ConnIdentity, Audit: cfg.Security.Audit}),
+		Authorizer: p.az, AuthzRecorder: p.rec, ACLs: p.acls,
+		Logger: cfg.Logger.With("component", "apis"), Registerer: cfg.Registry, Bufs: p.bufs,
+		ProduceValidation: cfg.ProduceValidation, MaxBatchBytes: int(cfg.Server.MaxFrameBytes), BadInput: proxy.NewBadInput(cfg.Registry),
+		BadInputLogInterval: cfg.Server.Limits.BadInputLogInterval, Encryption: p.enc,
+		// Each replica jitters its retries differently, or replicas retrying
+		// the same failed broker would move in lockstep.
+		Seed:  randv2.Uint64(),
+		Zones: zone.Resolver{Ranges: cfg.ZoneRanges, Own: cfg.Zone},
+		// KafScale's brokers wait MaxWait for each drained partition.
+		PerPartitionFetchWait: cfg.EtcdLayout == LayoutKafScale,
+	})
 }
