@@ -75,7 +75,7 @@ KAFSCALE_SRC ?= $(firstword $(patsubst %/build.sh,%,$(wildcard ../shared/kafscal
 KAFSCALE_PKGS := ./integration/kafscale/ ./leasewatch/kafscale/ ./internal/testtools/kafscalerig/...
 kafscale: ## build KafScale's broker and proxy (KAFSCALE_SRC, default ../shared/kafscale) into bin/kafscale/, then run kproxy's checks on two real brokers
 	@if [ -z "$(KAFSCALE_SRC)" ] || [ "$(KAFSCALE_SRC)" = off ]; then echo "kafscale: set KAFSCALE_SRC to the folder with KafScale's build.sh and source archive"; exit 1; fi
-	KAFSCALE_SRC=$(abspath $(KAFSCALE_SRC)) $(GO) test $(GOFLAGS_TEST) -count=1 -run 'Real' $(KAFSCALE_PKGS)
+	KAFSCALE_SRC=$(abspath $(KAFSCALE_SRC)) $(GO) test $(GOFLAGS_TEST) -count=1 -run 'Real|TestWatch' $(KAFSCALE_PKGS)
 
 clean: ## remove bin/ and results/
 	rm -rf bin results
