@@ -61,6 +61,7 @@ var Scenarios = []string{
 	"memory", "produce-1k", "latency-half-rate", "fetch", "produce-100b", "produce-1k-1conn", "produce-1k-many",
 	"pinned-produce-1k", "pinned-latency-half-rate", "pinned-fetch", "pinned-produce-100b", "fetch-idle-broker", "route-convergence", "failover", "routing-lookup", "profile",
 	"acl-produce-1k", "acl-fetch", "validation-produce-1k",
+	"serial-produce-1k-4p", "serial-produce-1k-16p", "serial-produce-1k-64p",
 }
 
 // Harness is one benchmark run.
@@ -114,7 +115,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	steps := []func(context.Context) error{
 		// Memory first: a proxy that has carried traffic keeps freed heap, and
 		// new connections would reuse it without growing RSS.
-		h.memoryScenario, h.produceScenarios, h.pinnedScenarios, h.idleBrokerScenario, h.convergenceScenario,
+		h.memoryScenario, h.produceScenarios, h.serialScenarios, h.pinnedScenarios, h.idleBrokerScenario, h.convergenceScenario,
 		h.failoverScenario, h.routingBench, h.aclScenarios, h.validationScenario, h.profile,
 	}
 	for _, step := range steps {
