@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -217,6 +218,22 @@ func (c *Cluster) restartBrokers(ctx context.Context) error {
 		return err
 	}
 	return c.waitProxyReady(ctx)
+}
+
+// serialFlag makes a stub broker serve one request per connection at a
+// time, as Kafka and KafScale do.
+const serialFlag = "--serial-requests"
+
+// setSerialBrokers restarts every broker with serialFlag, or without it.
+func (c *Cluster) setSerialBrokers(ctx context.Context, on bool) error {
+	for _, b := range c.brokers {
+		args := slices.DeleteFunc(b.Proc.Args(), func(a string) bool { return a == serialFlag })
+		if on {
+			args = append(args, serialFlag)
+		}
+		b.Proc.SetArgs(args)
+	}
+	return c.restartBrokers(ctx)
 }
 
 // compactEtcd compacts etcd's history and defragments it, and returns the

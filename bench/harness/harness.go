@@ -63,6 +63,7 @@ var Scenarios = []string{
 	"acl-produce-1k", "acl-fetch", "validation-produce-1k",
 	"validation-produce-1k-gzip", "validation-produce-1k-snappy", "validation-produce-1k-lz4", "validation-produce-1k-zstd",
 	"encryption-produce-1k", "encryption-fetch", kafscalePeerID,
+	"serial-produce-1k-4p", "serial-produce-1k-16p", "serial-produce-1k-64p",
 }
 
 // Harness is one benchmark run.
@@ -116,7 +117,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	steps := []func(context.Context) error{
 		// Memory first: a proxy that has carried traffic keeps freed heap, and
 		// new connections would reuse it without growing RSS.
-		h.memoryScenario, h.produceScenarios, h.pinnedScenarios, h.idleBrokerScenario, h.convergenceScenario,
+		h.memoryScenario, h.produceScenarios, h.serialScenarios, h.pinnedScenarios, h.idleBrokerScenario, h.convergenceScenario,
 		h.failoverScenario, h.routingBench, h.aclScenarios, h.validationScenario, h.encryptionScenario, h.profile, h.kafscalePeerScenario,
 	}
 	for _, step := range steps {

@@ -371,3 +371,43 @@ func (h *Harness) idleBrokerScenario(ctx context.Context) error {
 		"A proxy that waited for every broker's answer before replying would show a p50 near 5,000 ms here.")
 	return nil
 }
+
+// serialProducers are the producer counts of the serial-broker scenarios.
+var serialProducers = []int{4, 16, 64}
+
+func serialID(n int) string { return fmt.Sprintf("serial-produce-1k-%dp", n) }
+
+// serialScenarios produce 1 KiB records at 4, 16 and 64 producers to stub
+// brokers restarted with --serial-requests: one request per connection at
+// a time and no unordered answers, the shape of Kafka and KafScale, which
+// the stub broker's default hides. The brokers get their default back
+// afterwards.
+func (h *Harness) serialScenarios(ctx context.Context) (err error) {
+	ids := make([]string, 0, len(serialProducers))
+	for _, n := range serialProducers {
+		ids = append(ids, serialID(n))
+	}
+	if !h.selected(ids...) {
+		return nil
+	}
+	if err := h.cluster.setSerialBrokers(ctx, true); err != nil {
+		return err
+	}
+	defer func() {
+		if e := h.cluster.setSerialBrokers(ctx, false); err == nil {
+			err = e
+		}
+	}()
+	for _, n := range serialProducers {
+		if !h.selected(serialID(n)) {
+			continue
+		}
+		a := produceArgs{topic: fmt.Sprintf("bench-serial-%d", n), recordSize: 1024, producers: n, clients: n}
+		if _, err := h.compare(ctx, serialID(n), fmt.Sprintf("Produce 1 KiB records, %d producers, to brokers serving one request per connection at a time", n),
+			fmt.Sprintf("16 partitions over 3 stub brokers started with --serial-requests (as Kafka and KafScale: one request per connection at a time, in order), %d producers each with its own kgo client", n),
+			h.freshPlan(a.topic, h.produceFor(a))); err != nil {
+			return err
+		}
+	}
+	return nil
+}

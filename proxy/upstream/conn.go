@@ -221,8 +221,12 @@ func (c *conn) withdraw(r *wireReq) bool {
 		}
 	}
 	c.removeLocked(r)
-	c.bp.p.bufs.Put(r.frame)
-	r.frame = nil
+	// A request only partly written is queued again without its frame,
+	// which the writer gave back (afterWrite), until its conn fails.
+	if r.frame != nil {
+		c.bp.p.bufs.Put(r.frame)
+		r.frame = nil
+	}
 	r.giveBack()
 	return true
 }
@@ -270,15 +274,17 @@ func (c *conn) failIf(kind string, cause error, onlyIdle bool) bool {
 	c.owner.onDead(c, connected, cause)
 	c.mu.Unlock()
 
+	// Counted before dead closes: whoever sees the death (a Send waiting
+	// for the handshake) sees it counted.
+	if connected {
+		c.bp.m.conns.Dec()
+	}
+	c.bp.m.fail(kind)
 	close(c.dead)
 	c.cancel()
 	if nc != nil {
 		nc.Close()
 	}
-	if connected {
-		c.bp.m.conns.Dec()
-	}
-	c.bp.m.fail(kind)
 	level := c.bp.p.log.Warn
 	if kind == kindClosed {
 		level = c.bp.p.log.Debug

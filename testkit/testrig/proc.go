@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -91,6 +92,20 @@ func (p *Proc) Start(ctx context.Context) error {
 		p.Kill()
 		return fmt.Errorf("start %s: not ready: %w (see %s)", p.spec.Name, ctx.Err(), p.spec.LogPath)
 	}
+}
+
+// Args returns the command line's arguments.
+func (p *Proc) Args() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.spec.Args)
+}
+
+// SetArgs replaces the command line's arguments for later starts.
+func (p *Proc) SetArgs(args []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.spec.Args = slices.Clone(args)
 }
 
 func (p *Proc) startLocked() (chan struct{}, *lineWatcher, error) {
