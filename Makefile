@@ -4,6 +4,9 @@ BIN      := bin/kproxy
 GOFLAGS_TEST ?= -race -timeout 25m
 DURATION ?= 5m
 SOAK     ?= 30m
+# The measurement targets write their reports under REPORTS, ignored by git;
+# REPORTS=docs publishes them as the committed docs/*.md pages.
+REPORTS  ?= results
 
 .PHONY: help run build test quick lint vet unit fuzz deploy-check clients docs bench scale zones chaos soak kafscale clean
 
@@ -54,20 +57,24 @@ clients: ## kcat, kafkajs and haproxy for the client matrix and the load balance
 docs: clients ## regenerate docs/compatibility.md from a full client-matrix run (tests never write docs otherwise)
 	KPROXY_WRITE_DOCS=1 $(GO) test $(GOFLAGS_TEST) -count=1 ./integration/compat/
 
-bench: ## proxy cost side by side with direct and a plain TCP relay; writes docs/benchmarks.md
-	$(GO) run ./bench/cmd/benchrun -docs docs/benchmarks.md
+bench: ## proxy cost side by side with direct and a plain TCP relay; writes $(REPORTS)/benchmarks.md (REPORTS=docs publishes it)
+	@mkdir -p $(REPORTS)
+	$(GO) run ./bench/cmd/benchrun -docs $(REPORTS)/benchmarks.md
 
-scale: ## 10k, 30k and 100k partitions and 1,000 simulated brokers through 2 proxies (SCALEFLAGS=-quick for a smoke run); writes docs/scale.md
-	$(GO) run ./bench/cmd/scalerun -docs docs/scale.md $(SCALEFLAGS)
+scale: ## 10k, 30k and 100k partitions and 1,000 simulated brokers through 2 proxies (SCALEFLAGS=-quick for a smoke run); writes $(REPORTS)/scale.md
+	@mkdir -p $(REPORTS)
+	$(GO) run ./bench/cmd/scalerun -docs $(REPORTS)/scale.md $(SCALEFLAGS)
 
-zones: ## zone-aware fetch routing: 3 zones x 2 brokers, owner vs zone routing side by side (ZONESFLAGS for experiments); writes docs/zones.md
-	$(GO) run ./bench/cmd/zonesrun -docs docs/zones.md $(ZONESFLAGS)
+zones: ## zone-aware fetch routing: 3 zones x 2 brokers, owner vs zone routing side by side (ZONESFLAGS for experiments); writes $(REPORTS)/zones.md
+	@mkdir -p $(REPORTS)
+	$(GO) run ./bench/cmd/zonesrun -docs $(REPORTS)/zones.md $(ZONESFLAGS)
 
-chaos: ## the full fault suite (DURATION=5m; CHAOSFLAGS=-zones=a,b,c for the zone-routing mode); leaves a report under results/ and writes docs/correctness.md (kchaos builds kproxy with -tags kproxy_unsafe)
-	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/ -docs docs/correctness.md $(CHAOSFLAGS)
+chaos: ## the full fault suite (DURATION=5m; CHAOSFLAGS=-zones=a,b,c for the zone-routing mode); leaves a report under results/ and writes $(REPORTS)/correctness.md (kchaos builds kproxy with -tags kproxy_unsafe)
+	$(GO) run ./integration/chaos/cmd/kchaos -duration $(DURATION) -results results/ -docs $(REPORTS)/correctness.md $(CHAOSFLAGS)
 
-soak: ## a proxy under well-behaved and hostile clients for SOAK (30m; SOAK=5m for a short run); writes docs/soak.md and docs/soak.png
-	$(GO) run ./testkit/soak/cmd/ksoak -duration $(SOAK) -docs docs/soak.md
+soak: ## a proxy under well-behaved and hostile clients for SOAK (30m; SOAK=5m for a short run); writes $(REPORTS)/soak.md and soak.png
+	@mkdir -p $(REPORTS)
+	$(GO) run ./testkit/soak/cmd/ksoak -duration $(SOAK) -docs $(REPORTS)/soak.md
 
 # KafScale's source archive and build.sh; a user's clone has no ../shared, so
 # only this target looks for it.

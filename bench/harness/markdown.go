@@ -13,7 +13,7 @@ func (r *Report) markdown() string {
 	w("Written by the benchmark harness (`bench/harness`), never by hand. Generated %s in %s on commit %s.\n\n",
 		r.Generated, r.Elapsed, r.Environment.Commit)
 	w("Reproduce with:\n\n```sh\n%s\n```\n\n", r.Command)
-	w("`make bench` runs `go run ./bench/cmd/benchrun -docs docs/benchmarks.md` (without -docs it writes nothing); `go run ./bench/cmd/benchrun -h` lists the flags that scale it (duration, rounds, scenarios, connection counts).\n\n")
+	w("`make bench` runs `go run ./bench/cmd/benchrun -docs results/benchmarks.md` and `make bench REPORTS=docs` publishes this page (without -docs it writes nothing); `go run ./bench/cmd/benchrun -h` lists the flags that scale it (duration, rounds, scenarios, connection counts).\n\n")
 	// Only the load at the start says whether other work shared the
 	// machine: at the end it is the run's own, and a benchmark that
 	// saturates the cores always ends above their count.
