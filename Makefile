@@ -79,7 +79,7 @@ soak: ## a proxy under well-behaved and hostile clients for SOAK (30m; SOAK=5m f
 # KafScale's source archive and build.sh; a user's clone has no ../shared, so
 # only this target looks for it.
 KAFSCALE_SRC ?= $(firstword $(patsubst %/build.sh,%,$(wildcard ../shared/kafscale/build.sh ../../shared/kafscale/build.sh)))
-KAFSCALE_PKGS := ./integration/kafscale/ ./leasewatch/kafscale/ ./internal/testtools/kafscalerig/...
+KAFSCALE_PKGS := ./integration/kafscale/ ./leasewatch/kafscale/ ./testkit/kafscalerig/...
 kafscale: ## build KafScale's broker and proxy (KAFSCALE_SRC, default ../shared/kafscale) into bin/kafscale/, then run kproxy's checks on two real brokers
 	@if [ -z "$(KAFSCALE_SRC)" ] || [ "$(KAFSCALE_SRC)" = off ]; then echo "kafscale: set KAFSCALE_SRC to the folder with KafScale's build.sh and source archive"; exit 1; fi
 	KAFSCALE_SRC=$(abspath $(KAFSCALE_SRC)) $(GO) test $(GOFLAGS_TEST) -count=1 -run 'Real|TestWatch' $(KAFSCALE_PKGS)

@@ -3,7 +3,7 @@
 //
 // Against real KafScale (real_*_test.go, TestReal*): two brokers built from
 // the source archive KAFSCALE_SRC names, with a local S3 and an embedded
-// etcd (internal/testtools/kafscalerig); skipped without KAFSCALE_SRC,
+// etcd (testkit/kafscalerig); skipped without KAFSCALE_SRC,
 // failed without it under CI=true. Clients of the matrix, a broker killed
 // mid-run, a consumer group, a catch-up over drained partitions and the
 // watch's scope.
