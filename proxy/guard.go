@@ -199,21 +199,32 @@ func NewBadInput(reg prometheus.Registerer) *prometheus.CounterVec {
 // admit counts a new connection against the limits. It returns the
 // function that uncounts it, or the reason it is refused.
 func (g *guard) admit(nc net.Conn) (release func(), reason string) {
-	ip := remoteIP(nc)
+	return g.admitIP(remoteIP(nc))
+}
+
+// admitIP is admit for a connection from ip; ip "" (a connection whose
+// client is not known yet: its PROXY header is still arriving) counts
+// against MaxConnections only.
+func (g *guard) admitIP(ip string) (release func(), reason string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
 	case g.lim.MaxConnections > 0 && g.open >= g.lim.MaxConnections:
 		return nil, refusedMax
-	case g.lim.MaxConnectionsPerIP > 0 && g.perIP[ip] >= g.lim.MaxConnectionsPerIP:
+	case ip != "" && g.lim.MaxConnectionsPerIP > 0 && g.perIP[ip] >= g.lim.MaxConnectionsPerIP:
 		return nil, refusedPerIP
 	}
 	g.open++
-	g.perIP[ip]++
+	if ip != "" {
+		g.perIP[ip]++
+	}
 	return sync.OnceFunc(func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		g.open--
+		if ip == "" {
+			return
+		}
 		if g.perIP[ip]--; g.perIP[ip] <= 0 {
 			delete(g.perIP, ip)
 		}
@@ -273,25 +284,39 @@ func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs
 		g.queued.Add(float64(n))
 		return bufs.ReadGrowingReserved(br, n, nil) // from br's buffer: cannot fail
 	}
-	reserved := 0
-	reserve := func(total int) error {
-		if err := g.takeShare(h, int64(total)); err != nil {
-			return err
-		}
-		if err := g.acquire(ctx, int64(total-reserved), small, reserved > 0); err != nil {
-			return err
-		}
-		g.queued.Add(float64(total - reserved))
-		reserved = total
-		return nil
-	}
-	buf, err := bufs.ReadGrowingReserved(br, n, reserve)
+	r := &growth{g: g, h: h, small: small}
+	buf, err := bufs.ReadGrowingReserved(br, n, func(total int) error { return r.grow(ctx, total) })
 	g.dropShare(h) // finished or failed: no longer partial
 	if err != nil {
-		g.release(reserved, small)
+		g.release(r.reserved, small)
 		return nil, err
 	}
 	return buf, nil
+}
+
+// growth is the reservation of something still arriving: an unfinished
+// frame, or a PROXY header (proxied.go).
+type growth struct {
+	g        *guard
+	h        *holder
+	small    bool
+	reserved int
+}
+
+// grow moves the reservation to total bytes: h's shares first (which may
+// cut the largest holder, or refuse), then the budget itself, waiting as
+// acquire does.
+func (r *growth) grow(ctx context.Context, total int) error {
+	g := r.g
+	if err := g.takeShare(r.h, int64(total)); err != nil {
+		return err
+	}
+	if err := g.acquire(ctx, int64(total-r.reserved), r.small, r.reserved > 0); err != nil {
+		return err
+	}
+	g.queued.Add(float64(total - r.reserved))
+	r.reserved = total
+	return nil
 }
 
 // frameLimit is the most of the budget one frame may take.

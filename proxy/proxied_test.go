@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"runtime"
@@ -307,5 +308,129 @@ func TestProxiedHeaderSplitOverSmallWrites(t *testing.T) {
 	}
 	if got := askHost(t, nc, bufio.NewReader(nc), nil); got != "10.3.3.3" {
 		t.Fatalf("client seen as %q", got)
+	}
+}
+
+// headerHeld is what unfinished frames of ip hold, and of everyone.
+func headerHeld(g *guard, ip string) (held, all int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := g.partial[ip]; s != nil {
+		held = s.held
+	}
+	return held, g.allShare.held
+}
+
+// ask sends rest (the end of a header, or nothing) and an ApiVersions on
+// nc, and returns the client host the proxy answered with, or the error of
+// a closed connection.
+func ask(nc net.Conn, rest []byte) (string, error) {
+	if _, err := nc.Write(append(append([]byte(nil), rest...), apiVersionsFrame(7)...)); err != nil {
+		return "", err
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(testWait))
+	f, err := kwire.ReadFrame(bufio.NewReader(nc), 4, 1<<20, nil)
+	if err != nil {
+		return "", err
+	}
+	return string((*f)[4:]), nil
+}
+
+// TestProxiedHeaderHoldsBudget: trusted connections that each send part of
+// a 3 KiB header hold its 4 KiB buffer in the balancer's share of the
+// request budget; past a share the largest holder is cut (partial_ip_share)
+// or, when the asker's own connection share is too small, the asker is
+// refused (proxy_header_budget). A direct client is answered meanwhile;
+// once the headers complete or their connections close, nothing is held.
+// Before, a header held no budget at all.
+func TestProxiedHeaderHoldsBudget(t *testing.T) {
+	const buf, perIP = proxyproto.MaxHeaderBytes, 4 * proxyproto.MaxHeaderBytes
+	for _, tc := range []struct {
+		name   string
+		lim    Limits
+		conns  int
+		held   int64  // by the balancer's address once every part is in
+		reason string // of the cuts or refusals
+		closed int    // connections cut or refused
+	}{
+		{"headers within the balancer's share", Limits{MaxPartialFrameBytesPerIP: perIP}, 3, 3 * buf, badIPShare, 0},
+		{"one header past the balancer's share", Limits{MaxPartialFrameBytesPerIP: perIP}, 5, perIP, badIPShare, 1},
+		{"headers past their connection's share", Limits{MaxPartialFrameBytesPerConn: 1024}, 2, 0, badProxyBudget, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.lim.RequestReadTimeout = time.Hour
+			s, addr := startProxiedServer(t, tc.lim)
+			var conns []net.Conn
+			var rests [][]byte
+			for i := range tc.conns {
+				hdr := v2Header(fmt.Sprintf("10.7.0.%d", i+1), 1, 3000)
+				nc := dialLocal(t, "127.0.0.1", addr)
+				if _, err := nc.Write(hdr[:300]); err != nil { // past the first 256-byte read
+					t.Fatal(err)
+				}
+				conns, rests = append(conns, nc), append(rests, hdr[300:])
+			}
+			counted := func() float64 { return testutil.ToFloat64(s.g.badInput.WithLabelValues(tc.reason)) }
+			waitFor(t, func() bool {
+				held, all := headerHeld(s.g, "127.0.0.1")
+				return held == tc.held && all == tc.held && counted() == float64(tc.closed) &&
+					testutil.ToFloat64(s.g.queued) == float64(tc.held)
+			}, fmt.Sprintf("%d bytes held by the headers, %d %s", tc.held, tc.closed, tc.reason))
+
+			direct := dialLocal(t, "127.0.0.2", addr)
+			if host, err := ask(direct, nil); err != nil || host != "127.0.0.2" {
+				t.Fatalf("a direct client beside the headers: %q, %v", host, err)
+			}
+			answered := 0
+			for i, nc := range conns {
+				if host, err := ask(nc, rests[i]); err == nil {
+					if want := fmt.Sprintf("10.7.0.%d", i+1); host != want {
+						t.Fatalf("client seen as %q, want %q", host, want)
+					}
+					answered++
+				}
+			}
+			if answered != tc.conns-tc.closed {
+				t.Fatalf("%d of %d connections answered, want %d", answered, tc.conns, tc.conns-tc.closed)
+			}
+			waitFor(t, func() bool {
+				held, all := headerHeld(s.g, "127.0.0.1")
+				return held == 0 && all == 0 && testutil.ToFloat64(s.g.queued) == 0
+			}, "no budget held once the headers are read or refused")
+			for _, nc := range append(conns, direct) {
+				nc.Close()
+			}
+			waitNoConnGoroutines(t)
+			if held, all := headerHeld(s.g, "127.0.0.1"); held != 0 || all != 0 || testutil.ToFloat64(s.g.queued) != 0 {
+				t.Fatalf("after the connections closed: %d bytes held by the balancer, %d by all, %v queued", held, all, testutil.ToFloat64(s.g.queued))
+			}
+		})
+	}
+}
+
+// TestProxiedHeaderCountsTowardMaxConnections: connections still sending
+// their header count against max-connections (not against the balancer's
+// per-IP limit); once read, each counts as its client.
+func TestProxiedHeaderCountsTowardMaxConnections(t *testing.T) {
+	s, addr := startProxiedServer(t, Limits{MaxConnections: 2, MaxConnectionsPerIP: 1, RequestReadTimeout: time.Hour})
+	hdrs := [][]byte{v2Header("10.8.0.1", 1, 0), v2Header("10.8.0.2", 1, 0)}
+	var conns []net.Conn
+	for _, hdr := range hdrs {
+		nc := dialLocal(t, "127.0.0.1", addr)
+		if _, err := nc.Write(hdr[:10]); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, nc)
+	}
+	waitFor(t, func() bool { held, _ := headerHeld(s.g, "127.0.0.1"); return held == 2*256 }, "two headers arriving") // each its first 256-byte read
+	third := dialLocal(t, "127.0.0.1", addr)
+	expectClosedWithin(t, third, testWait)
+	if v := testutil.ToFloat64(s.g.refused.WithLabelValues(refusedMax)); v != 1 {
+		t.Fatalf("%s count = %v with two headers arriving, want 1", refusedMax, v)
+	}
+	for i, nc := range conns {
+		if host, err := ask(nc, hdrs[i][10:]); err != nil || host != fmt.Sprintf("10.8.0.%d", i+1) {
+			t.Fatalf("connection %d: %q, %v", i, host, err)
+		}
 	}
 }

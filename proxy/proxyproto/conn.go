@@ -60,9 +60,19 @@ const firstRead = 256
 // the real client's address, or, for v2 LOCAL and the like, nc's own. On
 // error the caller closes nc; nothing read is kept. A connection closed
 // before its first byte (a TCP health check) is an error wrapping io.EOF.
-func Read(nc net.Conn, timeout time.Duration) (net.Conn, Header, error) {
+// reserve, if not nil, is called with the size of the header's buffer
+// before it is made and again before it grows (to MaxHeaderBytes), so the
+// caller can count what a header still arriving holds; its error ends the
+// read, returned as it is. The buffer is garbage once Read returns.
+func Read(nc net.Conn, timeout time.Duration, reserve func(total int) error) (net.Conn, Header, error) {
+	if reserve == nil {
+		reserve = func(int) error { return nil }
+	}
 	if err := nc.SetReadDeadline(time.Now().Add(timeout)); err != nil {
 		return nil, Header{}, fmt.Errorf("proxyproto: set read deadline: %w", err)
+	}
+	if err := reserve(firstRead); err != nil {
+		return nil, Header{}, err
 	}
 	buf := make([]byte, 0, firstRead)
 	for {
@@ -87,6 +97,9 @@ func Read(nc net.Conn, timeout time.Duration) (net.Conn, Header, error) {
 			return nil, h, fmt.Errorf("proxyproto: read header: %w", err)
 		}
 		if len(buf) == cap(buf) { // a v2 header longer than firstRead, at most MaxHeaderBytes
+			if err := reserve(MaxHeaderBytes); err != nil {
+				return nil, h, err
+			}
 			grown := make([]byte, len(buf), MaxHeaderBytes)
 			copy(grown, buf)
 			buf = grown

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -61,7 +62,7 @@ func TestReadServesTheClientAddress(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, c := pair(t)
 			drip(t, c, append(append([]byte(nil), hdr...), "request"...), tc.size, tc.pause)
-			pc, h, err := Read(s, 5*time.Second)
+			pc, h, err := Read(s, 5*time.Second, nil)
 			if err != nil {
 				t.Fatalf("Read: %v", err)
 			}
@@ -82,12 +83,49 @@ func TestReadServesTheClientAddress(t *testing.T) {
 func TestReadLocalKeepsTheBalancerAddress(t *testing.T) {
 	s, c := pair(t)
 	drip(t, c, v2(0, 0, nil, 0), 100, 0)
-	pc, h, err := Read(s, 5*time.Second)
+	pc, h, err := Read(s, 5*time.Second, nil)
 	if err != nil || !h.Local {
 		t.Fatalf("Read: %+v, %v", h, err)
 	}
 	if pc.RemoteAddr().String() != c.LocalAddr().String() {
 		t.Fatalf("RemoteAddr %s, want the balancer's %s", pc.RemoteAddr(), c.LocalAddr())
+	}
+}
+
+// TestReadReserves: reserve is asked for the header's buffer before it is
+// made and before it grows, and its refusal ends the read with its error.
+func TestReadReserves(t *testing.T) {
+	refused := errors.New("no budget")
+	for _, tc := range []struct {
+		name    string
+		send    []byte
+		refuse  int // refuse the reservation of this size (0: none)
+		want    []int
+		wantErr error
+	}{
+		{"a v1 line", []byte("PROXY TCP4 127.0.0.2 127.0.0.1 1 2\r\n"), 0, []int{firstRead}, nil},
+		{"a v2 header with a large TLV block", v2(1, 0x11, inet4("127.0.0.2", "127.0.0.1", 1, 2), 1000), 0, []int{firstRead, MaxHeaderBytes}, nil},
+		{"refused at once", v2(1, 0x11, inet4("127.0.0.2", "127.0.0.1", 1, 2), 0), firstRead, []int{firstRead}, refused},
+		{"refused growing", v2(1, 0x11, inet4("127.0.0.2", "127.0.0.1", 1, 2), 1000), MaxHeaderBytes, []int{firstRead, MaxHeaderBytes}, refused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, c := pair(t)
+			drip(t, c, tc.send, 1<<20, 0)
+			var got []int
+			_, _, err := Read(s, 5*time.Second, func(total int) error {
+				got = append(got, total)
+				if total == tc.refuse {
+					return refused
+				}
+				return nil
+			})
+			if !errors.Is(err, tc.wantErr) {
+				t.Fatalf("Read: %v, want %v", err, tc.wantErr)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("reserved %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 
@@ -117,7 +155,7 @@ func TestReadRefuses(t *testing.T) {
 				drip(t, c, tc.send, tc.size, tc.pause)
 			}
 			start := time.Now()
-			_, _, err := Read(s, timeout)
+			_, _, err := Read(s, timeout, nil)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Read: %v, want %v", err, tc.want)
 			}
