@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
@@ -23,6 +22,7 @@ import (
 	"github.com/kproxy/kproxy/refbroker/broker"
 	"github.com/kproxy/kproxy/refbroker/store"
 	"github.com/kproxy/kproxy/testkit/motokms"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // encPool is an encrypted pool: moto's KMS with alias/kproxy-test, two
@@ -181,21 +181,13 @@ func checkNoPlaintext(t *testing.T, stored []*kgo.Record, plain [][]byte) {
 func rawProduce(t *testing.T, addr, topic string, partition int32, batch []byte) int16 {
 	t.Helper()
 	cl := newClient(t, addr, kgo.MaxVersions(kversion.V3_0_0())) // topics by name
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 10000
-	tp := kmsg.NewProduceRequestTopic()
-	tp.Topic = topic
-	pp := kmsg.NewProduceRequestTopicPartition()
-	pp.Partition, pp.Records = partition, batch
-	tp.Partitions = append(tp.Partitions, pp)
-	req.Topics = append(req.Topics, tp)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl)
+	parts, err := testrig.ProduceRaw(ctx, cl, topic, map[int32][]byte{partition: batch})
 	if err != nil {
 		t.Fatalf("produce to %s/%d via %s: %v", topic, partition, addr, err)
 	}
-	return resp.Topics[0].Partitions[0].ErrorCode
+	return parts[partition].ErrorCode
 }
 
 // waitFor polls cond every 100ms until it holds or timeout passes.

@@ -24,6 +24,7 @@ import (
 	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/refbroker/broker"
 	"github.com/kproxy/kproxy/refbroker/store"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // trustingPool starts two stub brokers that store produce data without
@@ -32,24 +33,39 @@ import (
 // address and its metrics registry.
 func trustingPool(t *testing.T, level recordcheck.Level, partitions int32) (string, *prometheus.Registry) {
 	t.Helper()
+	return stubPool(t, partitions,
+		func(c *broker.Config) { c.TrustProduce = true },
+		func(c *assembly.Config) { c.ProduceValidation = level })
+}
+
+// stubPool starts two stub brokers with partitions per auto-created topic
+// (brokerCfg and proxyCfg adjust their configs) and a proxy in front of
+// them, waits until the proxy is ready, and returns its address and
+// metrics registry. Everything stops at the test's cleanup.
+func stubPool(t *testing.T, partitions int32, brokerCfg func(*broker.Config), proxyCfg func(*assembly.Config)) (string, *prometheus.Registry) {
+	t.Helper()
 	etcd, cli := etcdtest.Start(t)
 	lay := layout.New("")
 	st := store.NewMemory()
 	for id := int32(1); id <= 2; id++ {
-		b, err := broker.New(context.Background(), broker.Config{
+		bc := broker.Config{
 			ID: id, Etcd: etcdtest.NewClient(t, etcd.Endpoint), Layout: lay, Store: st, LeaseTTL: 5 * time.Second,
-			AutoCreateTopics: true, DefaultPartitions: partitions, TrustProduce: true,
-		})
+			AutoCreateTopics: true, DefaultPartitions: partitions,
+		}
+		brokerCfg(&bc)
+		b, err := broker.New(context.Background(), bc)
 		if err != nil {
 			t.Fatal(err)
 		}
 		runUntilCleanup(t, fmt.Sprint("broker ", id), b.Run)
 	}
 	reg := prometheus.NewRegistry()
-	s, err := assembly.New(context.Background(), assembly.Config{
+	pc := assembly.Config{
 		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Etcd: cli, Layout: lay,
-		AutoCreateTopics: true, DefaultPartitions: partitions, Registry: reg, ProduceValidation: level,
-	})
+		AutoCreateTopics: true, DefaultPartitions: partitions, Registry: reg,
+	}
+	proxyCfg(&pc)
+	s, err := assembly.New(context.Background(), pc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,25 +153,9 @@ func hostileCases() []hostileCase {
 // topics) with records per partition and returns each partition's answer.
 func produceParts(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, recs map[int32][]byte) map[int32]kmsg.ProduceResponseTopicPartition {
 	t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	for p, r := range recs {
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = p, r
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
+	out, err := testrig.ProduceRaw(ctx, cl, topic, recs)
 	if err != nil {
-		t.Fatalf("produce: %v", err)
-	}
-	out := map[int32]kmsg.ProduceResponseTopicPartition{}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			out[p.Partition] = p
-		}
+		t.Fatal(err)
 	}
 	return out
 }

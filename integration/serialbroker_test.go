@@ -10,12 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kproxy/kproxy/internal/etcdlocal/etcdtest"
-	"github.com/kproxy/kproxy/layout"
-	"github.com/kproxy/kproxy/proxy/admin/adminapi"
 	"github.com/kproxy/kproxy/proxy/assembly"
 	"github.com/kproxy/kproxy/refbroker/broker"
-	"github.com/kproxy/kproxy/refbroker/store"
 )
 
 // TestSerialBrokersRoundTrip: kproxy in front of two stub brokers that
@@ -25,39 +21,17 @@ import (
 // in order.
 func TestSerialBrokersRoundTrip(t *testing.T) {
 	const topic, parts, producers, perProducer = "serial", 4, 8, 50
-	etcd, cli := etcdtest.Start(t)
-	lay := layout.New("")
-	st := store.NewMemory()
-	for id := int32(1); id <= 2; id++ {
-		b, err := broker.New(context.Background(), broker.Config{
-			ID: id, Etcd: etcdtest.NewClient(t, etcd.Endpoint), Layout: lay, Store: st, LeaseTTL: 5 * time.Second,
-			AutoCreateTopics: true, DefaultPartitions: parts, SerialRequests: true,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		runUntilCleanup(t, fmt.Sprint("broker ", id), b.Run)
-	}
-	reg := prometheus.NewRegistry()
-	s, err := assembly.New(context.Background(), assembly.Config{
-		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0", Etcd: cli, Layout: lay,
-		AutoCreateTopics: true, DefaultPartitions: parts, Registry: reg,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runUntilCleanup(t, "proxy", s.Run)
+	addr, reg := stubPool(t, parts,
+		func(c *broker.Config) { c.SerialRequests = true },
+		func(*assembly.Config) {})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := adminapi.WaitReady(ctx, s.AdminAddr(), 2); err != nil {
-		t.Fatal(err)
-	}
 
 	var wg sync.WaitGroup
 	errs := make(chan error, producers)
 	for p := range producers {
 		wg.Go(func() {
-			cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr()), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(0))
+			cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(0))
 			if err != nil {
 				errs <- err
 				return
@@ -81,7 +55,7 @@ func TestSerialBrokersRoundTrip(t *testing.T) {
 		t.Fatalf("on-demand broker connections = %v, want at least one per broker", n)
 	}
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(s.Addr()), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,10 +9,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck/probe"
+	"github.com/kproxy/kproxy/testkit/testrig"
 )
 
 // TestRealProduceProbeShapes sends each hostile record shape of the
@@ -80,25 +80,13 @@ func TestRealProduceProbeShapes(t *testing.T) {
 // topic and returns each partition's error code.
 func rawProduce(ctx context.Context, t *testing.T, cl *kgo.Client, topic string, recs map[int32][]byte) map[int32]int16 {
 	t.Helper()
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = topic
-	for p, r := range recs {
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = p, r
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl)
+	parts, err := testrig.ProduceRaw(ctx, cl, topic, recs)
 	if err != nil {
-		t.Fatalf("produce: %v", err)
+		t.Fatal(err)
 	}
-	out := map[int32]int16{}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			out[p.Partition] = p.ErrorCode
-		}
+	out := make(map[int32]int16, len(parts))
+	for p, r := range parts {
+		out[p] = r.ErrorCode
 	}
 	return out
 }
