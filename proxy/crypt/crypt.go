@@ -27,6 +27,7 @@ import (
 
 	"github.com/kproxy/kproxy/internal/ratelog"
 	"github.com/kproxy/kproxy/internal/reload"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 )
 
 // Config configures a Service.
@@ -88,6 +89,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if s.codecs, err = newCodecs(st.file.MaxBatchBytes); err != nil {
 		return nil, err
 	}
+	s.codecs.count = s.m
 	s.keys = newKeys(st.file.limits(), cfg.Now, func(op, result string) { s.m.kmsCalls.WithLabelValues(op, result).Inc() })
 	s.cur.Store(st)
 	return s, nil
@@ -152,6 +154,16 @@ func (s *Service) Encrypted(topic string) bool { return s.cur.Load().pol.rule(to
 // rewritten is false and code 0 the records are to be written as they are:
 // the topic is not encrypted, or its key was refused under passthrough.
 func (s *Service) Encrypt(ctx context.Context, dst []byte, topic string, part int32, records []byte) (out []byte, rewritten bool, code int16) {
+	return s.EncryptChecked(ctx, dst, topic, part, records, nil)
+}
+
+// EncryptChecked is Encrypt of records that produce validation read at
+// level Full into checked (recordcheck.Checker.CheckBatch; nil or empty:
+// not read so): its records, already decompressed, are
+// encrypted instead of being decompressed again, and the CRC-32C it
+// checked is not computed again. checked must still hold them (not
+// Released) and be of these very bytes; a Batch of other bytes is ignored.
+func (s *Service) EncryptChecked(ctx context.Context, dst []byte, topic string, part int32, records []byte, checked *recordcheck.Batch) (out []byte, rewritten bool, code int16) {
 	st := s.cur.Load()
 	kek, ok := st.pol.kek(topic)
 	if !ok {
@@ -176,7 +188,7 @@ func (s *Service) Encrypt(ctx context.Context, dst []byte, topic string, part in
 	rand.Read(sl.nonces)
 	grow := n * (TagSize + headerLen(len(d.wrapped)) + len(HeaderKey) + 2*binaryMaxVarint)
 	dst = slices.Grow(dst[:0], len(records)+grow)
-	out, err = s.codecs.rewriteSet(dst, records, true, func(dst, recs []byte, n int) ([]byte, bool, error) {
+	out, err = s.codecs.rewriteSet(dst, records, true, checked, func(dst, recs []byte, n int) ([]byte, bool, error) {
 		changed := false
 		err := eachRecord(recs, n, func(raw []byte, r record) error {
 			var err error
@@ -211,7 +223,7 @@ func (s *Service) Decrypt(ctx context.Context, topic string, part int32, records
 		return records, 0
 	}
 	op := opener{key: func(w []byte) (cipher.AEAD, error) { return s.keys.opener(ctx, st.kms, w) }}
-	out, err := s.codecs.rewriteSet(make([]byte, 0, len(records)), records, false, func(dst, recs []byte, n int) ([]byte, bool, error) {
+	out, err := s.codecs.rewriteSet(make([]byte, 0, len(records)), records, false, nil, func(dst, recs []byte, n int) ([]byte, bool, error) {
 		changed := false
 		err := eachRecord(recs, n, func(raw []byte, r record) error {
 			var opened bool

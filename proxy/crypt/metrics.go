@@ -11,6 +11,20 @@ type metrics struct {
 	records     *prometheus.CounterVec // op: records encrypted or decrypted
 	failures    *prometheus.CounterVec // op, topic, reason
 	passthrough *prometheus.CounterVec // topic
+	// decompressions: compressed batches encryption decompressed itself.
+	decompressEncrypt, decompressDecrypt prometheus.Counter
+}
+
+// decompressed counts one compressed batch that encryption (encrypting)
+// or decryption decompressed itself.
+func (m *metrics) decompressed(encrypting bool) {
+	switch {
+	case m == nil:
+	case encrypting:
+		m.decompressEncrypt.Inc()
+	default:
+		m.decompressDecrypt.Inc()
+	}
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -35,6 +49,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Produce partitions written in plaintext because the KMS refused their key and unresolved_key is passthrough.",
 		}, []string{"topic"}),
 	}
+	dec := promreg.CounterVec(reg, prometheus.CounterOpts{
+		Name: "kproxy_encryption_decompressed_batches_total",
+		Help: "Compressed batches of encrypted topics that encryption decompressed itself, by operation: encrypt (produce validation at level full hands on the records it decompressed, so this counts produce at a lower level) and decrypt (every compressed fetched batch).",
+	}, []string{"op"})
+	m.decompressEncrypt, m.decompressDecrypt = dec.WithLabelValues("encrypt"), dec.WithLabelValues("decrypt")
 	for _, op := range []string{"generate", "decrypt"} {
 		for _, r := range []string{"ok", "refused", "unavailable"} {
 			m.kmsCalls.WithLabelValues(op, r)
