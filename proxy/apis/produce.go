@@ -46,6 +46,10 @@ type produceOp struct {
 	// client's body may not be forwarded as it is.
 	encrypted bool
 	encBufs   []*[]byte // the encrypted record data
+	// checked is the item being added as validation read it (level Full):
+	// encryptRecords encrypts its decompressed records instead of
+	// decompressing them again; released once the item is added.
+	checked recordcheck.Batch
 
 	dups produceguard.Dups                    // items listed again later: not forwarded, not answered
 	kept []kmsg.ProduceResponseTopicPartition // scratch of keptTopics
@@ -116,6 +120,7 @@ func (o *produceOp) addItems(ctx context.Context, chk *authrule.TopicCheck) {
 			if code == 0 {
 				code = o.encryptRecords(ctx, name, int32(ti), int32(pi)) // see encryptRecords
 			}
+			o.checked.Release()
 			i++
 			if code != 0 {
 				o.s.AddLocal(name, t.TopicID, part, int32(ti), int32(pi), code)
@@ -376,7 +381,7 @@ func (o *produceOp) partitionFault(ctx context.Context, records []byte) (string,
 	if !produceguard.ValidAcks(o.req.Acks) {
 		return produceguard.RequiredAcks, kerr.InvalidRequiredAcks.Code
 	}
-	if r := o.d.pg.Check.Check(o.req.Version, o.req.TransactionID != nil, records); !r.OK() {
+	if r := o.d.pg.Check.CheckBatch(o.req.Version, o.req.TransactionID != nil, records, &o.checked); !r.OK() {
 		return r.Reason.String(), r.Code
 	}
 	if o.req.TransactionID != nil && o.d.pg.Level() != recordcheck.Off &&
@@ -475,7 +480,7 @@ func (o *produceOp) encryptRecords(ctx context.Context, topic string, ti, pi int
 	}
 	p := &o.req.Topics[ti].Partitions[pi]
 	buf := o.d.getBuf(crypt.SizeHint(p.Records))
-	out, rewritten, code := c.Encrypt(ctx, *buf, topic, p.Partition, p.Records)
+	out, rewritten, code := c.EncryptChecked(ctx, *buf, topic, p.Partition, p.Records, &o.checked)
 	if !rewritten {
 		o.d.bufs.Put(buf)
 		return code
