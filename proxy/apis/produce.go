@@ -45,11 +45,8 @@ type produceOp struct {
 	// encrypted: some record data was rewritten (encryptRecords), so the
 	// client's body may not be forwarded as it is.
 	encrypted bool
-	encBufs   []*[]byte // the encrypted record data
-	// checked is the item being added as validation read it (level Full):
-	// encryptRecords encrypts its decompressed records instead of
-	// decompressing them again; released once the item is added.
-	checked recordcheck.Batch
+	encBufs   []*[]byte         // the encrypted record data
+	checked   recordcheck.Batch // the item validation read (level full), encrypted without decompressing again
 
 	dups produceguard.Dups                    // items listed again later: not forwarded, not answered
 	kept []kmsg.ProduceResponseTopicPartition // scratch of keptTopics
