@@ -1,3 +1,6 @@
+// This file is crypt's use of internal/kcodec: decompressing a batch's
+// records to rewrite them and compressing them again with their codec.
+
 package crypt
 
 import (
