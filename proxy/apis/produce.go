@@ -67,11 +67,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: body, Hold: holdOf(&o.req),
 		Deadline: retry.Budget(d.now(), time.Duration(o.req.TimeoutMillis)*time.Millisecond, minBudget),
 		RouteBy:  split.ByPartitionWrite, // a first write may take its lease in the producer's zone
-		// A connection's writes to a partition reach its broker in the
-		// order they were read, retries included (split's order.go).
-		// acks=0 has no answer, so nothing is retried: its first attempts
-		// keep the read order on their own.
-		Ordered: o.req.Acks != 0,
+		Ordered:  o.req.Acks != 0,        // read order kept across retries; acks=0 has none
 	})
 	o.addItems(ctx, o.produceCheck(ctx))
 	if o.req.Acks == 0 {

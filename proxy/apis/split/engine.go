@@ -34,6 +34,7 @@ type item struct {
 	mark   uint32 // absorb pass that matched the item
 	due    time.Time
 	line   *line // its line while in one (order.go); guarded by the lines' mutex
+	gaveUp bool  // the proxy answered it unwritten, or maybe unwritten (order.go)
 }
 
 const (
@@ -196,9 +197,7 @@ func (s *Engine) Dispatch(ctx context.Context, whole []byte) {
 			s.done(int32(i), s.noRoute)
 			continue
 		}
-		if s.ordered && !s.lines.admitLocked(s, int32(i), b) {
-			it.state = itemBehind
-			s.behind++
+		if s.ordered && !s.admit(int32(i), b) {
 			continue
 		}
 		it.broker = b
@@ -438,6 +437,7 @@ func (s *Engine) done(i int32, code int16) {
 	it := &s.items[i]
 	it.state = itemDone
 	it.filled = true
+	it.gaveUp = true
 	s.ops.Fail(i, code)
 }
 
@@ -448,7 +448,7 @@ func (s *Engine) refused(i int32, code int16, err error) bool {
 	now := s.env.Now()
 	delay, ok := s.env.Backoff(int(it.tries), s.deadline)
 	if !ok {
-		it.state = itemDone
+		it.state, it.gaveUp = itemDone, true
 		if !it.filled {
 			s.done(i, s.lostCode)
 		}
@@ -477,24 +477,4 @@ func (s *Engine) ownerMoved(it *item) bool {
 		return owned && !it.avoid.Has(b)
 	}
 	return false
-}
-
-// resendDue sends the retries that are due, or whose owner moved; it
-// reports whether it sent anything.
-func (s *Engine) resendDue(ctx context.Context, now time.Time) bool {
-	n := 0
-	for i := range s.items {
-		it := &s.items[i]
-		if it.state != itemRetry || (now.Before(it.due) && !s.ownerMoved(it)) {
-			continue
-		}
-		it.state = itemIdle
-		s.retries--
-		n++
-	}
-	if n == 0 {
-		return false
-	}
-	s.Dispatch(ctx, nil)
-	return true
 }

@@ -52,6 +52,9 @@ type lineEnt struct {
 	broker int32         // of the attempt in flight
 	sent   bool          // an attempt is in flight
 	behind bool          // waits for its turn, to be woken
+	// poisoned: an earlier item of the line was answered unwritten while
+	// this one was behind it; it is not sent again (see leaveLocked).
+	poisoned bool
 }
 
 type line struct{ ents []lineEnt }
@@ -79,10 +82,38 @@ func (o *orderLines) of(ctx context.Context, conn uint64) *connLines {
 	return v.(*connLines)
 }
 
+// Verdicts of admitLocked.
+const (
+	admitSend   = iota // send it now
+	admitWait          // wait behind the items before it
+	admitRefuse        // answer it unsent: an earlier item was answered unwritten
+)
+
+// admit routes item i to broker b through its line: true to send it now;
+// otherwise it waits behind, or it is answered (s.lostCode, or its last
+// refusal) without being sent.
+func (s *Engine) admit(i int32, b int32) bool {
+	switch s.lines.admitLocked(s, i, b) {
+	case admitSend:
+		return true
+	case admitWait:
+		s.items[i].state = itemBehind
+		s.behind++
+	default:
+		it := &s.items[i]
+		it.state = itemDone
+		if !it.filled {
+			it.filled = true
+			s.ops.Fail(i, s.lostCode)
+		}
+	}
+	return false
+}
+
 // admitLocked says whether item i of s may be sent to broker b now, and
 // records that it is (sent) or that it waits behind (not sent). A first
 // attempt joins the end of its line.
-func (cl *connLines) admitLocked(s *Engine, i int32, b int32) bool {
+func (cl *connLines) admitLocked(s *Engine, i int32, b int32) int {
 	it := &s.items[i]
 	if it.line == nil {
 		k := lineKey{it.Topic, it.Part}
@@ -100,15 +131,18 @@ func (cl *connLines) admitLocked(s *Engine, i int32, b int32) bool {
 		ln.ents = append(ln.ents, lineEnt{s: s, i: i, wake: s.wake})
 		k = len(ln.ents) - 1
 	}
+	if ln.ents[k].poisoned {
+		return admitRefuse
+	}
 	for _, e := range ln.ents[:k] {
 		if !e.sent || e.broker != b {
 			ln.ents[k].sent, ln.ents[k].behind = false, true
-			return false
+			return admitWait
 		}
 	}
 	ln.ents[k].sent, ln.ents[k].broker, ln.ents[k].behind = true, b, false
 	ln.wakeLocked()
-	return true
+	return admitSend
 }
 
 func (cl *connLines) newLine() *line {
@@ -165,13 +199,23 @@ func (cl *connLines) syncLocked(s *Engine, idx []int32) {
 	}
 }
 
-// leaveLocked takes item i out of its line.
+// leaveLocked takes item i out of its line. If the proxy gave up on it
+// (answered it unwritten, or maybe unwritten), the items behind it now
+// are not sent again: the client resends i, and an idempotent producer's
+// later sequence numbers must not reach the broker before it (nor a plain
+// producer's later records). They are answered NOT_LEADER_OR_FOLLOWER
+// unwritten at their next attempt, and the client resends them after i.
+// Items that join the line later (the client's resends among them) are
+// not affected.
 func (cl *connLines) leaveLocked(s *Engine, i int32) {
 	it := &s.items[i]
 	ln := it.line
 	it.line = nil
 	if k := ln.find(s, i); k >= 0 {
 		ln.ents = slices.Delete(ln.ents, k, k+1) // clears the tail: no stale Engine pointer
+		for ; it.gaveUp && k < len(ln.ents); k++ {
+			ln.ents[k].poisoned = true // behind i
+		}
 	}
 	if len(ln.ents) > 0 {
 		ln.wakeLocked()
@@ -253,7 +297,7 @@ func (s *Engine) sendBehind(ctx context.Context, now time.Time) {
 		case !expired:
 			it.state = itemIdle
 		case it.filled:
-			it.state = itemDone
+			it.state, it.gaveUp = itemDone, true
 		default:
 			s.done(int32(i), s.ambCode)
 		}

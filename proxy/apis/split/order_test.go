@@ -222,11 +222,11 @@ func (r *orderRig) wantWritten(want string, reqs ...<-chan []byte) {
 	}
 }
 
-// movedUnderA begins request A and moves the leader to broker 2 while
-// A is in flight to broker 1.
-func (r *orderRig) movedUnderA() <-chan []byte {
+// movedUnderA begins request A with budget and moves the leader to
+// broker 2 while A is in flight to broker 1.
+func (r *orderRig) movedUnderA(budget time.Duration) <-chan []byte {
 	r.t.Helper()
-	a := r.produce('A', time.Minute)
+	a := r.produce('A', budget)
 	if got := r.sentTo(); got != 1 {
 		r.t.Fatalf("A went to broker %d, want 1", got)
 	}
@@ -258,7 +258,7 @@ func TestOrderAcrossLeaderMove(t *testing.T) {
 		run  func(r *orderRig) (a, b <-chan []byte)
 	}{
 		{"later-routed-to-new-leader-while-earlier-in-flight", func(r *orderRig) (<-chan []byte, <-chan []byte) {
-			a := r.movedUnderA()
+			a := r.movedUnderA(time.Minute)
 			b := r.produce('B', time.Minute)
 			r.snd.answer(t, 'A', notLeader)
 			return a, b
@@ -288,23 +288,50 @@ func TestOrderAcrossLeaderMove(t *testing.T) {
 }
 
 // TestOrderBehindTimesOut: an item waiting behind one that stays in
-// flight is answered REQUEST_TIMED_OUT at its request's deadline, unsent;
-// one behind it then waits for the same earlier item, and every line is
-// gone once all are answered.
+// flight is answered REQUEST_TIMED_OUT at its request's deadline, unsent.
+// The client resends it, so the one that waited behind both is answered
+// NOT_LEADER_OR_FOLLOWER unsent, not written before the resend; the
+// client's later requests are written in order.
 func TestOrderBehindTimesOut(t *testing.T) {
 	r := newOrderRig(t)
-	a := r.movedUnderA()
+	a := r.movedUnderA(time.Minute)
 	b := r.produce('B', 50*time.Millisecond)
 	c := r.produce('C', time.Minute)
-	if code := r.outcome('B', b); code != kerr.RequestTimedOut.Code {
-		t.Fatalf("B answered %d at its deadline, want REQUEST_TIMED_OUT (%d)", code, kerr.RequestTimedOut.Code)
+	r.wantUnsent(kerr.RequestTimedOut.Code, "B", b)
+	r.wantUnsent(kerr.NotLeaderForPartition.Code, "C", c)
+	r.snd.answer(t, 'A', kerr.NotLeaderForPartition.Code)
+	b2 := r.produce('b', time.Minute) // the client's resends
+	c2 := r.produce('c', time.Minute)
+	r.wantWritten("Abc", a, b2, c2)
+}
+
+// TestOrderGivenUp: when the proxy answers an item unwritten because its
+// retries ran out, the items behind it in its line are answered
+// NOT_LEADER_OR_FOLLOWER unsent, so that the client's resend comes first.
+func TestOrderGivenUp(t *testing.T) {
+	r := newOrderRig(t)
+	a := r.movedUnderA(-time.Second) // no retry left
+	b := r.produce('B', time.Minute)
+	r.waitBehind(1)
+	r.snd.answer(t, 'A', kerr.NotLeaderForPartition.Code)
+	r.wantUnsent(kerr.NotLeaderForPartition.Code, "AB", a, b)
+	a2 := r.produce('a', time.Minute)
+	b2 := r.produce('b', time.Minute)
+	r.wantWritten("ab", a2, b2)
+}
+
+// wantUnsent checks that requests reqs, tagged as tags says, were
+// answered code and that the new leader received none of them.
+func (r *orderRig) wantUnsent(code int16, tags string, reqs ...<-chan []byte) {
+	r.t.Helper()
+	for k, ch := range reqs {
+		if got := r.outcome(tags[k], ch); got != code {
+			r.t.Fatalf("request %c answered %d, want %d", tags[k], got, code)
+		}
 	}
 	if got := r.snd.received(2); got != "" {
-		t.Fatalf("the new leader received %q while A is in flight, want nothing", got)
+		r.t.Fatalf("the new leader received %q, want nothing yet", got)
 	}
-	r.waitBehind(1) // C, still behind A
-	r.snd.answer(t, 'A', kerr.NotLeaderForPartition.Code)
-	r.wantWritten("AC", a, c)
 }
 
 // TestOrderConnectionClose: when the connection ends, requests waiting
@@ -312,7 +339,7 @@ func TestOrderBehindTimesOut(t *testing.T) {
 // go.
 func TestOrderConnectionClose(t *testing.T) {
 	r := newOrderRig(t)
-	a := r.movedUnderA()
+	a := r.movedUnderA(time.Minute)
 	b := r.produce('B', time.Minute)
 	r.waitBehind(1)
 	v, ok := r.env.lines.m.Load(uint64(7))

@@ -26,7 +26,7 @@ func (s *Engine) loop(ctx context.Context) error {
 			return nil
 		}
 		now := s.env.Now()
-		if s.behind > 0 && !s.deadline.IsZero() && !now.Before(s.deadline) {
+		if s.behind > 0 && ctx.Err() == nil && !s.deadline.IsZero() && !now.Before(s.deadline) {
 			s.sendBehind(ctx, now) // answers them
 			continue
 		}
@@ -192,4 +192,24 @@ func (s *Engine) reclaim() {
 			l.Reclaim()
 		}
 	}
+}
+
+// resendDue sends the retries that are due, or whose owner moved; it
+// reports whether it sent anything.
+func (s *Engine) resendDue(ctx context.Context, now time.Time) bool {
+	n := 0
+	for i := range s.items {
+		it := &s.items[i]
+		if it.state != itemRetry || (now.Before(it.due) && !s.ownerMoved(it)) {
+			continue
+		}
+		it.state = itemIdle
+		s.retries--
+		n++
+	}
+	if n == 0 {
+		return false
+	}
+	s.Dispatch(ctx, nil)
+	return true
 }
