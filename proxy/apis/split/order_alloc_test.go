@@ -19,7 +19,7 @@ func (f *acceptSender) Send(context.Context, int32, uint64, upstream.Request) (u
 	return f.answer, nil
 }
 
-// acceptRig runs one-item produces to partition 0 of "t" on connection 7,
+// acceptRig runs one-item produces to partition 0 of "t" on connection testConn,
 // each accepted at once; run(ordered) is one request.
 func acceptRig(tb testing.TB) (run func(ordered bool)) {
 	rt := routing.NewTable()
@@ -39,7 +39,7 @@ func acceptRig(tb testing.TB) (run func(ordered bool)) {
 	a := &toy{parts: []byte{0}, answers: make([]int16, 1)}
 	return func(ordered bool) {
 		a.s.Reset()
-		a.s.Init(env, a, Request{Key: 0, Conn: 7, Deadline: time.Now().Add(time.Minute), RouteBy: ByPartitionWrite, Ordered: ordered})
+		a.s.Init(env, a, Request{Key: 0, Conn: testConn, Deadline: time.Now().Add(time.Minute), RouteBy: ByPartitionWrite, Ordered: ordered})
 		a.s.Reserve(1)
 		a.s.Add("t", [16]byte{}, 0, 0, 0)
 		a.s.Dispatch(ctx, nil)

@@ -100,6 +100,10 @@ func (f *lineSender) received(broker int32) string {
 	return string(f.got[broker])
 }
 
+// testConn is the client connection: too large an id to box without
+// allocating, as real ones are.
+const testConn = 1<<40 + 7
+
 // orderRig is one client connection producing to partition 0 of "t",
 // whose leader is broker 1 until the test moves it to broker 2.
 type orderRig struct {
@@ -139,7 +143,7 @@ func newOrderRig(t *testing.T) *orderRig {
 // its first attempt, in read order. It returns the request's outcome.
 func (r *orderRig) produce(tag byte, budget time.Duration) <-chan []byte {
 	a := &tagged{toy: toy{parts: []byte{0}, answers: make([]int16, 1)}, tag: tag}
-	a.s.Init(r.env, a, Request{Key: 0, Conn: 7, Deadline: time.Now().Add(budget), RouteBy: ByPartitionWrite, Ordered: true})
+	a.s.Init(r.env, a, Request{Key: 0, Conn: testConn, Deadline: time.Now().Add(budget), RouteBy: ByPartitionWrite, Ordered: true})
 	a.s.Reserve(1)
 	a.s.Add("t", [16]byte{}, 0, 0, 0)
 	a.s.Dispatch(r.ctx, nil)
@@ -184,11 +188,10 @@ func (r *orderRig) outcome(tag byte, ch <-chan []byte) int16 {
 // count says how many lines the connection has, and how many of their
 // items wait for their turn.
 func (r *orderRig) count() (lines, behind int) {
-	v, ok := r.env.lines.m.Load(uint64(7))
+	cl, ok := r.env.lines.lookup(testConn)
 	if !ok {
 		return 0, 0
 	}
-	cl := v.(*connLines)
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	for _, ln := range cl.lines {
@@ -342,11 +345,10 @@ func TestOrderConnectionClose(t *testing.T) {
 	a := r.movedUnderA(time.Minute)
 	b := r.produce('B', time.Minute)
 	r.waitBehind(1)
-	v, ok := r.env.lines.m.Load(uint64(7))
+	cl, ok := r.env.lines.lookup(testConn)
 	if !ok {
 		t.Fatal("the connection has no lines while an item waits behind another")
 	}
-	cl := v.(*connLines)
 	r.close()
 	for _, ch := range []<-chan []byte{a, b} {
 		select {
@@ -363,7 +365,7 @@ func TestOrderConnectionClose(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if _, ok := r.env.lines.m.Load(uint64(7)); !ok {
+		if _, ok := r.env.lines.lookup(testConn); !ok {
 			break
 		}
 		if time.Now().After(deadline) {
