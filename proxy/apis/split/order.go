@@ -66,52 +66,29 @@ type connLines struct {
 	free  []*line // emptied lines, reused
 }
 
-// orderLines holds every connection's lines, each removed when its
-// connection's context ends; sharded by connection, so that a lookup (a
-// read lock, no allocation: a sync.Map would box the key) rarely meets
-// another connection's. The zero value is ready.
-type orderLines struct {
-	shards [64]struct {
-		mu sync.RWMutex
-		m  map[uint64]*connLines
-	}
-}
+// orderLines holds every connection's lines: conn -> *connLines, each
+// removed when its connection's context ends. The zero value is ready.
+type orderLines struct{ m sync.Map }
 
 func (o *orderLines) of(ctx context.Context, conn uint64) *connLines {
-	sh := &o.shards[conn%uint64(len(o.shards))]
-	sh.mu.RLock()
-	cl := sh.m[conn]
-	sh.mu.RUnlock()
-	if cl != nil {
+	if cl, ok := o.lookup(conn); ok {
 		return cl
 	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if cl = sh.m[conn]; cl != nil {
-		return cl
+	cl := &connLines{lines: make(map[lineKey]*line)}
+	v, loaded := o.m.LoadOrStore(conn, cl)
+	if !loaded {
+		context.AfterFunc(ctx, func() { o.m.CompareAndDelete(conn, cl) })
 	}
-	if sh.m == nil {
-		sh.m = make(map[uint64]*connLines)
-	}
-	cl = &connLines{lines: make(map[lineKey]*line)}
-	sh.m[conn] = cl
-	context.AfterFunc(ctx, func() {
-		sh.mu.Lock()
-		if sh.m[conn] == cl {
-			delete(sh.m, conn)
-		}
-		sh.mu.Unlock()
-	})
-	return cl
+	return v.(*connLines)
 }
 
-// lookup is the connection's lines, if it has any (tests).
+// lookup is the connection's lines, if it has any.
 func (o *orderLines) lookup(conn uint64) (*connLines, bool) {
-	sh := &o.shards[conn%uint64(len(o.shards))]
-	sh.mu.RLock()
-	defer sh.mu.RUnlock()
-	cl, ok := sh.m[conn]
-	return cl, ok
+	v, ok := o.m.Load(conn)
+	if !ok {
+		return nil, false
+	}
+	return v.(*connLines), true
 }
 
 // Verdicts of admitLocked.
