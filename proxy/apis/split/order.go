@@ -24,6 +24,10 @@ import (
 // ordered path; otherwise it waits behind them (itemBehind) until an item
 // before it is answered or sent, or until its request's deadline, when it
 // is answered REQUEST_TIMED_OUT (or its last refusal) without a write.
+// An item the proxy gives up on (that way, or retries run out, or an
+// ambiguous failure) is resent by the client, so the items behind it at
+// that moment are answered NOT_LEADER_OR_FOLLOWER unsent instead of being
+// written before the resend (leaveLocked).
 //
 // Only the first item of a line not in flight can be sent next, so only
 // that one is woken. Lines hold only items not yet answered: at most the
