@@ -429,6 +429,9 @@ func (s *Engine) Answered(i int32, code int16) {
 	if retry.Classify(code, s.readOnly) == retry.Definite && s.refused(i, code, nil) {
 		return
 	}
+	if code == kerr.OutOfOrderSequenceNumber.Code && s.ordered && s.tooEarly(i, code) {
+		return
+	}
 	it.state = itemDone
 }
 

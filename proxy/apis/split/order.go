@@ -292,6 +292,33 @@ func (s *Engine) leaveLines() {
 	s.lines.mu.Unlock()
 }
 
+// tooEarly retries item i, which its broker refused as out of order
+// (OUT_OF_ORDER_SEQUENCE_NUMBER: nothing was written), if an earlier item
+// of its line is still unanswered: the broker saw i first (that one was
+// sent before i to a broker that refused it, and this broker became the
+// leader in between, say), so i goes again, behind it; Kafka's producer
+// retries such a batch too. The broker is not avoided: it is the leader.
+// It reports whether i is retried.
+func (s *Engine) tooEarly(i int32, code int16) bool {
+	it := &s.items[i]
+	if it.line == nil {
+		return false
+	}
+	s.lines.mu.Lock()
+	k := it.line.find(s, i)
+	s.lines.mu.Unlock()
+	if k <= 0 { // first of its line: the broker's answer stands
+		return false
+	}
+	if _, ok := s.env.Backoff(int(it.tries), s.deadline); !ok {
+		return false
+	}
+	it.state, it.due = itemRetry, s.env.Now() // it waits behind anyway
+	s.retries++
+	s.env.Metrics.Retried(s.key, code, nil)
+	return true
+}
+
 // sendBehind sends the items that waited for their turn, or answers them
 // once the request's deadline passed: REQUEST_TIMED_OUT if never answered
 // (nothing was written), else their last refusal.

@@ -280,6 +280,20 @@ func TestOrderAcrossLeaderMove(t *testing.T) {
 			r.snd.answer(t, 'A', notLeader)
 			return a, b
 		}},
+		{"later-out-of-order-while-earlier-unanswered", func(r *orderRig) (<-chan []byte, <-chan []byte) {
+			// B comes back OUT_OF_ORDER_SEQUENCE_NUMBER while A, sent
+			// before it, is unanswered: B is retried behind A, not
+			// answered out of order.
+			a := r.produce('A', time.Minute)
+			b := r.produce('B', time.Minute)
+			r.sentTo()
+			r.sentTo()
+			r.rt.SetOwner("t", 0, 2)
+			r.snd.answer(t, 'B', kerr.OutOfOrderSequenceNumber.Code)
+			r.waitBehind(1)
+			r.snd.answer(t, 'A', notLeader)
+			return a, b
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
