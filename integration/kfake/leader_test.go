@@ -15,7 +15,10 @@ import (
 // writes through the proxy, and updates etcd (the owner key and the epoch)
 // before, right after, or well after the move: the producer must see no
 // error, and every acknowledged record must be readable, through the proxy
-// and from kfake directly, by a consumer that kept reading throughout.
+// and from kfake directly, by a consumer that kept reading throughout. The
+// broker must never see the producer's requests out of order: kgo reports
+// an OUT_OF_ORDER_SEQUENCE_NUMBER (or a producer id or epoch the broker
+// lost) as data loss, which the proxy's retries once caused (issue 27).
 func TestLeaderMoves(t *testing.T) {
 	const topic, parts = "moves", 3
 	e := newEnv(t, topicSpec{topic, parts})
@@ -23,8 +26,14 @@ func TestLeaderMoves(t *testing.T) {
 	defer cancel()
 
 	// A short produce timeout bounds the proxy's retries of one produce.
+	var lossMu sync.Mutex
+	losses := map[int32]int{}
 	prod := e.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
-		kgo.ProduceRequestTimeout(time.Second))
+		kgo.ProduceRequestTimeout(time.Second), kgo.ProducerOnDataLossDetected(func(_ string, p int32) {
+			lossMu.Lock()
+			losses[p]++
+			lossMu.Unlock()
+		}))
 	reader := startReader(ctx, e.client(kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(250*time.Millisecond)))
 	var all []rec
@@ -116,6 +125,11 @@ func TestLeaderMoves(t *testing.T) {
 	checkAcked(t, "consumed via proxy after the moves", all, viaProxy)
 	direct := consumeFromStart(ctx, t, func(o ...kgo.Opt) *kgo.Client { return newKgo(t, e.fake.ListenAddrs(), o...) }, topic, len(all))
 	sameRecords(t, "via proxy vs kfake direct", viaProxy, direct)
+	lossMu.Lock()
+	defer lossMu.Unlock()
+	if len(losses) > 0 {
+		t.Errorf("the producer detected data loss (OUT_OF_ORDER_SEQUENCE_NUMBER or a lost producer id) per partition: %v; the proxy must keep one connection's produces to a partition in order", losses)
+	}
 }
 
 // waitRetry waits until the proxy counted more retries of api for reason

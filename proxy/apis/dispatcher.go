@@ -19,7 +19,9 @@
 // request's first attempt from Begin, which the connection calls in the order
 // it read the requests, and by the Sender writing requests with equal
 // affinity to one broker connection in call order. Waiting, retrying and
-// merging happen in Call.Finish, concurrently with later requests.
+// merging happen in Call.Finish, concurrently with later requests, so a
+// retried partition waits in the split engine's line of its connection and
+// partition (split's order.go) until the earlier requests' parts went out.
 package apis
 
 import (

@@ -111,6 +111,9 @@ type Request struct {
 	Rack string
 	// Whole: one item forwarded whole, not counted as a split.
 	Whole bool
+	// Ordered keeps the order of the connection's items per partition
+	// across retries and leader moves (Produce; see order.go).
+	Ordered bool
 	// LostCode answers items whose retries ran out unanswered (default
 	// NOT_LEADER_OR_FOLLOWER); NoRoute items no live broker can take
 	// (default LEADER_NOT_AVAILABLE).
@@ -167,6 +170,7 @@ type Env struct {
 	Repeatable func(key int16) bool
 
 	parked parkedPolls    // long polls an early answer left (wait.go)
+	lines  orderLines     // ordered items' lines, per client connection (order.go)
 	polls  sync.WaitGroup // the long polls' goroutines
 }
 

@@ -17,10 +17,11 @@ import (
 )
 
 const (
-	itemIdle  uint8 = iota // to be routed and sent
-	itemSent               // an attempt is in flight
-	itemRetry              // refused; waits for its retry
-	itemDone               // answered, by a broker or locally
+	itemIdle   uint8 = iota // to be routed and sent
+	itemSent                // an attempt is in flight
+	itemRetry               // refused; waits for its retry
+	itemDone                // answered, by a broker or locally
+	itemBehind              // waits for an earlier item of its line (order.go)
 )
 
 type item struct {
@@ -32,6 +33,8 @@ type item struct {
 	filled bool   // the Adapter holds an answer for it
 	mark   uint32 // absorb pass that matched the item
 	due    time.Time
+	line   *line // its line while in one (order.go); guarded by the lines' mutex
+	gaveUp bool  // the proxy answered it unwritten, or maybe unwritten (order.go)
 }
 
 const (
@@ -105,6 +108,11 @@ type Engine struct {
 	seq         uint32
 	retrying    bool // dispatching retries (no parked long poll fits)
 	results     chan result
+
+	ordered bool          // items keep their line's order (order.go)
+	lines   *connLines    // the connection's lines, once an ordered Dispatch ran
+	behind  int           // items in itemBehind
+	wake    chan struct{} // an earlier item of a line moved: look again
 }
 
 // Reset empties s for reuse by a pooled Adapter, keeping its capacity and
@@ -112,7 +120,7 @@ type Engine struct {
 func (s *Engine) Reset() {
 	clear(s.items)
 	clear(s.subs)
-	*s = Engine{items: s.items[:0], subs: s.subs[:0], idx: s.idx[:0], results: s.results}
+	*s = Engine{items: s.items[:0], subs: s.subs[:0], idx: s.idx[:0], results: s.results, wake: s.wake}
 }
 
 // Init starts s for the request r that adapter a decoded; items are added
@@ -130,6 +138,10 @@ func (s *Engine) Init(env *Env, a Adapter, r Request) {
 	s.ambCode = kerr.RequestTimedOut.Code
 	s.lostCode = cmp.Or(r.LostCode, kerr.NotLeaderForPartition.Code)
 	s.noRoute = cmp.Or(r.NoRoute, kerr.LeaderNotAvailable.Code)
+	s.ordered = r.Ordered
+	if s.ordered && s.wake == nil {
+		s.wake = make(chan struct{}, 1)
+	}
 }
 
 // Key is the API key of the request; Version its version.
@@ -168,6 +180,10 @@ func (s *Engine) route(it *item) (int32, bool) {
 // idle and goes to one broker it is forwarded as it is.
 func (s *Engine) Dispatch(ctx context.Context, whole []byte) {
 	s.findZone(ctx)
+	if s.ordered {
+		s.lockLines(ctx)
+		defer s.unlockLines()
+	}
 	var brokers [8]int32
 	distinct := brokers[:0]
 	idle := 0
@@ -179,6 +195,9 @@ func (s *Engine) Dispatch(ctx context.Context, whole []byte) {
 		b, ok := s.route(it)
 		if !ok {
 			s.done(int32(i), s.noRoute)
+			continue
+		}
+		if s.ordered && !s.admit(int32(i), b) {
 			continue
 		}
 		it.broker = b
@@ -254,6 +273,9 @@ func (s *Engine) send(ctx context.Context, broker int32, idx []int32, whole []by
 	local := s.locality(broker)
 	if err != nil {
 		err = fmt.Errorf("send %s to broker %d: %w", kmsg.NameForKey(s.key), broker, err)
+		if s.ordered {
+			s.lines.unsentLocked(s, idx)
+		}
 	} else {
 		s.env.Metrics.Upstream(s.key, local, sent)
 	}
@@ -331,6 +353,13 @@ func (s *Engine) handleSendErrors() {
 
 // handle takes one sub-request's outcome.
 func (s *Engine) handle(si int, body []byte, err error) {
+	s.take(si, body, err)
+	if s.ordered {
+		s.syncLines(s.subs[si].idx)
+	}
+}
+
+func (s *Engine) take(si int, body []byte, err error) {
 	sb := &s.subs[si]
 	sb.state = subDone
 	s.outstanding--
@@ -375,7 +404,7 @@ func (s *Engine) afterAbsorb(si int, body []byte, clean bool) {
 	if missing {
 		s.subs[si].state = subSent // handle counts it once more
 		s.outstanding++
-		s.handle(si, nil, fmt.Errorf("broker %d left partitions out of its %s answer", sb.broker, kmsg.NameForKey(s.key)))
+		s.take(si, nil, fmt.Errorf("broker %d left partitions out of its %s answer", sb.broker, kmsg.NameForKey(s.key)))
 		return
 	}
 	// An adopted long poll (no p) asked with an earlier request's
@@ -400,6 +429,9 @@ func (s *Engine) Answered(i int32, code int16) {
 	if retry.Classify(code, s.readOnly) == retry.Definite && s.refused(i, code, nil) {
 		return
 	}
+	if code == kerr.OutOfOrderSequenceNumber.Code && s.ordered && s.tooEarly(i, code) {
+		return
+	}
 	it.state = itemDone
 }
 
@@ -408,6 +440,7 @@ func (s *Engine) done(i int32, code int16) {
 	it := &s.items[i]
 	it.state = itemDone
 	it.filled = true
+	it.gaveUp = true
 	s.ops.Fail(i, code)
 }
 
@@ -418,7 +451,7 @@ func (s *Engine) refused(i int32, code int16, err error) bool {
 	now := s.env.Now()
 	delay, ok := s.env.Backoff(int(it.tries), s.deadline)
 	if !ok {
-		it.state = itemDone
+		it.state, it.gaveUp = itemDone, true
 		if !it.filled {
 			s.done(i, s.lostCode)
 		}
@@ -447,24 +480,4 @@ func (s *Engine) ownerMoved(it *item) bool {
 		return owned && !it.avoid.Has(b)
 	}
 	return false
-}
-
-// resendDue sends the retries that are due, or whose owner moved; it
-// reports whether it sent anything.
-func (s *Engine) resendDue(ctx context.Context, now time.Time) bool {
-	n := 0
-	for i := range s.items {
-		it := &s.items[i]
-		if it.state != itemRetry || (now.Before(it.due) && !s.ownerMoved(it)) {
-			continue
-		}
-		it.state = itemIdle
-		s.retries--
-		n++
-	}
-	if n == 0 {
-		return false
-	}
-	s.Dispatch(ctx, nil)
-	return true
 }

@@ -22,10 +22,14 @@ func (s *Engine) loop(ctx context.Context) error {
 	}()
 	for {
 		s.handleSendErrors()
-		if s.outstanding == 0 && s.retries == 0 {
+		if s.outstanding == 0 && s.retries == 0 && s.behind == 0 {
 			return nil
 		}
 		now := s.env.Now()
+		if s.behind > 0 && ctx.Err() == nil && !s.deadline.IsZero() && !now.Before(s.deadline) {
+			s.sendBehind(ctx, now) // answers them
+			continue
+		}
 		if s.poller != nil && s.poller.Enough() {
 			if s.grace.IsZero() {
 				s.grace = now.Add(graceFor(now.Sub(s.start)))
@@ -50,6 +54,13 @@ func (s *Engine) loop(ctx context.Context) error {
 			s.launch(ctx)
 		}
 		wake, changed := s.wakeAt()
+		var turn <-chan struct{}
+		if s.behind > 0 {
+			turn = s.wake
+			if !s.deadline.IsZero() && (wake.IsZero() || s.deadline.Before(wake)) {
+				wake = s.deadline
+			}
+		}
 		var timerC <-chan time.Time
 		if !wake.IsZero() {
 			if timer == nil {
@@ -65,6 +76,8 @@ func (s *Engine) loop(ctx context.Context) error {
 			s.handle(r.si, r.body, r.err)
 		case <-timerC:
 		case <-changed:
+		case <-turn:
+			s.sendBehind(ctx, s.env.Now())
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w", kmsg.NameForKey(s.key), context.Cause(ctx))
 		}
@@ -160,6 +173,9 @@ func (s *Engine) cleanup(ctx context.Context) {
 		sb.lp = nil
 		s.waiting--
 	}
+	if s.ordered {
+		s.leaveLines()
+	}
 	s.reclaim()
 	s.own = nil
 }
@@ -176,4 +192,24 @@ func (s *Engine) reclaim() {
 			l.Reclaim()
 		}
 	}
+}
+
+// resendDue sends the retries that are due, or whose owner moved; it
+// reports whether it sent anything.
+func (s *Engine) resendDue(ctx context.Context, now time.Time) bool {
+	n := 0
+	for i := range s.items {
+		it := &s.items[i]
+		if it.state != itemRetry || (now.Before(it.due) && !s.ownerMoved(it)) {
+			continue
+		}
+		it.state = itemIdle
+		s.retries--
+		n++
+	}
+	if n == 0 {
+		return false
+	}
+	s.Dispatch(ctx, nil)
+	return true
 }
