@@ -67,6 +67,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		Key: h.Key, Version: h.Version, Conn: conn, ClientID: h.ClientID, Own: body, Hold: holdOf(&o.req),
 		Deadline: retry.Budget(d.now(), time.Duration(o.req.TimeoutMillis)*time.Millisecond, minBudget),
 		RouteBy:  split.ByPartitionWrite, // a first write may take its lease in the producer's zone
+		PerItem:  d.cfg.PerPartitionProduce,
 	})
 	o.addItems(ctx, o.produceCheck(ctx))
 	if o.req.Acks == 0 {
