@@ -200,10 +200,8 @@ func (s *Engine) Dispatch(ctx context.Context, whole []byte) {
 	}
 	s.retrying = !first
 	s.idx = slices.Grow(s.idx, idle)
-	subs := len(distinct)
 	if s.perItem && idle > 1 {
 		s.dispatchPerItem(ctx)
-		subs = idle
 	} else {
 		for _, b := range distinct {
 			start := len(s.idx)
@@ -218,7 +216,7 @@ func (s *Engine) Dispatch(ctx context.Context, whole []byte) {
 		}
 	}
 	if first && !s.whole {
-		s.env.Metrics.Split(s.key, subs)
+		s.env.Metrics.Split(s.key, len(distinct))
 	}
 }
 
