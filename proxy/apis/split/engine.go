@@ -200,8 +200,8 @@ func (s *Engine) Dispatch(ctx context.Context, whole []byte) {
 	}
 	s.retrying = !first
 	s.idx = slices.Grow(s.idx, idle)
-	if s.perItem && idle > 1 {
-		s.dispatchPerItem(ctx)
+	if s.perItem {
+		s.dispatchPerItem(ctx, whole)
 	} else {
 		for _, b := range distinct {
 			start := len(s.idx)

@@ -9,13 +9,18 @@ import (
 	"hash/fnv"
 )
 
-// dispatchPerItem sends every idle (routed) item alone (Request.PerItem).
-func (s *Engine) dispatchPerItem(ctx context.Context) {
+// dispatchPerItem sends every idle (routed) item alone (Request.PerItem),
+// retries too, so that an item's attempts keep its affinity. whole, the
+// client's request, goes as it is when it is that one item.
+func (s *Engine) dispatchPerItem(ctx context.Context, whole []byte) {
 	n := 0
 	for i := range s.items {
 		if s.items[i].state == itemIdle {
 			n++
 		}
+	}
+	if n > 1 {
+		whole = nil
 	}
 	for i := range s.items {
 		it := &s.items[i]
@@ -26,7 +31,7 @@ func (s *Engine) dispatchPerItem(ctx context.Context) {
 		s.idx = append(s.idx, int32(i))
 		it.state = itemSent
 		it.tries++
-		s.send(ctx, it.broker, s.idx[start:len(s.idx):len(s.idx)], nil, n, itemAffinity(s.conn, &it.Key))
+		s.send(ctx, it.broker, s.idx[start:len(s.idx):len(s.idx)], whole, n, itemAffinity(s.conn, &it.Key))
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/upstream"
 	"github.com/kproxy/kproxy/routing"
@@ -15,8 +17,10 @@ import (
 // affSender answers every partition with code 0 and records each
 // sub-request's affinity and partitions.
 type affSender struct {
-	mu   sync.Mutex
-	sent []affSent
+	mu      sync.Mutex
+	sent    []affSent
+	refuse  byte // refused once with NOT_LEADER, if refuses
+	refuses bool
 }
 
 type affSent struct {
@@ -31,7 +35,11 @@ func (f *affSender) Send(_ context.Context, _ int32, aff uint64, req upstream.Re
 	f.mu.Unlock()
 	var answer []byte
 	for _, p := range body {
-		answer = append(answer, p, 0)
+		code := byte(0)
+		if f.refuses && p == f.refuse {
+			f.refuses, code = false, byte(int8(kerr.NotLeaderForPartition.Code))
+		}
+		answer = append(answer, p, code)
 	}
 	return done(answer), nil
 }
@@ -49,10 +57,13 @@ func TestPerItem(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	run := func(t *testing.T, perItem bool, conn uint64) []affSent {
-		snd := &affSender{}
+	run := func(t *testing.T, perItem bool, conn uint64, refuse ...byte) []affSent {
+		snd := &affSender{refuses: len(refuse) > 0}
+		if snd.refuses {
+			snd.refuse = refuse[0]
+		}
 		env := &Env{Routes: rt, Sender: snd, Log: slog.New(slog.DiscardHandler), Now: time.Now, Metrics: noMetrics{},
-			Backoff: func(int, time.Time) (time.Duration, bool) { return 0, false }, Bufs: &kwire.BufPool{}}
+			Backoff: func(attempt int, _ time.Time) (time.Duration, bool) { return 0, attempt < 3 }, Bufs: &kwire.BufPool{}}
 		defer env.Close()
 		a := &toy{parts: []byte{0, 1, 2}, answers: []int16{-1, -1, -1}}
 		a.s.Init(env, a, Request{Key: 0, Conn: conn, Deadline: time.Now().Add(time.Minute), PerItem: perItem})
@@ -97,6 +108,12 @@ func TestPerItem(t *testing.T) {
 			if other[i].aff == s.aff {
 				t.Errorf("partition %d: connections 7 and 8 share affinity %d", i, s.aff)
 			}
+		}
+	})
+	t.Run("retry keeps the affinity", func(t *testing.T) {
+		sent := run(t, true, 7, 1)
+		if len(sent) != 4 || sent[3].parts != "\x01" || sent[3].aff != sent[1].aff {
+			t.Fatalf("sent %+v, want partition 1 retried alone with its first attempt's affinity", sent)
 		}
 	})
 }
