@@ -6,7 +6,6 @@ package split
 import (
 	"context"
 	"encoding/binary"
-	"hash/fnv"
 )
 
 // dispatchPerItem sends every idle (routed) item alone (Request.PerItem),
@@ -40,12 +39,18 @@ func (s *Engine) dispatchPerItem(ctx context.Context, whole []byte) {
 // partition, so that they keep their order on one connection. Two items
 // that collide share a connection, which only serializes them.
 func itemAffinity(conn uint64, k *Key) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(k.Topic))
-	h.Write(k.ID[:])
-	var p [12]byte
-	binary.BigEndian.PutUint32(p[:4], uint32(k.Part))
-	binary.BigEndian.PutUint64(p[4:], conn)
-	h.Write(p[:])
-	return h.Sum64()
+	// FNV-1a, inline: hash.Hash would cost an allocation per item.
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	for i := 0; i < len(k.Topic); i++ {
+		h = (h ^ uint64(k.Topic[i])) * prime
+	}
+	var tail [28]byte
+	copy(tail[:16], k.ID[:])
+	binary.BigEndian.PutUint32(tail[16:20], uint32(k.Part))
+	binary.BigEndian.PutUint64(tail[20:], conn)
+	for _, b := range tail {
+		h = (h ^ uint64(b)) * prime
+	}
+	return h
 }
