@@ -24,6 +24,16 @@ import (
 // time. The sides alternate within each round; every figure is the median
 // of the rounds. Without KAFSCALE_SRC the scenario is skipped with a
 // message.
+//
+// What makes the figures comparable: KafScale's broker uploads a segment to
+// S3 for every acks=all produce (coalescing the produces that wait on one
+// partition), so the brokers are as fast as moto_server, a Python process
+// that keeps every object in memory and slows as it grows. Each point
+// therefore gets a fresh rig (empty S3, etcd and brokers) and both sides
+// run on it alternately, at least peerMinRounds rounds. The clients'
+// buffer is peerBufferBytes, not the saturating scenarios' budget: under
+// saturation a record waits for everything buffered before it, so with
+// 64 MiB buffered the latencies are seconds of client queueing.
 
 const (
 	kafscalePeerID    = "kafscale-peer"
@@ -36,6 +46,16 @@ const (
 type peerPoint struct{ producers, recordSize int }
 
 var peerPoints = []peerPoint{{4, 1024}, {16, 1024}, {64, 1024}, {4, 16 << 10}}
+
+const (
+	// peerMinRounds: a median of fewer runs is one of two noisy figures.
+	peerMinRounds = 3
+	// peerMinWarmup lets every producer connect, get its producer id and
+	// fill its in-flight window before the window opens.
+	peerMinWarmup = 2 * time.Second
+	// peerBufferBytes is the records buffered over all clients of a run.
+	peerBufferBytes = 8 << 20
+)
 
 // peerRun is one side's figures in one round.
 type peerRun struct {
@@ -65,13 +85,12 @@ func (h *Harness) kafscalePeerScenario(ctx context.Context) error {
 		return nil
 	}
 	h.cfg.Logger.Info("scenario", "id", kafscalePeerID)
-	env, err := h.startPeerEnv(ctx, src)
+	bins, err := kafscalerig.Build(ctx, src, filepath.Join(h.cfg.Repo, "bin", "kafscale"))
 	if err != nil {
 		return fmt.Errorf("%s: %w", kafscalePeerID, err)
 	}
-	defer env.close()
 	for _, pt := range peerPoints {
-		res, err := h.peerPoint(ctx, env, pt)
+		res, err := h.peerPointOnFreshRig(ctx, bins, pt)
 		if err != nil {
 			return fmt.Errorf("%s: %w", kafscalePeerID, err)
 		}
@@ -80,12 +99,23 @@ func (h *Harness) kafscalePeerScenario(ctx context.Context) error {
 	return nil
 }
 
-func (h *Harness) startPeerEnv(ctx context.Context, src string) (*peerEnv, error) {
-	bins, err := kafscalerig.Build(ctx, src, filepath.Join(h.cfg.Repo, "bin", "kafscale"))
+// peerPointOnFreshRig starts a rig and kproxy for pt alone, so that no
+// point runs on S3 and broker state the points before it left behind.
+func (h *Harness) peerPointOnFreshRig(ctx context.Context, bins kafscalerig.Bins, pt peerPoint) (ScenarioResult, error) {
+	env, err := h.startPeerEnv(ctx, bins, pt.id())
 	if err != nil {
-		return nil, err
+		return ScenarioResult{}, err
 	}
-	dir := filepath.Join(h.dir, kafscalePeerID)
+	defer env.close()
+	return h.peerPoint(ctx, env, pt)
+}
+
+func (pt peerPoint) id() string {
+	return fmt.Sprintf("%s-%dx%dk", kafscalePeerID, pt.producers, pt.recordSize>>10)
+}
+
+func (h *Harness) startPeerEnv(ctx context.Context, bins kafscalerig.Bins, name string) (*peerEnv, error) {
+	dir := filepath.Join(h.dir, kafscalePeerID, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -130,12 +160,13 @@ func (e *peerEnv) close() {
 
 // peerPoint runs one point on both sides for every round.
 func (h *Harness) peerPoint(ctx context.Context, env *peerEnv, pt peerPoint) (ScenarioResult, error) {
-	id := fmt.Sprintf("%s-%dx%dk", kafscalePeerID, pt.producers, pt.recordSize>>10)
+	id := pt.id()
 	h.at(id, 0, 0)
 	runs := map[string][]peerRun{}
 	sides := []string{sideKproxyKS, sideKafScaleProxy}
-	for r := range h.cfg.Rounds {
-		h.at(id, r+1, h.cfg.Rounds)
+	rounds := max(h.cfg.Rounds, peerMinRounds)
+	for r := range rounds {
+		h.at(id, r+1, rounds)
 		order := slices.Clone(sides)
 		if r%2 == 1 {
 			slices.Reverse(order)
@@ -158,10 +189,12 @@ func (h *Harness) peerRunOnce(ctx context.Context, env *peerEnv, s string, pt pe
 	if s == sideKafScaleProxy {
 		seed, proc = env.rig.KafScaleProxyAddr, env.rig.KafScaleProxyProc
 	}
+	warmup := max(h.cfg.Warmup, peerMinWarmup)
+	buffered := max(peerBufferBytes/pt.recordSize/pt.producers, 32)
 	args := []string{"produce", "--seeds", seed, "--topic", kafscalePeerTopic, "--producers", strconv.Itoa(pt.producers),
-		"--clients", strconv.Itoa(pt.producers), "--max-buffered", strconv.Itoa(h.maxBuffered(pt.recordSize, pt.producers)),
+		"--clients", strconv.Itoa(pt.producers), "--max-buffered", strconv.Itoa(buffered),
 		"--record-size", strconv.Itoa(pt.recordSize), "--acks", "all", "--linger", "0",
-		"--warmup", h.cfg.Warmup.String(), "--duration", h.cfg.Duration.String()}
+		"--warmup", warmup.String(), "--duration", h.cfg.Duration.String()}
 	p, err := h.startKbench(ctx, "kbench-"+s, args)
 	if err != nil {
 		return peerRun{}, err
@@ -174,9 +207,9 @@ func (h *Harness) peerRunOnce(ctx context.Context, env *peerEnv, s string, pt pe
 		at time.Duration
 		do func() error
 	}{
-		{h.cfg.Warmup, func() (err error) { before, err = cpuTime(proc.Pid()); return }},
-		{h.cfg.Warmup + h.cfg.Duration/2, func() (err error) { conns, err = connsTo(proc.Pid(), env.brokers); return }},
-		{h.cfg.Warmup + h.cfg.Duration, func() (err error) { after, err = cpuTime(proc.Pid()); return }},
+		{warmup, func() (err error) { before, err = cpuTime(proc.Pid()); return }},
+		{warmup + h.cfg.Duration/2, func() (err error) { conns, err = connsTo(proc.Pid(), env.brokers); return }},
+		{warmup + h.cfg.Duration, func() (err error) { after, err = cpuTime(proc.Pid()); return }},
 	} {
 		if err := sleepUntil(ctx, start.Add(step.at)); err != nil {
 			return peerRun{}, err
@@ -185,7 +218,7 @@ func (h *Harness) peerRunOnce(ctx context.Context, env *peerEnv, s string, pt pe
 			return peerRun{}, err
 		}
 	}
-	lineCtx, cancel := context.WithTimeout(ctx, h.cfg.Warmup+h.cfg.Duration+time.Minute)
+	lineCtx, cancel := context.WithTimeout(ctx, warmup+h.cfg.Duration+time.Minute)
 	defer cancel()
 	line, err := p.ReadLine(lineCtx)
 	if err != nil {

@@ -98,3 +98,40 @@ func medianConns(runs []peerRun) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// The kafscale-peer goals (issue 27): kproxy validates, meters and
+// authorizes more than KafScale's proxy, and must still cost less.
+const (
+	peerThroughputGoal = 1.0 // kproxy / KafScale proxy, at least
+	peerP99Goal        = 1.0 // at most
+	peerCPUGoal        = 0.7 // at most, 1 KiB points
+)
+
+// evaluateKafScalePeer checks every kafscale-peer point's ratios of
+// kproxy to KafScale's proxy against the goals.
+func (r *Report) evaluateKafScalePeer() {
+	for _, pt := range peerPoints {
+		id := pt.id()
+		tp := Target{Name: "kafscale-peer throughput, " + id, Goal: fmt.Sprintf(">= %.1f x KafScale's proxy", peerThroughputGoal), Figure: "-", Status: "not run"}
+		lat := Target{Name: "kafscale-peer p99, " + id, Goal: fmt.Sprintf("<= %.1f x KafScale's proxy", peerP99Goal), Figure: "-", Status: "not run"}
+		cpu := Target{Name: "kafscale-peer proxy CPU per MB, " + id, Goal: fmt.Sprintf("<= %.1f x KafScale's proxy", peerCPUGoal), Figure: "-", Status: "not run"}
+		if s, ok := r.scenario(id); ok {
+			k, _ := s.side(sideKproxyKS)
+			p, _ := s.side(sideKafScaleProxy)
+			clean := k.Errors == 0 && p.Errors == 0
+			ratio := div(k.MBPerSec, p.MBPerSec)
+			tp.Figure = fmt.Sprintf("%.2f x (%.1f vs %.1f MB/s; runs %v vs %v records/s)", ratio, k.MBPerSec, p.MBPerSec, k.RunRecordsPerSec, p.RunRecordsPerSec)
+			tp.Status = status(clean && ratio >= peerThroughputGoal)
+			ratio = div(float64(k.Latency.P99), float64(p.Latency.P99))
+			lat.Figure = fmt.Sprintf("%.2f x (%.0f vs %.0f ms)%s", ratio, ms1(k.Latency.P99), ms1(p.Latency.P99), overBy(ratio, peerP99Goal, "x"))
+			lat.Status = status(clean && ratio > 0 && ratio <= peerP99Goal)
+			ratio = div(k.IntermediaryCPUMsPerMB, p.IntermediaryCPUMsPerMB)
+			cpu.Figure = fmt.Sprintf("%.2f x (%.2f vs %.2f ms/MB)%s", ratio, k.IntermediaryCPUMsPerMB, p.IntermediaryCPUMsPerMB, overBy(ratio, peerCPUGoal, "x"))
+			cpu.Status = status(clean && ratio > 0 && ratio <= peerCPUGoal)
+		}
+		r.Targets = append(r.Targets, tp, lat)
+		if pt.recordSize == 1024 {
+			r.Targets = append(r.Targets, cpu)
+		}
+	}
+}

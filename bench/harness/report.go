@@ -198,6 +198,7 @@ func (r *Report) evaluate(cfg Config) {
 	r.evaluateACL()
 	r.evaluateValidation()
 	r.evaluateEncryption()
+	r.evaluateKafScalePeer()
 	r.findings()
 	name, goal := "memory per idle client connection", "<= 64 KiB"
 	found := false

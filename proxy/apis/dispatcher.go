@@ -183,6 +183,12 @@ type Config struct {
 	// ignoring MinBytes, as KafScale's do: the proxy then shapes each
 	// Fetch sub-request's MaxWait (package fetchwait).
 	PerPartitionFetchWait bool
+	// PerPartitionProduce says the brokers write the partitions of a
+	// Produce one after another, each until it is durable, as KafScale's
+	// do (an S3 upload per partition): the proxy then sends each partition
+	// as a sub-request of its own (split.Request.PerItem), which the
+	// broker works in parallel with the others.
+	PerPartitionProduce bool
 
 	// Zones finds each client's zone (package zone): fetches go to brokers
 	// of that zone when the routing table routes reads by zone, and

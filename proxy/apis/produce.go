@@ -69,6 +69,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		Deadline: retry.Budget(d.now(), time.Duration(o.req.TimeoutMillis)*time.Millisecond, minBudget),
 		RouteBy:  split.ByPartitionWrite, // a first write may take its lease in the producer's zone
 		Ordered:  o.req.Acks != 0,        // read order kept across retries; acks=0 has none
+		PerItem:  d.cfg.PerPartitionProduce,
 	})
 	o.addItems(ctx, o.produceCheck(ctx))
 	if o.req.Acks == 0 {

@@ -321,5 +321,7 @@ func newDispatcher(cfg Config, p dispatcherParts) (*apis.Dispatcher, error) {
 		Zones: zone.Resolver{Ranges: cfg.ZoneRanges, Own: cfg.Zone},
 		// KafScale's brokers wait MaxWait for each drained partition.
 		PerPartitionFetchWait: cfg.EtcdLayout == LayoutKafScale,
+		// and upload each partition of a Produce before the next.
+		PerPartitionProduce: cfg.EtcdLayout == LayoutKafScale,
 	})
 }

@@ -114,6 +114,13 @@ type Request struct {
 	// Ordered keeps the order of the connection's items per partition
 	// across retries and leader moves (Produce; see order.go).
 	Ordered bool
+	// PerItem sends every item as a sub-request of its own, with a Sender
+	// affinity of its own per client connection and item (itemAffinity):
+	// a broker that works a request's partitions one after another (a
+	// KafScale Produce uploads each to S3 before the next) then works them
+	// in parallel, on as many connections, while one client's requests
+	// for one partition still follow each other on one connection.
+	PerItem bool
 	// LostCode answers items whose retries ran out unanswered (default
 	// NOT_LEADER_OR_FOLLOWER); NoRoute items no live broker can take
 	// (default LEADER_NOT_AVAILABLE).

@@ -81,6 +81,7 @@ type Engine struct {
 	zsrc     zone.Source
 	zoned    bool // zone and zsrc are known
 	whole    bool // one item, forwarded whole : not counted as split
+	perItem  bool // a sub-request per item (Request.PerItem)
 	readOnly bool // a maybe-processed attempt may be repeated
 	// concurrent waits for all brokers at once (goroutines), so that a
 	// LongPoller can answer early; otherwise answers are awaited in turn,
@@ -128,7 +129,7 @@ func (s *Engine) Reset() {
 func (s *Engine) Init(env *Env, a Adapter, r Request) {
 	s.env, s.ops, s.key, s.version, s.conn, s.clientID = env, a, r.Key, r.Version, r.Conn, r.ClientID
 	s.subVer = r.Version
-	s.own, s.deadline, s.hold, s.routeBy, s.whole = r.Own, r.Deadline, r.Hold, r.RouteBy, r.Whole
+	s.own, s.deadline, s.hold, s.routeBy, s.whole, s.perItem = r.Own, r.Deadline, r.Hold, r.RouteBy, r.Whole, r.PerItem
 	s.rack = r.Rack
 	s.poller, _ = a.(LongPoller)
 	s.merger, _ = a.(PartsMerger)
@@ -218,16 +219,20 @@ func (s *Engine) Dispatch(ctx context.Context, whole []byte) {
 	}
 	s.retrying = !first
 	s.idx = slices.Grow(s.idx, idle)
-	for _, b := range distinct {
-		start := len(s.idx)
-		for i := range s.items {
-			if it := &s.items[i]; it.state == itemIdle && it.broker == b {
-				s.idx = append(s.idx, int32(i))
-				it.state = itemSent
-				it.tries++
+	if s.perItem {
+		s.dispatchPerItem(ctx, whole)
+	} else {
+		for _, b := range distinct {
+			start := len(s.idx)
+			for i := range s.items {
+				if it := &s.items[i]; it.state == itemIdle && it.broker == b {
+					s.idx = append(s.idx, int32(i))
+					it.state = itemSent
+					it.tries++
+				}
 			}
+			s.send(ctx, b, s.idx[start:len(s.idx):len(s.idx)], whole, len(distinct), s.conn)
 		}
-		s.send(ctx, b, s.idx[start:len(s.idx):len(s.idx)], whole, len(distinct))
 	}
 	if first && !s.whole {
 		s.env.Metrics.Split(s.key, len(distinct))
@@ -243,7 +248,7 @@ func containsID(ids []int32, id int32) bool {
 	return false
 }
 
-func (s *Engine) send(ctx context.Context, broker int32, idx []int32, whole []byte, nsubs int) {
+func (s *Engine) send(ctx context.Context, broker int32, idx []int32, whole []byte, nsubs int, aff uint64) {
 	ver, ok := s.brokerVersion(broker)
 	if !ok {
 		s.unbridgeable(broker, ver, idx)
@@ -263,7 +268,7 @@ func (s *Engine) send(ctx context.Context, broker int32, idx []int32, whole []by
 		s.enc = subBody{s: s, idx: idx, nsubs: nsubs, whole: whole}
 		body = &s.enc
 	}
-	p, err := s.env.Sender.Send(ctx, broker, s.conn, upstream.Request{
+	p, err := s.env.Sender.Send(ctx, broker, aff, upstream.Request{
 		Key: s.key, Version: ver, ClientID: s.clientID, Body: body, Hold: s.holdNow(),
 	})
 	if body == &s.enc {
