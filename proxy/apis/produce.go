@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/internal/crc32c"
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/produceguard"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
@@ -39,9 +40,10 @@ type produceOp struct {
 	answers  []kmsg.ProduceResponseTopicPartition // item i's answer
 	tstart   []int32                              // first item of each request topic
 	throttle int32
-	client   *string // the client's id, for the log of refused partitions
-	hints    bool    // a leader hint was rewritten to point at the proxy
-	byID     bool    // v13+: topics by id
+	client   *string      // the client's id, for the log of refused partitions
+	sums     *crc32c.Sums // the frame's CRC-32C sums (Header.Sums), during addItems
+	hints    bool         // a leader hint was rewritten to point at the proxy
+	byID     bool         // v13+: topics by id
 	// encrypted: some record data was rewritten (encryptRecords), so the
 	// client's body may not be forwarded as it is.
 	encrypted bool
@@ -56,7 +58,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 	if o == nil {
 		o = &produceOp{}
 	}
-	o.d, o.ep, o.client = d, d.endpoint(ctx), h.ClientID
+	o.d, o.ep, o.client, o.sums = d, d.endpoint(ctx), h.ClientID, h.Sums
 	o.req = kmsg.ProduceRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
 	if err := o.req.UnsafeReadFrom(body); err != nil {
 		o.release()
@@ -69,6 +71,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		RouteBy:  split.ByPartitionWrite, // a first write may take its lease in the producer's zone
 	})
 	o.addItems(ctx, o.produceCheck(ctx))
+	o.sums = nil // the frame's: valid only during Begin
 	if o.req.Acks == 0 {
 		r, err := o.fireAndForget(ctx)
 		return nil, r, err
@@ -376,7 +379,7 @@ func (o *produceOp) partitionFault(ctx context.Context, records []byte) (string,
 	if !produceguard.ValidAcks(o.req.Acks) {
 		return produceguard.RequiredAcks, kerr.InvalidRequiredAcks.Code
 	}
-	if r := o.d.pg.Check.Check(o.req.Version, o.req.TransactionID != nil, records); !r.OK() {
+	if r := o.d.pg.Check.CheckSummed(o.req.Version, o.req.TransactionID != nil, records, o.sums); !r.OK() {
 		return r.Reason.String(), r.Code
 	}
 	if o.req.TransactionID != nil && o.d.pg.Level() != recordcheck.Off &&
