@@ -136,7 +136,7 @@ func hostileCases() []hostileCase {
 	binary.BigEndian.PutUint32(long[8:], uint32(len(long)-12+20))
 	// A batch of whole Blocks of the frame's CRC sums (crc32c.Block): its
 	// CRC is combined from the sums taken as the frame arrived.
-	large := make([]string, 8)
+	large := make([]string, 16)
 	for i := range large {
 		large[i] = strings.Repeat(fmt.Sprint(i), 1<<10)
 	}
@@ -225,7 +225,7 @@ func TestProduceValidationHostile(t *testing.T) {
 	for i, c := range cases {
 		p := int32(i)
 		// Large, so that its CRC comes from the frame's sums too.
-		value := fmt.Sprint("beside-", p, "-", strings.Repeat("v", 4<<10))
+		value := fmt.Sprint("beside-", p, "-", strings.Repeat("v", 16<<10))
 		got := produceParts(ctx, t, raw, topic, map[int32][]byte{p: c.records, goodPart: hostileBatch(value)})
 		if code := got[p].ErrorCode; code != c.code {
 			t.Errorf("%s: partition %d answered %v, want %v", c.name, p, kerr.ErrorForCode(code), kerr.ErrorForCode(c.code))

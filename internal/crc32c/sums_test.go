@@ -143,9 +143,9 @@ func FuzzChecksum(f *testing.F) {
 	})
 }
 
-// BenchmarkWrite is the prefix sums' cost as a frame arrives in 64 KiB
+// BenchmarkFrameSums is the prefix sums' cost as a frame arrives in 64 KiB
 // reads, against crc32 over the same bytes in one call.
-func BenchmarkWrite(b *testing.B) {
+func BenchmarkFrameSums(b *testing.B) {
 	frame := make([]byte, 1<<20)
 	var s Sums
 	b.Run("sums", func(b *testing.B) {

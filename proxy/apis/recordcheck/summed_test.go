@@ -67,10 +67,10 @@ func TestCheckSummedTakesTheFrameCRC(t *testing.T) {
 	for _, cd := range codecs {
 		t.Run(cd.Name, func(t *testing.T) {
 			var raw []byte // random values: the batch stays large compressed
-			for i := range int32(40) {
+			for i := range int32(80) {
 				raw = append(raw, record(i, probe.Junk(300, uint64(i)))...)
 			}
-			good := framed(cd.ID, 40, 39, compress(t, cd.ID, raw))
+			good := framed(cd.ID, 80, 79, compress(t, cd.ID, raw))
 			if len(good) < 4*crc32c.Block {
 				t.Fatalf("a batch of %d bytes has no whole Block of the sums in its middle", len(good))
 			}
