@@ -80,6 +80,7 @@ func (f *frameSums) bind(frame []byte) *crc32c.Sums {
 // release gives the table back; what bind returned must not be used after.
 func (f *frameSums) release() {
 	if f.s != nil {
+		f.s.Reset() // unbound: the pool must not keep the frame alive
 		f.pool.Put(f.s)
 		f.s = nil
 	}
