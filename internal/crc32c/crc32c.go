@@ -7,7 +7,8 @@
 // It promises exactly crc32.Checksum(b, crc32.MakeTable(crc32.Castagnoli))
 // for every range b of the frame. Its limits: the prefix table holds 4
 // bytes per Block of the frame, and the bytes at a range's edges (under a
-// Block at each end) are read again.
+// Block at each end; all of a range with no whole Block inside) are read
+// again.
 package crc32c
 
 import "hash/crc32"
