@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +134,14 @@ func hostileCases() []hostileCase {
 	binary.BigEndian.PutUint32(short[8:], uint32(len(short)-12-20))
 	long := bytes.Clone(good) // length says 20 bytes more than were sent
 	binary.BigEndian.PutUint32(long[8:], uint32(len(long)-12+20))
+	// A batch of whole Blocks of the frame's CRC sums (crc32c.Block): its
+	// CRC is combined from the sums taken as the frame arrived.
+	large := make([]string, 16)
+	for i := range large {
+		large[i] = strings.Repeat(fmt.Sprint(i), 1<<10)
+	}
+	wrongLarge := hostileBatch(large...)
+	wrongLarge[len(wrongLarge)/2] ^= 0x40
 	txnless := hostileBatch("t")
 	binary.BigEndian.PutUint64(txnless[43:], 77) // producer id
 	binary.BigEndian.PutUint16(txnless[51:], 0)  // epoch
@@ -142,6 +151,7 @@ func hostileCases() []hostileCase {
 		{"magic 1 set", legacyMessages(1, 10), kerr.InvalidRecord.Code, recordcheck.Magic},
 		{"truncated batch", good[:len(good)-7], kerr.InvalidRecord.Code, recordcheck.Truncated},
 		{"wrong crc", wrongCRC, kerr.CorruptMessage.Code, recordcheck.CRC},
+		{"wrong crc inside a large batch", wrongLarge, kerr.CorruptMessage.Code, recordcheck.CRC},
 		{"length shorter than the batch", short, kerr.CorruptMessage.Code, recordcheck.TrailingBytes},
 		{"length longer than the batch", long, kerr.InvalidRecord.Code, recordcheck.Truncated},
 		{"control batch", withAttrs(bytes.Clone(good), 0x20), kerr.InvalidRecord.Code, recordcheck.ControlBatch},
@@ -214,7 +224,8 @@ func TestProduceValidationHostile(t *testing.T) {
 	goodPart := parts - 1
 	for i, c := range cases {
 		p := int32(i)
-		value := fmt.Sprint("beside-", p)
+		// Large, so that its CRC comes from the frame's sums too.
+		value := fmt.Sprint("beside-", p, "-", strings.Repeat("v", 16<<10))
 		got := produceParts(ctx, t, raw, topic, map[int32][]byte{p: c.records, goodPart: hostileBatch(value)})
 		if code := got[p].ErrorCode; code != c.code {
 			t.Errorf("%s: partition %d answered %v, want %v", c.name, p, kerr.ErrorForCode(code), kerr.ErrorForCode(c.code))

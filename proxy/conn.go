@@ -48,6 +48,7 @@ type clientConn struct {
 	info *apis.ConnInfo // listener and principal, in ctx for the dispatcher
 	gate listener.Gate  // authentication (package listener)
 	part *holder        // its unfinished frame in the budget's shares (fair.go)
+	sums frameSums      // the CRC-32C sums of the frame being read (framecrc.go)
 
 	clientID   []byte // the last client id seen, to reuse its *string
 	clientPtr  *string
@@ -64,6 +65,7 @@ func newClientConn(s *Server, id uint64, nc net.Conn, bl *listener.Bound) *clien
 		log: s.log.With("conn", id, "remote", nc.RemoteAddr().String(), "listener", bl.Name),
 		seq: newSequencer(s.cfg.MaxInFlightPerConn, max(s.g.lim.MaxUnsentBytesPerConn, 0), s.m.mutes.Inc),
 	}
+	c.sums = frameSums{want: s.d.frameSums, pool: &s.sumsPool}
 	c.part = newHolder(info.Client, func(reason string, err error) {
 		s.g.report(c, reason, "closing client connection holding the largest unfinished frame", "err", err)
 		c.close(err)
@@ -194,7 +196,9 @@ func (c *clientConn) readOne(cr *connReader, br *bufio.Reader, t uint64) error {
 	if limit := c.gate.FrameLimit(c.s.cfg.MaxFrameBytes); n < 0 || n > limit {
 		return &badFrameError{key: -1, reason: badFrameSize, err: fmt.Errorf("frame of %d bytes (max %d)", n, limit)}
 	}
-	buf, err := c.s.g.readFrame(c.ctx, c.part, br, c.s.bufs, int(n))
+	c.sums.start()
+	defer c.sums.release() // once the frame's call has begun
+	buf, err := c.s.g.readFrame(c.ctx, c.part, br, c.s.bufs, int(n), &c.sums)
 	cr.endFrame()
 	if err != nil {
 		return err
@@ -242,7 +246,7 @@ func (c *clientConn) readOne(cr *connReader, br *bufio.Reader, t uint64) error {
 		c.chargeProduce(h.Key, 4+int(n), &cost)
 		began := time.Now()
 		cl = c.s.d.disp.Begin(c.ctx, c.id, apis.Header{
-			Key: h.Key, Version: h.Version, CorrelationID: h.Corr, ClientID: cid,
+			Key: h.Key, Version: h.Version, CorrelationID: h.Corr, ClientID: cid, Sums: c.sums.bind(frame),
 		}, frame[h.BodyOff:])
 		cost.begin = time.Since(began)
 	}

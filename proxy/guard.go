@@ -265,8 +265,9 @@ func (g *guard) report(c *clientConn, reason, msg string, args ...any) {
 // GrowWait for more and is then closed (budget_wait). While unfinished, the
 // frame's reservation also counts against its connection's, its IP's and
 // everyone's share (fair.go). The frame's length is its reservation: hand
-// it back with put.
-func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs bufPool, n int) (*[]byte, error) {
+// it back with put. obs, if not nil, sees the frame's bytes as they are
+// read (kwire.Observer).
+func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs bufPool, n int, obs kwire.Observer) (*[]byte, error) {
 	small := n <= SmallFrameBytes
 	if limit := g.frameLimit(small); int64(n) > limit {
 		return nil, &badFrameError{key: -1, reason: badOverBudget,
@@ -282,10 +283,10 @@ func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs
 			return nil, err
 		}
 		g.queued.Add(float64(n))
-		return bufs.ReadGrowingReserved(br, n, nil) // from br's buffer: cannot fail
+		return bufs.ReadGrowingObserved(br, n, nil, obs) // from br's buffer: cannot fail
 	}
 	r := &growth{g: g, h: h, small: small}
-	buf, err := bufs.ReadGrowingReserved(br, n, func(total int) error { return r.grow(ctx, total) })
+	buf, err := bufs.ReadGrowingObserved(br, n, func(total int) error { return r.grow(ctx, total) }, obs)
 	g.dropShare(h) // finished or failed: no longer partial
 	if err != nil {
 		g.release(r.reserved, small)
@@ -366,7 +367,7 @@ func (g *guard) acquire(ctx context.Context, k int64, small, bounded bool) error
 
 // bufPool is the part of kwire.BufPool the guard uses.
 type bufPool interface {
-	ReadGrowingReserved(r io.Reader, n int, reserve func(total int) error) (*[]byte, error)
+	ReadGrowingObserved(r io.Reader, n int, reserve func(total int) error, obs kwire.Observer) (*[]byte, error)
 	Put(*[]byte)
 }
 

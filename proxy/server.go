@@ -116,6 +116,9 @@ type deps struct {
 	// ticker that paces its Trim (nil: time.NewTicker); stop ends it.
 	bufs      *kwire.BufPool
 	trimTicks func(every time.Duration) (ticks <-chan time.Time, stop func())
+	// frameSums names the request frames whose CRC-32C sums the
+	// dispatcher uses (apis.Dispatcher.FrameSums; nil: none).
+	frameSums func(key int16) bool
 }
 
 // Server serves Kafka clients on bound listeners: create it with
@@ -139,15 +142,20 @@ type Server struct {
 	conns      map[*clientConn]struct{}
 	draining   atomic.Bool
 	connWG     sync.WaitGroup
+	sumsPool   sync.Pool // the connections' frame sums tables (framecrc.go)
 }
 
 // NewServer returns a server for listeners lns (bound; Run closes them)
 // serving with p. Nothing runs until Run.
 func NewServer(cfg Config, lns []*listener.Bound, p Parts) *Server {
-	return newServer(cfg, lns, deps{
+	d := deps{
 		disp: apisDispatcher{p.Dispatcher}, sec: p.Security, quotas: p.Quotas,
 		acceptAfter: p.AcceptAfter, bufs: p.Bufs,
-	})
+	}
+	if p.Dispatcher != nil {
+		d.frameSums = p.Dispatcher.FrameSums
+	}
+	return newServer(cfg, lns, d)
 }
 
 func newServer(cfg Config, lns []*listener.Bound, d deps) *Server {

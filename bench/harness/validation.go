@@ -10,8 +10,9 @@ import (
 
 // The validation scenarios measure what produce validation costs: the
 // plain proxy runs at the default --produce-validation full (every batch
-// framed, its header checked, its CRC-32C computed with the walk of its
-// records, decompressed first when compressed) and a second proxy with
+// framed, its header checked, its CRC-32C derived from prefix sums taken
+// as the request frame was read, its records walked, decompressed first
+// when compressed) and a second proxy with
 // --produce-validation off forwards record data unchecked, on the same
 // workload: uncompressed (validation-produce-1k, the one with a target)
 // and once per codec (validation-produce-1k-<codec>).
@@ -75,7 +76,7 @@ func (h *Harness) validationRun(ctx context.Context, codec string) error {
 	if err != nil {
 		return fmt.Errorf("scenario %s: %w", id, err)
 	}
-	what := "as produce-1k" + compressed + ", on kproxy (--produce-validation full, the default: each batch framed, its header checked, its CRC-32C computed and its records walked before it is forwarded) and kproxy-novalidation (--produce-validation off)"
+	what := "as produce-1k" + compressed + ", on kproxy (--produce-validation full, the default: each batch framed, its header checked, its CRC-32C checked (from prefix sums taken as the frame was read) and its records walked before it is forwarded) and kproxy-novalidation (--produce-validation off)"
 	if level != "full" {
 		what = fmt.Sprintf("as produce-1k%s, on kproxy (--produce-validation %s, from -proxy-flags) and kproxy-novalidation (--produce-validation off)", compressed, level)
 	}

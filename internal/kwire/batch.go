@@ -1,6 +1,6 @@
 package kwire
 
-import "hash/crc32"
+import "github.com/kproxy/kproxy/internal/crc32c"
 
 // Offsets of the fields of a record batch (magic 2), from the batch's
 // first byte. Every magic shares the first three: base offset, length and,
@@ -33,8 +33,6 @@ const (
 	BatchAttrControl       = 0x20
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // BatchCRC is the CRC-32C a magic-2 batch b carries at BatchOffCRC: over
 // everything from its attributes on.
-func BatchCRC(b []byte) uint32 { return crc32.Checksum(b[BatchOffAttributes:], castagnoli) }
+func BatchCRC(b []byte) uint32 { return crc32c.Checksum(b[BatchOffAttributes:]) }

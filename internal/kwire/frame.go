@@ -266,6 +266,25 @@ func (p *BufPool) ReadGrowing(r io.Reader, n int) (*[]byte, error) {
 // instead would run ahead of the bytes, and a buffer planned ahead (as
 // before, 8x) held memory nobody had sent.
 func (p *BufPool) ReadGrowingReserved(r io.Reader, n int, reserve func(total int) error) (*[]byte, error) {
+	return p.ReadGrowingObserved(r, n, reserve, nil)
+}
+
+// Observer sees a frame's bytes as they are read: each chunk once, in
+// order, right after its read returns (while the bytes are in the cache),
+// so that a pass over them (a checksum) costs no second read from memory.
+// The chunk is only valid during the call. That needs chunks the cache
+// still holds when the read returns: ReadGrowingObserved reads at most
+// ReadChunkBytes at a time; a reader that reads megabytes in one call
+// should hand them over in pieces of a few hundred KiB read one by one
+// (measured: validation's cost over off went from 1.14x back to 1.31-1.36x
+// with whole-frame reads).
+type Observer interface {
+	Observe(chunk []byte)
+}
+
+// ReadGrowingObserved is ReadGrowingReserved that hands every chunk read
+// to obs (if not nil).
+func (p *BufPool) ReadGrowingObserved(r io.Reader, n int, reserve func(total int) error, obs Observer) (*[]byte, error) {
 	br, _ := r.(*bufio.Reader)
 	if n > 0 && br != nil {
 		if _, err := br.Peek(1); err != nil {
@@ -294,6 +313,9 @@ func (p *BufPool) ReadGrowingReserved(r io.Reader, n int, reserve func(total int
 			buf, b = p.grow(buf, b[:have], min(n, max(reserved, 2*len(b))))
 		}
 		k, err := r.Read(b[have:reserved])
+		if obs != nil && k > 0 {
+			obs.Observe(b[have : have+k])
+		}
 		have += k
 		if err != nil && have < n {
 			p.putIf(buf)

@@ -132,9 +132,43 @@ func TestReadGrowingSteps(t *testing.T) {
 	}
 }
 
+// collect is an Observer that keeps what it saw.
+type collect []byte
+
+func (c *collect) Observe(chunk []byte) { *c = append(*c, chunk...) }
+
+// TestReadGrowingObserved: the observer sees every byte of the frame once,
+// in order, whether the bytes come from bufio's buffer, straight from the
+// source into the frame, or a few at a time.
+func TestReadGrowingObserved(t *testing.T) {
+	var p BufPool
+	for _, n := range []int{1, 100, 4 << 10, ReadChunkBytes + 3, 3<<20 + 1} {
+		src := make([]byte, n)
+		for i := range src {
+			src[i] = byte(i * 7)
+		}
+		readers := map[string]io.Reader{
+			"bufio":   bufio.NewReaderSize(bytes.NewReader(src), 4<<10),
+			"trickle": trickle{bytes.NewReader(src)},
+		}
+		for name, r := range readers {
+			var seen collect
+			buf, err := p.ReadGrowingObserved(r, n, func(int) error { return nil }, &seen)
+			if err != nil {
+				t.Fatalf("%s, %d bytes: %v", name, n, err)
+			}
+			if !bytes.Equal(seen, src) || !bytes.Equal(*buf, src) {
+				t.Fatalf("%s, %d bytes: observed %d bytes, not the frame's", name, n, len(seen))
+			}
+			p.Put(buf)
+		}
+	}
+}
+
 // FuzzReadGrowing: the frame read is exactly the claimed bytes when they are
-// all there, and an error otherwise; never a panic; and the growth keeps the
-// promise of ReadGrowingReserved (checkSteps).
+// all there, and an error otherwise, and the observer saw exactly them;
+// never a panic; and the growth keeps the promise of ReadGrowingReserved
+// (checkSteps).
 func FuzzReadGrowing(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 3, 'a', 'b', 'c'})
 	f.Add([]byte{0, 0, 0, 9, 'a'})
@@ -147,13 +181,16 @@ func FuzzReadGrowing(f *testing.F) {
 		}
 		n := int(binary.BigEndian.Uint32(in) % (4 << 20)) // bounded like a frame limit
 		rest := in[4:]
-		buf, err := p.ReadGrowing(trickle{bytes.NewReader(rest)}, n)
+		var seen collect
+		buf, err := p.ReadGrowingObserved(trickle{bytes.NewReader(rest)}, n, nil, &seen)
 		if len(rest) < n {
 			if err == nil {
 				t.Fatalf("claimed %d with %d bytes: no error", n, len(rest))
 			}
 		} else if err != nil || !bytes.Equal(*buf, rest[:n]) {
 			t.Fatalf("claimed %d with %d bytes: err %v", n, len(rest), err)
+		} else if !bytes.Equal(seen, rest[:n]) {
+			t.Fatalf("claimed %d: the observer saw %d other bytes", n, len(seen))
 		} else {
 			p.Put(buf)
 		}

@@ -10,11 +10,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/internal/crc32c"
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/produceguard"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 	"github.com/kproxy/kproxy/proxy/apis/split"
-	"github.com/kproxy/kproxy/proxy/crypt"
 	"github.com/kproxy/kproxy/retry"
 )
 
@@ -39,9 +39,10 @@ type produceOp struct {
 	answers  []kmsg.ProduceResponseTopicPartition // item i's answer
 	tstart   []int32                              // first item of each request topic
 	throttle int32
-	client   *string // the client's id, for the log of refused partitions
-	hints    bool    // a leader hint was rewritten to point at the proxy
-	byID     bool    // v13+: topics by id
+	client   *string      // the client's id, for the log of refused partitions
+	sums     *crc32c.Sums // the frame's CRC-32C sums (Header.Sums), during addItems
+	hints    bool         // a leader hint was rewritten to point at the proxy
+	byID     bool         // v13+: topics by id
 	// encrypted: some record data was rewritten (encryptRecords), so the
 	// client's body may not be forwarded as it is.
 	encrypted bool
@@ -57,7 +58,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 	if o == nil {
 		o = &produceOp{}
 	}
-	o.d, o.ep, o.client = d, d.endpoint(ctx), h.ClientID
+	o.d, o.ep, o.client, o.sums = d, d.endpoint(ctx), h.ClientID, h.Sums
 	o.req = kmsg.ProduceRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
 	if err := o.req.UnsafeReadFrom(body); err != nil {
 		o.release()
@@ -72,6 +73,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		PerItem:  d.cfg.PerPartitionProduce,
 	})
 	o.addItems(ctx, o.produceCheck(ctx))
+	o.sums = nil // the frame's: valid only during Begin
 	if o.req.Acks == 0 {
 		r, err := o.fireAndForget(ctx)
 		return nil, r, err
@@ -380,7 +382,7 @@ func (o *produceOp) partitionFault(ctx context.Context, records []byte) (string,
 	if !produceguard.ValidAcks(o.req.Acks) {
 		return produceguard.RequiredAcks, kerr.InvalidRequiredAcks.Code
 	}
-	if r := o.d.pg.Check.CheckBatch(o.req.Version, o.req.TransactionID != nil, records, &o.checked); !r.OK() {
+	if r := o.d.pg.Check.CheckSummedBatch(o.req.Version, o.req.TransactionID != nil, records, o.sums, &o.checked); !r.OK() {
 		return r.Reason.String(), r.Code
 	}
 	if o.req.TransactionID != nil && o.d.pg.Level() != recordcheck.Off &&
@@ -463,38 +465,4 @@ func newProduceGuard(cfg Config) (*produceguard.Guard, error) {
 		Level: cfg.ProduceValidation, MaxBatchBytes: cfg.MaxBatchBytes, BadInput: cfg.BadInput,
 		Logger: cfg.Logger, LogInterval: cfg.BadInputLogInterval, Now: cfg.Now,
 	})
-}
-
-// Record encryption (package crypt): the record data of each partition of
-// an encrypted topic is encrypted after its checks, before it is
-// forwarded; other topics' data is not touched (crypt.Service.Encrypted).
-
-// encryptRecords encrypts item (ti, pi)'s record data if its topic is
-// encrypted, and returns the code to answer the item with, or 0 to
-// forward it.
-func (o *produceOp) encryptRecords(ctx context.Context, topic string, ti, pi int32) int16 {
-	c := o.d.cfg.Encryption
-	if c == nil || !c.Encrypted(topic) {
-		return 0
-	}
-	p := &o.req.Topics[ti].Partitions[pi]
-	buf := o.d.getBuf(crypt.SizeHint(p.Records))
-	out, rewritten, code := c.EncryptChecked(ctx, *buf, topic, p.Partition, p.Records, &o.checked)
-	if !rewritten {
-		o.d.bufs.Put(buf)
-		return code
-	}
-	*buf = out
-	o.encBufs = append(o.encBufs, buf) // given back by release, once nothing sends from them
-	p.Records, o.encrypted = out, true
-	return 0
-}
-
-// whole is the client's body to forward as it is, or nil once encryption
-// rewrote record data in the decoded request.
-func (o *produceOp) whole(body []byte) []byte {
-	if o.encrypted {
-		return nil
-	}
-	return body
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kproxy/kproxy/internal/crc32c"
 	"github.com/kproxy/kproxy/internal/kwire"
 )
 
@@ -113,51 +114,57 @@ func (b *Batch) Release() {
 // into with the validated batch (which the caller then Releases, passed or
 // not). At a lower level into is left empty.
 func (c *Checker) CheckBatch(version int16, transactionalID bool, records []byte, into *Batch) Result {
+	return c.check(version, transactionalID, records, nil, into)
+}
+
+// CheckSummedBatch is CheckBatch with the batch's CRC from the frame's
+// sums (as CheckSummed): the produce path, which hands the decompressed
+// records on to encryption.
+func (c *Checker) CheckSummedBatch(version int16, transactionalID bool, records []byte, sums *crc32c.Sums, into *Batch) Result {
+	return c.check(version, transactionalID, records, sums, into)
+}
+
+// CheckSummed is Check for records that lie in a frame whose CRC-32C sums
+// were taken as it arrived (sums, which may be nil): the batch's CRC comes
+// from them, and its bytes are not read again for it.
+func (c *Checker) CheckSummed(version int16, transactionalID bool, records []byte, sums *crc32c.Sums) Result {
+	var b Batch
+	r := c.check(version, transactionalID, records, sums, &b)
+	b.Release()
+	return r
+}
+
+// check is CheckBatch with the CRC from sums when they have it, else from
+// the batch's bytes.
+func (c *Checker) check(version int16, transactionalID bool, records []byte, sums *crc32c.Sums, into *Batch) Result {
 	if c.level == Off {
 		return Result{}
 	}
-	if c.level != Full || !plain(records) {
-		b, res := frame(c.level, version, transactionalID, records)
-		if !res.OK() || c.level != Full {
-			return res
-		}
-		return c.records(b, into, nil)
+	b, res := frame(version, transactionalID, records)
+	if c.level != Full || b == nil || res.Reason == BaseOffset {
+		// Not one batch: no CRC to check. Kafka checks the base offset
+		// before the CRC.
+		return res
 	}
-	// An uncompressed batch: the CRC is computed with the record walk, in
-	// one pass. Kafka checks the CRC before the header fields, so a wrong
-	// CRC is the answer whatever else is wrong.
-	b, res := frame(Framing, version, transactionalID, records)
-	if b == nil {
-		return res // not framed as one batch: there is no CRC to check
+	// Kafka checks the CRC before the other header fields, so a wrong CRC
+	// is the answer whatever else is wrong.
+	under := b[kwire.BatchOffAttributes:]
+	sum, ok := sums.Checksum(under)
+	if !ok {
+		sum = crc32c.Checksum(under)
 	}
-	sum := crc{}
-	sum.add(b[kwire.BatchOffAttributes:kwire.BatchHeaderLen])
-	if res.Reason == BaseOffset {
-		return res // checked before the CRC (not under it)
-	}
-	if !res.OK() {
-		sum.add(b[kwire.BatchHeaderLen:])
-		return crcFirst(b, sum, res)
-	}
-	return crcFirst(b, sum, c.records(b, into, &sum))
-}
-
-// plain reports whether records starts with an uncompressed batch header.
-func plain(records []byte) bool {
-	return len(records) >= kwire.BatchHeaderLen && records[kwire.BatchOffAttributes+1]&kwire.BatchAttrCodec == codecNone
-}
-
-// crcFirst is a CRC refusal if sum is not b's CRC, else res.
-func crcFirst(b []byte, sum crc, res Result) Result {
-	if sum.sum != binary.BigEndian.Uint32(b[kwire.BatchOffCRC:]) {
+	if sum != binary.BigEndian.Uint32(b[kwire.BatchOffCRC:]) {
 		return refuse(CRC, kerr.CorruptMessage)
 	}
-	return res
+	if !res.OK() {
+		return res
+	}
+	return c.records(b, into)
 }
 
-// records checks the records of batch b, whose header passed, into into;
-// sum, if not nil, gathers the CRC of an uncompressed batch's records.
-func (c *Checker) records(b []byte, into *Batch, sum *crc) Result {
+// records checks the records of batch b, whose header and CRC passed,
+// into into.
+func (c *Checker) records(b []byte, into *Batch) Result {
 	be := binary.BigEndian
 	codec := uint8(be.Uint16(b[kwire.BatchOffAttributes:]) & kwire.BatchAttrCodec)
 	count := int32(be.Uint32(b[kwire.BatchOffNumRecords:]))
@@ -167,7 +174,7 @@ func (c *Checker) records(b []byte, into *Batch, sum *crc) Result {
 			return refuseFor(r)
 		}
 	}
-	if r := walk(into.Data, count, sum); r != None {
+	if r := walk(into.Data, count); r != None {
 		return refuseFor(r)
 	}
 	return Result{}

@@ -9,7 +9,7 @@ import (
 )
 
 // FuzzCheck feeds arbitrary record data to Check at every level: it must
-// never panic, refuse with a reason and a code together, agree between
+// never panic, answer the same with the CRC from a frame's sums, refuse with a reason and a code together, agree between
 // levels (Framing refuses only what Full refuses, unless Full stopped at
 // the CRC first), and accept only data made of exactly one whole batch.
 func FuzzCheck(f *testing.F) {
@@ -23,7 +23,7 @@ func FuzzCheck(f *testing.F) {
 	f.Add(int16(6), false, edit(attrs(codecZstd), true))
 	fullC, framingC, offC := checker(f, Full, 1<<20), checker(f, Framing, 1<<20), checker(f, Off, 1<<20)
 	f.Fuzz(func(t *testing.T, version int16, txnID bool, records []byte) {
-		full := fullC.Check(version, txnID, records)
+		full := checkBoth(t, fullC, version, txnID, records)
 		framing := framingC.Check(version, txnID, records)
 		if full.OK() != (full.Code == 0) || framing.OK() != (framing.Code == 0) {
 			t.Fatalf("reason and code disagree: full %+v, framing %+v", full, framing)

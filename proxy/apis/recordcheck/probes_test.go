@@ -47,7 +47,7 @@ func TestProbeShapes(t *testing.T) {
 	full := checker(t, Full, 0)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := full.Check(9, false, c.batch)
+			got := checkBoth(t, full, 9, false, c.batch)
 			if got.Reason.String() != c.reason || got.Code != c.code {
 				t.Fatalf("Check = %v (%v), want %q (%v)", got.Reason, kerr.ErrorForCode(got.Code), c.reason, kerr.ErrorForCode(c.code))
 			}

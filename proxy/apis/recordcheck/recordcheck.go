@@ -146,9 +146,10 @@ const (
 // codecKnownMax is the highest codec Kafka knows (attribute bits 0-2).
 const codecKnownMax = codecZstd
 
-// frame checks everything but the records: the framing, the header and, at
-// level Full, the CRC. It returns the batch's bytes.
-func frame(level Level, version int16, transactionalID bool, records []byte) ([]byte, Result) {
+// frame checks the framing and the header, not the CRC nor the records
+// (level Framing). It returns the batch's bytes, even when a header field
+// fails (nil when the bytes do not frame one batch).
+func frame(version int16, transactionalID bool, records []byte) ([]byte, Result) {
 	size, res := first(version, records)
 	if !res.OK() {
 		return nil, res
@@ -166,7 +167,7 @@ func frame(level Level, version int16, transactionalID bool, records []byte) ([]
 		// proxy refuses it: a broker that stores it as sent cannot read on.
 		return nil, refuse(TrailingBytes, kerr.CorruptMessage)
 	}
-	return b, header(level, transactionalID, b, attrs)
+	return b, header(transactionalID, b, attrs)
 }
 
 // first frames the batch at the front of records as Kafka's batch iterator
@@ -216,14 +217,13 @@ func whole(b []byte) bool {
 	return length >= minLegacyLength && magic >= 0 && magic <= 2 && int64(len(b)) >= int64(length)+kwire.BatchLogOverhead
 }
 
-// header checks the fields of one magic-2 batch b (exactly its bytes).
-func header(level Level, transactionalID bool, b []byte, attrs uint16) Result {
+// header checks the fields of one magic-2 batch b (exactly its bytes), in
+// Kafka's order; Kafka checks the CRC (Checker.check) after the base offset
+// and before the rest.
+func header(transactionalID bool, b []byte, attrs uint16) Result {
 	be := binary.BigEndian
 	if be.Uint64(b) != 0 {
 		return refuse(BaseOffset, kerr.InvalidRecord)
-	}
-	if level == Full && kwire.BatchCRC(b) != be.Uint32(b[kwire.BatchOffCRC:]) {
-		return refuse(CRC, kerr.CorruptMessage)
 	}
 	if attrs&kwire.BatchAttrCodec > codecKnownMax {
 		// Kafka's codec lookup throws IllegalArgumentException, which it

@@ -129,7 +129,7 @@ func TestCheck(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := full.Check(c.version, c.txnID, c.records)
+			got := checkBoth(t, full, c.version, c.txnID, c.records)
 			if got.Reason != c.reason || got.Code != c.code {
 				t.Fatalf("Check(full, v%d) = %v (%s), want %v (%s)", c.version, got.Reason, kerr.ErrorForCode(got.Code), c.reason, kerr.ErrorForCode(c.code))
 			}

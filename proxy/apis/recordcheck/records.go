@@ -4,8 +4,6 @@
 
 package recordcheck
 
-import "hash/crc32"
-
 // minRecordBytes is the smallest record: a length, attributes, timestamp
 // and offset deltas, key and value lengths and a header count, one byte
 // each. No count above len/minRecordBytes can be honest.
@@ -178,57 +176,26 @@ func varlong(b []byte, p int) (int64, int, bool) {
 
 // walk checks that data holds exactly count records whose offset deltas
 // run 0..count-1, as Kafka's record iterator reads them (count must be
-// positive; the batch header's own checks come first). When sum is not
-// nil it also computes the CRC-32C of data into sum, a chunk at a time
-// just behind the walk, so that each byte is read from memory once: the
-// walk touches a record's first bytes, and the CRC reads them while they
-// are still in the cache.
-func walk(data []byte, count int32, sum *crc) Reason {
+// positive; the batch header's own checks come first).
+func walk(data []byte, count int32) Reason {
 	if int64(count) > int64(len(data)/minRecordBytes) {
-		sum.rest(data, 0)
 		return RecordsCount // more records claimed than the bytes could hold
 	}
 	r := NewRecords(data)
 	var rec Record
-	done := 0 // data[:done] is in sum
 	for i := range count {
 		if !r.Next(&rec) {
-			sum.rest(data, done)
 			if r.err != None {
 				return r.err
 			}
 			return RecordsCount // Kafka: premature EOF
 		}
 		if rec.OffsetDelta != i {
-			sum.rest(data, done)
 			return OffsetDeltas
 		}
-		if sum != nil && rec.End-done >= crcChunk {
-			sum.add(data[done:rec.End])
-			done = rec.End
-		}
 	}
-	sum.rest(data, done)
 	if r.pos != len(data) {
 		return RecordsCount // Kafka: records still remaining
 	}
 	return None
-}
-
-// crcChunk is how far the CRC runs behind the walk: well inside the L1
-// data cache, and long enough for the CRC's widest (3-way) loop.
-const crcChunk = 16 << 10
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// crc is a running CRC-32C.
-type crc struct{ sum uint32 }
-
-func (c *crc) add(b []byte) { c.sum = crc32.Update(c.sum, castagnoli, b) }
-
-// rest adds data[from:] (nothing when c is nil).
-func (c *crc) rest(data []byte, from int) {
-	if c != nil {
-		c.add(data[from:])
-	}
 }
