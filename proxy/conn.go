@@ -194,7 +194,7 @@ func (c *clientConn) readOne(cr *connReader, br *bufio.Reader, t uint64) error {
 	if limit := c.gate.FrameLimit(c.s.cfg.MaxFrameBytes); n < 0 || n > limit {
 		return &badFrameError{key: -1, reason: badFrameSize, err: fmt.Errorf("frame of %d bytes (max %d)", n, limit)}
 	}
-	buf, err := c.s.g.readFrame(c.ctx, c.part, br, c.s.bufs, int(n))
+	buf, err := c.s.g.readFrame(c.ctx, c.part, br, c.s.bufs, int(n), cr.queued)
 	cr.endFrame()
 	if err != nil {
 		return err

@@ -198,10 +198,13 @@ func (g *guard) dropShare(h *holder) {
 // frame, until the frame's deadline (startFrame).
 type connReader struct {
 	c        *clientConn
-	deadline time.Time // of the frame being read; zero between frames
+	deadline time.Time  // of the frame being read; zero between frames
+	queued   func() int // the socket's unread bytes (socketQueue); nil: not known
 }
 
-func newConnReader(c *clientConn) *connReader { return &connReader{c: c} }
+func newConnReader(c *clientConn) *connReader {
+	return &connReader{c: c, queued: socketQueue(c.nc)}
+}
 
 // startFrame waits for the first byte of the next frame, then gives the
 // frame RequestReadTimeout to arrive; endFrame ends that.

@@ -265,8 +265,9 @@ func (g *guard) report(c *clientConn, reason, msg string, args ...any) {
 // GrowWait for more and is then closed (budget_wait). While unfinished, the
 // frame's reservation also counts against its connection's, its IP's and
 // everyone's share (fair.go). The frame's length is its reservation: hand
-// it back with put.
-func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs bufPool, n int) (*[]byte, error) {
+// it back with put. queued, if not nil, is how many bytes the kernel holds
+// unread for the socket: those count as arrived too (readArrived).
+func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs bufPool, n int, queued func() int) (*[]byte, error) {
 	small := n <= SmallFrameBytes
 	if limit := g.frameLimit(small); int64(n) > limit {
 		return nil, &badFrameError{key: -1, reason: badOverBudget,
@@ -285,7 +286,7 @@ func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs
 		return bufs.ReadGrowingReserved(br, n, nil) // from br's buffer: cannot fail
 	}
 	r := &growth{g: g, h: h, small: small}
-	buf, err := bufs.ReadGrowingReserved(br, n, func(total int) error { return r.grow(ctx, total) })
+	buf, err := readArrived(br, queued, bufs, n, func(total int) error { return r.grow(ctx, total) })
 	g.dropShare(h) // finished or failed: no longer partial
 	if err != nil {
 		g.release(r.reserved, small)
@@ -367,6 +368,7 @@ func (g *guard) acquire(ctx context.Context, k int64, small, bounded bool) error
 // bufPool is the part of kwire.BufPool the guard uses.
 type bufPool interface {
 	ReadGrowingReserved(r io.Reader, n int, reserve func(total int) error) (*[]byte, error)
+	Get(n int) *[]byte
 	Put(*[]byte)
 }
 

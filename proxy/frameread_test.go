@@ -1,0 +1,177 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/kproxy/kproxy/internal/kwire"
+)
+
+// arrivingSource is a socket as readArrived sees it: data arrives in steps
+// of step bytes (each Read delivers at most what arrived, then the next
+// step arrives), and queued tells what arrived and was not read yet.
+type arrivingSource struct {
+	data    []byte
+	step    int // bytes that arrive after each read (0: all at once)
+	arrived int
+	read    int
+	reads   int
+}
+
+func (s *arrivingSource) Read(p []byte) (int, error) {
+	s.reads++
+	if s.read == len(s.data) {
+		return 0, io.EOF
+	}
+	k := copy(p, s.data[s.read:s.arrived])
+	s.read += k
+	s.arrived = min(len(s.data), s.arrived+s.step)
+	return k, nil
+}
+
+func (s *arrivingSource) queued() int { return s.arrived - s.read }
+
+// countingPool counts what is taken from and given back to the pool.
+type countingPool struct {
+	kwire.BufPool
+	gets, puts int
+}
+
+func (p *countingPool) Get(n int) *[]byte { p.gets++; return p.BufPool.Get(n) }
+func (p *countingPool) Put(b *[]byte)     { p.puts++; p.BufPool.Put(b) }
+
+// TestReadArrived: a frame the kernel already holds is reserved whole and
+// read into one buffer in one call; one arriving in pieces is never
+// reserved beyond what arrived plus a chunk; without the kernel's count the
+// reservations step by chunks as before; failures give every buffer back.
+func TestReadArrived(t *testing.T) {
+	const chunk = kwire.ReadChunkBytes
+	const n = 1 << 20
+	tests := []struct {
+		name      string
+		size      int // the frame's bytes in the source; more are the next frame's
+		first     int // bytes arrived before the read starts
+		step      int
+		noQueue   bool
+		reserveAt int // reserve fails once asked for this much (0: never)
+		wantErr   error
+		// wants, when > 0
+		maxReserves, maxGets, maxReads int
+	}{
+		{name: "held by the kernel", size: n + 100, first: n + 100, maxReserves: 1, maxGets: 1, maxReads: 2},
+		{name: "arriving in pieces", size: n, first: 10 << 10, step: 100 << 10},
+		{name: "kernel count unknown", size: n, first: n, noQueue: true, maxReserves: n / chunk},
+		{name: "reserve refused", size: n, first: n / 4, step: 10 << 10, reserveAt: n / 2, wantErr: errRefusedForTest},
+		{name: "ends early", size: n / 2, first: 1 << 10, step: 50 << 10, wantErr: io.ErrUnexpectedEOF},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := make([]byte, tc.size)
+			for i := range data {
+				data[i] = byte(i * 7)
+			}
+			src := &arrivingSource{data: data, step: tc.step, arrived: tc.first}
+			br := bufio.NewReaderSize(src, clientReadBufferBytes)
+			pool := &countingPool{}
+			var queued func() int
+			if !tc.noQueue {
+				queued = src.queued
+			}
+			reserves := 0
+			reserve := func(total int) error {
+				reserves++
+				arrived := src.arrived // read, buffered in br, or waiting
+				if total > min(n, arrived+chunk) {
+					t.Fatalf("reserved %d with %d arrived", total, arrived)
+				}
+				if tc.reserveAt > 0 && total >= tc.reserveAt {
+					return errRefusedForTest
+				}
+				return nil
+			}
+			buf, err := readArrived(br, queued, pool, n, reserve)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				if buf != nil || pool.gets != pool.puts {
+					t.Fatalf("failed read kept a buffer: %d gets, %d puts", pool.gets, pool.puts)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(*buf, data[:n]) {
+				t.Fatal("frame bytes differ from those sent")
+			}
+			for _, w := range []struct {
+				what      string
+				got, most int
+			}{{"reservations", reserves, tc.maxReserves}, {"buffers", pool.gets, tc.maxGets}, {"reads", src.reads, tc.maxReads}} {
+				if w.most > 0 && w.got > w.most {
+					t.Errorf("%d %s, want at most %d", w.got, w.what, w.most)
+				}
+			}
+			if pool.gets-pool.puts != 1 {
+				t.Errorf("%d gets, %d puts: want the frame's buffer alone kept", pool.gets, pool.puts)
+			}
+		})
+	}
+}
+
+var errRefusedForTest = errors.New("refused by the test")
+
+// TestSocketQueue: a TCP socket's count is the bytes sent and not yet read;
+// a connection that is not plain TCP has none.
+func TestSocketQueue(t *testing.T) {
+	if !canQueryQueue {
+		t.Skip("the kernel's count is not asked on this platform")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cli, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	q := socketQueue(srv)
+	if q == nil {
+		t.Fatal("no count for a TCP connection")
+	}
+	if _, err := cli.Write(make([]byte, 1000)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for q() != 1000 {
+		if time.Now().After(deadline) {
+			t.Fatalf("count %d, want 1000 within 5s", q())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := io.ReadFull(srv, make([]byte, 400)); err != nil {
+		t.Fatal(err)
+	}
+	if got := q(); got != 600 {
+		t.Fatalf("count %d after reading 400, want 600", got)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if socketQueue(a) != nil {
+		t.Fatal("a count for a connection that is not TCP")
+	}
+}
