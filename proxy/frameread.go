@@ -28,9 +28,9 @@ import (
 //     at once and read in as many calls as the kernel needs, not in 64 KiB
 //     steps.
 //   - the buffer doubles as it fills, as kwire's does (so it is at most
-//     twice total), but takes the frame's full size once that is no more
-//     than twice total: the rest is read straight into place instead of
-//     being copied again at each doubling.
+//     twice total), but takes the frame's full size as soon as that
+//     buffer is no more than twice total: the rest is read straight into
+//     place instead of being copied again at each doubling.
 func readArrived(br *bufio.Reader, queued func() int, bufs bufPool, n int, reserve func(total int) error) (*[]byte, error) {
 	if n > 0 {
 		if _, err := br.Peek(1); err != nil {
@@ -56,7 +56,7 @@ func readArrived(br *bufio.Reader, queued func() int, bufs bufPool, n int, reser
 		}
 		if reserved > len(b) {
 			size := min(n, max(reserved, 2*len(b)))
-			if 2*reserved >= n {
+			if bufs.Cap(n) <= 2*reserved {
 				size = n
 			}
 			buf, b = growBuf(bufs, buf, b[:have], size)

@@ -36,14 +36,23 @@ func (s *arrivingSource) Read(p []byte) (int, error) {
 
 func (s *arrivingSource) queued() int { return s.arrived - s.read }
 
-// countingPool counts what is taken from and given back to the pool.
+// countingPool counts what is taken from and given back to the pool, and
+// checks the capacity of each buffer taken.
 type countingPool struct {
 	kwire.BufPool
 	gets, puts int
+	check      func(capacity int)
 }
 
-func (p *countingPool) Get(n int) *[]byte { p.gets++; return p.BufPool.Get(n) }
-func (p *countingPool) Put(b *[]byte)     { p.puts++; p.BufPool.Put(b) }
+func (p *countingPool) Get(n int) *[]byte {
+	p.gets++
+	b := p.BufPool.Get(n)
+	if p.check != nil {
+		p.check(cap(*b))
+	}
+	return b
+}
+func (p *countingPool) Put(b *[]byte) { p.puts++; p.BufPool.Put(b) }
 
 // TestReadArrived: a frame the kernel already holds is reserved whole and
 // read into one buffer in one call; one arriving in pieces is never
@@ -51,9 +60,10 @@ func (p *countingPool) Put(b *[]byte)     { p.puts++; p.BufPool.Put(b) }
 // reservations step by chunks as before; failures give every buffer back.
 func TestReadArrived(t *testing.T) {
 	const chunk = kwire.ReadChunkBytes
-	const n = 1 << 20
+	const mib = 1 << 20
 	tests := []struct {
 		name      string
+		n         int // the frame's length
 		size      int // the frame's bytes in the source; more are the next frame's
 		first     int // bytes arrived before the read starts
 		step      int
@@ -63,14 +73,16 @@ func TestReadArrived(t *testing.T) {
 		// wants, when > 0
 		maxReserves, maxGets, maxReads int
 	}{
-		{name: "held by the kernel", size: n + 100, first: n + 100, maxReserves: 1, maxGets: 1, maxReads: 2},
-		{name: "arriving in pieces", size: n, first: 10 << 10, step: 100 << 10},
-		{name: "kernel count unknown", size: n, first: n, noQueue: true, maxReserves: n / chunk},
-		{name: "reserve refused", size: n, first: n / 4, step: 10 << 10, reserveAt: n / 2, wantErr: errRefusedForTest},
-		{name: "ends early", size: n / 2, first: 1 << 10, step: 50 << 10, wantErr: io.ErrUnexpectedEOF},
+		{name: "held by the kernel", n: mib, size: mib + 100, first: mib + 100, maxReserves: 1, maxGets: 1, maxReads: 2},
+		{name: "arriving in pieces", n: mib, size: mib, first: 10 << 10, step: 100 << 10},
+		{name: "arriving in pieces, past a size class", n: mib + 1000, size: mib + 1000, first: 300 << 10, step: 300 << 10},
+		{name: "kernel count unknown", n: mib, size: mib, first: mib, noQueue: true, maxReserves: mib / chunk},
+		{name: "reserve refused", n: mib, size: mib, first: mib / 4, step: 10 << 10, reserveAt: mib / 2, wantErr: errRefusedForTest},
+		{name: "ends early", n: mib, size: mib / 2, first: 1 << 10, step: 50 << 10, wantErr: io.ErrUnexpectedEOF},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			n := tc.n
 			data := make([]byte, tc.size)
 			for i := range data {
 				data[i] = byte(i * 7)
@@ -82,9 +94,15 @@ func TestReadArrived(t *testing.T) {
 			if !tc.noQueue {
 				queued = src.queued
 			}
-			reserves := 0
+			reserves, reserved := 0, 0
+			pool.check = func(capacity int) { // kwire's bound: the buffer at most twice the reservation
+				if capacity > 2*reserved {
+					t.Fatalf("took a buffer of %d bytes with %d reserved", capacity, reserved)
+				}
+			}
 			reserve := func(total int) error {
 				reserves++
+				reserved = total
 				arrived := src.arrived // read, buffered in br, or waiting
 				if total > min(n, arrived+chunk) {
 					t.Fatalf("reserved %d with %d arrived", total, arrived)

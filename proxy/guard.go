@@ -369,6 +369,7 @@ func (g *guard) acquire(ctx context.Context, k int64, small, bounded bool) error
 type bufPool interface {
 	ReadGrowingReserved(r io.Reader, n int, reserve func(total int) error) (*[]byte, error)
 	Get(n int) *[]byte
+	Cap(n int) int
 	Put(*[]byte)
 }
 
