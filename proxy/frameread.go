@@ -16,22 +16,24 @@ import (
 )
 
 // readArrived reads an n-byte frame body from br as
-// kwire.BufPool.ReadGrowingReserved does: reserve(total) before reading
-// bytes up to total, total only grows, ends at n and is at most the bytes
-// that have arrived plus kwire.ReadChunkBytes; an error from reserve or
-// from the read ends it with nothing kept. Two things differ, both for
+// kwire.BufPool.ReadGrowingReserved does: it reserves before reading bytes
+// up to the reservation, which only grows, ends at n and is at most the
+// bytes that have arrived plus kwire.ReadChunkBytes; an error from reserve
+// or from the read ends it with nothing kept. Two things differ, both for
 // fewer syscalls and copies per MB:
 //   - arrived also counts what the kernel holds unread for the socket
 //     (queued, nil: not known), asked before the first reservation and
 //     after each read that filled what it was given (a read that did not
-//     found the kernel's queue empty). A frame the kernel holds is reserved
-//     at once and read in as many calls as the kernel needs, not in 64 KiB
-//     steps.
+//     found the kernel's queue empty). reserve(total, least) takes total,
+//     or least (what br's buffer alone shows, as kwire reserves) when it
+//     cannot have total now, and returns what it took. A frame the kernel
+//     holds is then reserved at once and read in as many calls as the
+//     kernel needs, not in 64 KiB steps.
 //   - the buffer doubles as it fills, as kwire's does (so it is at most
 //     twice total), but takes the frame's full size as soon as that
 //     buffer is no more than twice total: the rest is read straight into
 //     place instead of being copied again at each doubling.
-func readArrived(br *bufio.Reader, queued func() int, bufs bufPool, n int, reserve func(total int) error) (*[]byte, error) {
+func readArrived(br *bufio.Reader, queued func() int, bufs bufPool, n int, reserve func(total, least int) (int, error)) (*[]byte, error) {
 	if n > 0 {
 		if _, err := br.Peek(1); err != nil {
 			return nil, err
@@ -43,16 +45,17 @@ func readArrived(br *bufio.Reader, queued func() int, bufs bufPool, n int, reser
 	var b []byte
 	for have < n {
 		if reserved < n && reserved-have < kwire.ReadChunkBytes/2 {
-			arrived := have + br.Buffered()
+			least := min(n, have+br.Buffered()+kwire.ReadChunkBytes)
+			total := least
 			if ask {
-				arrived += queued()
+				total = min(n, least+queued())
 			}
-			total := min(n, arrived+kwire.ReadChunkBytes)
-			if err := reserve(total); err != nil {
+			got, err := reserve(total, least)
+			if err != nil {
 				putIf(bufs, buf)
 				return nil, err
 			}
-			reserved = total
+			reserved = got
 		}
 		if reserved > len(b) {
 			size := min(n, max(reserved, 2*len(b)))

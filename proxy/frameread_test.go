@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"testing"
 	"time"
@@ -69,6 +70,7 @@ func TestReadArrived(t *testing.T) {
 		step      int
 		noQueue   bool
 		reserveAt int // reserve fails once asked for this much (0: never)
+		tight     int // reserve takes only least when asked for more than this (0: never)
 		wantErr   error
 		// wants, when > 0
 		maxReserves, maxGets, maxReads int
@@ -76,6 +78,7 @@ func TestReadArrived(t *testing.T) {
 		{name: "held by the kernel", n: mib, size: mib + 100, first: mib + 100, maxReserves: 1, maxGets: 1, maxReads: 2},
 		{name: "arriving in pieces", n: mib, size: mib, first: 10 << 10, step: 100 << 10},
 		{name: "arriving in pieces, past a size class", n: mib + 1000, size: mib + 1000, first: 300 << 10, step: 300 << 10},
+		{name: "budget tight", n: mib, size: mib, first: mib, tight: 3 * chunk, maxReserves: mib / chunk},
 		{name: "kernel count unknown", n: mib, size: mib, first: mib, noQueue: true, maxReserves: mib / chunk},
 		{name: "reserve refused", n: mib, size: mib, first: mib / 4, step: 10 << 10, reserveAt: mib / 2, wantErr: errRefusedForTest},
 		{name: "ends early", n: mib, size: mib / 2, first: 1 << 10, step: 50 << 10, wantErr: io.ErrUnexpectedEOF},
@@ -100,17 +103,23 @@ func TestReadArrived(t *testing.T) {
 					t.Fatalf("took a buffer of %d bytes with %d reserved", capacity, reserved)
 				}
 			}
-			reserve := func(total int) error {
+			reserve := func(total, least int) (int, error) {
 				reserves++
+				if least > total || least <= reserved {
+					t.Fatalf("asked for %d, at least %d, holding %d", total, least, reserved)
+				}
+				if tc.tight > 0 && total > tc.tight { // the budget has no room for more now
+					total = least
+				}
 				reserved = total
 				arrived := src.arrived // read, buffered in br, or waiting
 				if total > min(n, arrived+chunk) {
 					t.Fatalf("reserved %d with %d arrived", total, arrived)
 				}
 				if tc.reserveAt > 0 && total >= tc.reserveAt {
-					return errRefusedForTest
+					return 0, errRefusedForTest
 				}
-				return nil
+				return total, nil
 			}
 			buf, err := readArrived(br, queued, pool, n, reserve)
 			if tc.wantErr != nil {
@@ -191,5 +200,54 @@ func TestSocketQueue(t *testing.T) {
 	defer b.Close()
 	if socketQueue(a) != nil {
 		t.Fatal("a count for a connection that is not TCP")
+	}
+}
+
+// TestGrowUpTo: the kernel's bytes are reserved at once only when the
+// budget and the shares have room now; otherwise the step is the one chunk
+// that waits as before, and nobody else is closed for it.
+func TestGrowUpTo(t *testing.T) {
+	const kib = 1 << 10
+	tests := []struct {
+		name        string
+		budgetTaken int64 // by another frame
+		otherHeld   int64 // another connection's unfinished frame, same IP
+		total       int
+		want        int
+	}{
+		{name: "room", total: 1024 * kib, want: 1024 * kib},
+		{name: "budget spent", budgetTaken: 3 * 1024 * kib, total: 1024 * kib, want: 64 * kib},
+		{name: "IP share full", otherHeld: 900 * kib, total: 512 * kib, want: 64 * kib},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newGuard(Limits{QueuedMaxRequestBytes: 4 << 20, MaxPartialFrameBytesPerIP: 1 << 20,
+				MaxPartialFrameBytesPerConn: 4 << 20}, slog.New(slog.DiscardHandler), nil)
+			if tc.budgetTaken > 0 && !g.budget.TryAcquire(tc.budgetTaken) {
+				t.Fatal("budget setup")
+			}
+			cut := false
+			other := newHolder("10.0.0.1", func(string, error) { cut = true })
+			if tc.otherHeld > 0 {
+				if err := g.takeShare(other, tc.otherHeld); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h := newHolder("10.0.0.1", func(string, error) { t.Error("the asker was closed") })
+			r := &growth{g: g, h: h}
+			got, err := r.growUpTo(t.Context(), tc.total, 64*kib)
+			if err != nil || got != tc.want || r.reserved != got || h.held != int64(got) {
+				t.Fatalf("growUpTo = %d, %v (reserved %d, held %d), want %d", got, err, r.reserved, h.held, tc.want)
+			}
+			if cut || other.held != tc.otherHeld {
+				t.Fatalf("the other holder was cut (holds %d of %d)", other.held, tc.otherHeld)
+			}
+			g.dropShare(h)
+			g.release(r.reserved, false)
+			g.dropShare(other)
+			if len(g.partial) != 0 || g.allShare.held != 0 || !g.budget.TryAcquire(g.lim.QueuedMaxRequestBytes-g.reserve-tc.budgetTaken) {
+				t.Fatalf("after the drops: %d IPs, %d bytes held, or budget not all back", len(g.partial), g.allShare.held)
+			}
+		})
 	}
 }

@@ -286,7 +286,7 @@ func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs
 		return bufs.ReadGrowingReserved(br, n, nil) // from br's buffer: cannot fail
 	}
 	r := &growth{g: g, h: h, small: small}
-	buf, err := readArrived(br, queued, bufs, n, func(total int) error { return r.grow(ctx, total) })
+	buf, err := readArrived(br, queued, bufs, n, func(total, least int) (int, error) { return r.growUpTo(ctx, total, least) })
 	g.dropShare(h) // finished or failed: no longer partial
 	if err != nil {
 		g.release(r.reserved, small)
@@ -318,6 +318,34 @@ func (r *growth) grow(ctx context.Context, total int) error {
 	g.queued.Add(float64(total - r.reserved))
 	r.reserved = total
 	return nil
+}
+
+// growUpTo moves the reservation to total bytes if the shares and the
+// budget have them now, and otherwise to least, waiting as grow does: the
+// bytes the kernel holds (readArrived) are reserved at once only when that
+// makes nobody wait or close, so a frame never queues for the budget with
+// more than one chunk ahead of what its bufio buffer shows.
+func (r *growth) growUpTo(ctx context.Context, total, least int) (int, error) {
+	if total > least && r.tryGrow(total) {
+		return total, nil
+	}
+	return least, r.grow(ctx, least)
+}
+
+// tryGrow is grow to total without waiting, closing or refusing: false
+// when the budget or a share has no room for it now.
+func (r *growth) tryGrow(total int) bool {
+	g, k := r.g, int64(total-r.reserved)
+	if !g.budget.TryAcquire(k) && !(r.small && g.takeReserve(k)) {
+		return false
+	}
+	g.queued.Add(float64(k))
+	if !g.tryTakeShare(r.h, int64(total)) {
+		g.release(int(k), r.small)
+		return false
+	}
+	r.reserved = total
+	return true
 }
 
 // frameLimit is the most of the budget one frame may take.
