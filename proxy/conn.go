@@ -198,7 +198,7 @@ func (c *clientConn) readOne(cr *connReader, br *bufio.Reader, t uint64) error {
 	}
 	c.sums.start()
 	defer c.sums.release() // once the frame's call has begun
-	buf, err := c.s.g.readFrame(c.ctx, c.part, br, c.s.bufs, int(n), &c.sums)
+	buf, err := c.s.g.readFrame(c.ctx, c.part, br, c.s.bufs, int(n), cr.queued, &c.sums)
 	cr.endFrame()
 	if err != nil {
 		return err

@@ -138,6 +138,26 @@ func (g *guard) takeShare(h *holder, total int64) error {
 	return nil
 }
 
+// tryTakeShare moves h's reservation to total bytes if that passes no
+// share; unlike takeShare it never closes another holder or refuses h.
+func (g *guard) tryTakeShare(h *holder, total int64) bool {
+	if total > g.lim.MaxPartialFrameBytesPerConn {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ipHeld := int64(0)
+	if ip := g.partial[h.ip]; ip != nil {
+		ipHeld = ip.held
+	}
+	if h.evicted || ipHeld+total-h.held > g.lim.MaxPartialFrameBytesPerIP ||
+		g.allShare.held+total-h.held > g.allShare.limit {
+		return false
+	}
+	g.setHeld(h, total)
+	return true
+}
+
 func shareWho(s *share, h *holder) string {
 	if s.name == badIPShare {
 		return h.ip
@@ -198,10 +218,13 @@ func (g *guard) dropShare(h *holder) {
 // frame, until the frame's deadline (startFrame).
 type connReader struct {
 	c        *clientConn
-	deadline time.Time // of the frame being read; zero between frames
+	deadline time.Time  // of the frame being read; zero between frames
+	queued   func() int // the socket's unread bytes (socketQueue); nil: not known
 }
 
-func newConnReader(c *clientConn) *connReader { return &connReader{c: c} }
+func newConnReader(c *clientConn) *connReader {
+	return &connReader{c: c, queued: socketQueue(c.nc)}
+}
 
 // startFrame waits for the first byte of the next frame, then gives the
 // frame RequestReadTimeout to arrive; endFrame ends that.

@@ -265,9 +265,10 @@ func (g *guard) report(c *clientConn, reason, msg string, args ...any) {
 // GrowWait for more and is then closed (budget_wait). While unfinished, the
 // frame's reservation also counts against its connection's, its IP's and
 // everyone's share (fair.go). The frame's length is its reservation: hand
-// it back with put. obs, if not nil, sees the frame's bytes as they are
-// read (kwire.Observer).
-func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs bufPool, n int, obs kwire.Observer) (*[]byte, error) {
+// it back with put. queued, if not nil, is how many bytes the kernel holds
+// unread for the socket: those count as arrived too (readArrived). obs, if
+// not nil, sees the frame's bytes as they are read (kwire.Observer).
+func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs bufPool, n int, queued func() int, obs kwire.Observer) (*[]byte, error) {
 	small := n <= SmallFrameBytes
 	if limit := g.frameLimit(small); int64(n) > limit {
 		return nil, &badFrameError{key: -1, reason: badOverBudget,
@@ -286,7 +287,7 @@ func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs
 		return bufs.ReadGrowingObserved(br, n, nil, obs) // from br's buffer: cannot fail
 	}
 	r := &growth{g: g, h: h, small: small}
-	buf, err := bufs.ReadGrowingObserved(br, n, func(total int) error { return r.grow(ctx, total) }, obs)
+	buf, err := readArrived(br, queued, obs, bufs, n, func(total, least int) (int, error) { return r.growUpTo(ctx, total, least) })
 	g.dropShare(h) // finished or failed: no longer partial
 	if err != nil {
 		g.release(r.reserved, small)
@@ -318,6 +319,34 @@ func (r *growth) grow(ctx context.Context, total int) error {
 	g.queued.Add(float64(total - r.reserved))
 	r.reserved = total
 	return nil
+}
+
+// growUpTo moves the reservation to total bytes if the shares and the
+// budget have them now, and otherwise to least, waiting as grow does: the
+// bytes the kernel holds (readArrived) are reserved at once only when that
+// makes nobody wait or close, so a frame never queues for the budget with
+// more than one chunk ahead of what its bufio buffer shows.
+func (r *growth) growUpTo(ctx context.Context, total, least int) (int, error) {
+	if total > least && r.tryGrow(total) {
+		return total, nil
+	}
+	return least, r.grow(ctx, least)
+}
+
+// tryGrow is grow to total without waiting, closing or refusing: false
+// when the budget or a share has no room for it now.
+func (r *growth) tryGrow(total int) bool {
+	g, k := r.g, int64(total-r.reserved)
+	if !g.budget.TryAcquire(k) && !(r.small && g.takeReserve(k)) {
+		return false
+	}
+	g.queued.Add(float64(k))
+	if !g.tryTakeShare(r.h, int64(total)) {
+		g.release(int(k), r.small)
+		return false
+	}
+	r.reserved = total
+	return true
 }
 
 // frameLimit is the most of the budget one frame may take.
@@ -368,6 +397,8 @@ func (g *guard) acquire(ctx context.Context, k int64, small, bounded bool) error
 // bufPool is the part of kwire.BufPool the guard uses.
 type bufPool interface {
 	ReadGrowingObserved(r io.Reader, n int, reserve func(total int) error, obs kwire.Observer) (*[]byte, error)
+	Get(n int) *[]byte
+	Cap(n int) int
 	Put(*[]byte)
 }
 

@@ -83,6 +83,16 @@ func (p *BufPool) Get(n int) *[]byte {
 	return &b
 }
 
+// Cap is the capacity of the slice Get(n) returns when it makes one: a
+// caller that bounds the memory it holds sizes by it, not by n.
+func (p *BufPool) Cap(n int) int {
+	c := classOf(n)
+	if c >= numClasses {
+		return n
+	}
+	return 1 << (c + minClassShift)
+}
+
 // Put returns a slice obtained from Get.
 func (p *BufPool) Put(b *[]byte) {
 	c := classOf(cap(*b))

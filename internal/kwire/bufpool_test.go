@@ -115,3 +115,14 @@ func TestBufPoolLargeHandOff(t *testing.T) {
 		t.Fatalf("free lists hold %d bytes after %d workers each put one 1 MiB frame back, want 0..%d", free, workers, workers<<20)
 	}
 }
+
+// TestBufPoolCap: Cap tells the capacity Get returns, in every class and
+// beyond the largest.
+func TestBufPoolCap(t *testing.T) {
+	var p BufPool
+	for _, n := range []int{0, 1, 512, 513, 4 << 10, 64<<10 + 1, 1 << 20, 6<<20 + 7, 16 << 20, 16<<20 + 1} {
+		if got, want := p.Cap(n), cap(*p.Get(n)); got != want {
+			t.Errorf("Cap(%d) = %d, Get gives %d", n, got, want)
+		}
+	}
+}
