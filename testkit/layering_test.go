@@ -38,6 +38,7 @@ var ranks = map[string]int{
 	"internal/devcert":    rankLibrary,
 	"internal/etcdlocal":  rankLibrary,
 	"internal/etcdmirror": rankLibrary,
+	"internal/crc32c":     rankLibrary,
 	"internal/kcodec":     rankLibrary,
 	"internal/kwire":      rankLibrary,
 	"internal/promreg":    rankLibrary,
