@@ -138,44 +138,91 @@ func (c *cluster) startBehindRelay(id int32) (*testBroker, *faultnet.Relay) {
 
 // TestJustCreatedTopicKnownEverywhere: a broker whose metadata view has not
 // yet seen a topic created through another broker confirms with etcd before
-// answering UNKNOWN_TOPIC_OR_PARTITION, so a produce right after
-// the creation succeeds. Broker 2's etcd traffic is delayed, so its watch
-// is late on purpose.
+// answering UNKNOWN_TOPIC_OR_PARTITION, so a produce, a ListOffsets (a
+// consumer's first request) or an OffsetForLeaderEpoch right after the
+// creation succeeds. Broker 2's etcd traffic is delayed, so its watch is
+// late on purpose.
 func TestJustCreatedTopicKnownEverywhere(t *testing.T) {
-	c := newCluster(t)
-	b1 := c.start(1, nil)
-	b2, relay := c.startBehindRelay(2)
-	// Produce v9 names topics (v13 uses ids, which only the view maps).
-	cl := c.clientFor([]string{b1.Addr(), b2.Addr()}, kgo.MaxVersions(kversion.V2_8_0()))
-	ctx := testCtx(t, 60*time.Second)
-	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, direct(cl, b2)); err != nil {
-		t.Fatal(err) // connected before the delay
-	}
-	relay.Delay(500 * time.Millisecond)
-
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "fresh", 1, -1
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, direct(cl, b1))
-	if err != nil || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("create through broker 1: %v %v", err, resp)
-	}
-	// Straight to broker 2 by name, with no metadata request first (a
-	// metadata request there would itself wait for the topic).
-	preq := kmsg.NewPtrProduceRequest()
-	preq.Acks, preq.TimeoutMillis = -1, 10000
-	prt := kmsg.NewProduceRequestTopic()
-	prt.Topic = "fresh"
-	prp := kmsg.NewProduceRequestTopicPartition()
-	prp.Records = oneRecord("x")
-	prt.Partitions = append(prt.Partitions, prp)
-	preq.Topics = append(preq.Topics, prt)
-	presp, err := preq.RequestWith(ctx, direct(cl, b2))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := presp.Topics[0].Partitions[0].ErrorCode; code == kerr.UnknownTopicOrPartition.Code {
-		t.Fatal("broker 2 answered UNKNOWN_TOPIC_OR_PARTITION for a topic etcd already had")
+	for _, tc := range []struct {
+		name string
+		// code sends the request straight to broker 2 by name, with no
+		// metadata request first (a metadata request there would itself
+		// wait for the topic), and returns the partition's code.
+		code func(ctx context.Context, cl *kgo.Client, b2 *testBroker, topic string) (int16, error)
+	}{
+		{"produce", func(ctx context.Context, cl *kgo.Client, b2 *testBroker, topic string) (int16, error) {
+			req := kmsg.NewPtrProduceRequest()
+			req.Acks, req.TimeoutMillis = -1, 10000
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Records = oneRecord("x")
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, direct(cl, b2))
+			if err != nil {
+				return 0, err
+			}
+			return resp.Topics[0].Partitions[0].ErrorCode, nil
+		}},
+		{"list-offsets", func(ctx context.Context, cl *kgo.Client, b2 *testBroker, topic string) (int16, error) {
+			req := kmsg.NewPtrListOffsetsRequest()
+			rt := kmsg.NewListOffsetsRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Timestamp = -2 // earliest
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, direct(cl, b2))
+			if err != nil {
+				return 0, err
+			}
+			return resp.Topics[0].Partitions[0].ErrorCode, nil
+		}},
+		{"offset-for-leader-epoch", func(ctx context.Context, cl *kgo.Client, b2 *testBroker, topic string) (int16, error) {
+			req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+			rp.CurrentLeaderEpoch, rp.LeaderEpoch = -1, 0
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, direct(cl, b2))
+			if err != nil {
+				return 0, err
+			}
+			return resp.Topics[0].Partitions[0].ErrorCode, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// A cluster of its own: the relay's delays add up over a
+			// long-lived watch stream.
+			c := newCluster(t)
+			b1 := c.start(1, nil)
+			b2, relay := c.startBehindRelay(2)
+			// Produce v9 names topics (v13 uses ids, which only the view maps).
+			cl := c.clientFor([]string{b1.Addr(), b2.Addr()}, kgo.MaxVersions(kversion.V2_8_0()))
+			ctx := testCtx(t, 60*time.Second)
+			if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, direct(cl, b2)); err != nil {
+				t.Fatal(err) // connected before the delay
+			}
+			relay.Delay(500 * time.Millisecond)
+			topic := "fresh-" + tc.name
+			req := kmsg.NewPtrCreateTopicsRequest()
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, 1, -1
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, direct(cl, b1))
+			if err != nil || resp.Topics[0].ErrorCode != 0 {
+				t.Fatalf("create through broker 1: %v %v", err, resp)
+			}
+			code, err := tc.code(ctx, cl, b2, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code == kerr.UnknownTopicOrPartition.Code {
+				t.Fatal("broker 2 answered UNKNOWN_TOPIC_OR_PARTITION for a topic etcd already had")
+			}
+		})
 	}
 }

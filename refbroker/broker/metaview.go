@@ -244,6 +244,17 @@ func (m *metaView) rendezvousLocked(key uint64, self int32) int32 {
 // catch up with etcd before it answers that a topic does not exist.
 const metaSyncWait = 2 * time.Second
 
+// knowsPartition reports whether tp exists, syncing the view with etcd
+// first when it does not know tp (syncTopic): a partition request right
+// after the topic's creation through another broker or a proxy must not be
+// answered UNKNOWN_TOPIC_OR_PARTITION because this broker's watch lags.
+func (b *Broker) knowsPartition(ctx context.Context, tp partlog.TP) bool {
+	if b.meta.partitionExists(tp) {
+		return true
+	}
+	return b.syncTopic(ctx, tp.Topic) == nil && b.meta.partitionExists(tp)
+}
+
 // syncTopic makes the metadata view at least as new as etcd's topic key
 // for name, waiting up to metaSyncWait. The view is fed by a watch: a topic
 // it does not know (or knows with fewer partitions) may just have been

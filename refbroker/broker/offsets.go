@@ -60,7 +60,7 @@ func (b *Broker) handleListOffsets(ctx context.Context, _ *conn, _ header, kreq 
 
 func (b *Broker) listOffset(ctx context.Context, tp partlog.TP, rp kmsg.ListOffsetsRequestTopicPartition, sp *kmsg.ListOffsetsResponseTopicPartition) int16 {
 	sp.Offset, sp.Timestamp, sp.LeaderEpoch = -1, -1, -1
-	if !b.meta.partitionExists(tp) {
+	if !b.knowsPartition(ctx, tp) {
 		return kerr.UnknownTopicOrPartition.Code
 	}
 	if code := b.checkLeaderEpoch(tp, rp.CurrentLeaderEpoch); code != 0 {
@@ -104,7 +104,7 @@ func (b *Broker) listOffset(ctx context.Context, tp partlog.TP, rp kmsg.ListOffs
 
 // handleOffsetForLeaderEpoch answers from the committed epoch history: the
 // end offset of the largest epoch <= the requested one.
-func (b *Broker) handleOffsetForLeaderEpoch(_ context.Context, _ *conn, _ header, kreq kmsg.Request) kmsg.Response {
+func (b *Broker) handleOffsetForLeaderEpoch(ctx context.Context, _ *conn, _ header, kreq kmsg.Request) kmsg.Response {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
 	for _, rt := range req.Topics {
@@ -116,7 +116,7 @@ func (b *Broker) handleOffsetForLeaderEpoch(_ context.Context, _ *conn, _ header
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
 			tp := partlog.TP{Topic: rt.Topic, Partition: rp.Partition}
 			switch {
-			case !b.meta.partitionExists(tp):
+			case !b.knowsPartition(ctx, tp):
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			default:
 				if sp.ErrorCode = b.checkLeaderEpoch(tp, rp.CurrentLeaderEpoch); sp.ErrorCode == 0 {
@@ -179,7 +179,7 @@ func (b *Broker) handleDeleteRecords(ctx context.Context, _ *conn, _ header, kre
 			*sp = kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition, sp.LowWatermark = rp.Partition, -1
 			tp := partlog.TP{Topic: rt.Topic, Partition: rp.Partition}
-			if !b.meta.partitionExists(tp) {
+			if !b.knowsPartition(ctx, tp) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
