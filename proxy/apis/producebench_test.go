@@ -34,15 +34,7 @@ func BenchmarkProduceValidation(b *testing.B) {
 	body := req.AppendTo(nil)
 	for _, l := range []recordcheck.Level{recordcheck.Off, recordcheck.Framing, recordcheck.Full} {
 		b.Run(l.String(), func(b *testing.B) {
-			d, _ := cannedDispatcher(b, testTable(), kmsg.Produce, 9, parts, 0)
-			d.pg.Close()
-			var err error
-			cfg := d.cfg
-			cfg.ProduceValidation = l
-			if d.pg, err = newProduceGuard(cfg); err != nil {
-				b.Fatal(err)
-			}
-			runProduce(b, d, body)
+			runProduce(b, validatingDispatcher(b, parts, l), body)
 		})
 	}
 }
@@ -66,17 +58,24 @@ func BenchmarkProduceEncrypted(b *testing.B) {
 		body := produceOf(-1, map[int32][]byte{0: batch}).AppendTo(nil)
 		for _, l := range []recordcheck.Level{recordcheck.Full, recordcheck.Off} {
 			b.Run(codec.Name+"/"+l.String(), func(b *testing.B) {
-				d, _ := cannedDispatcher(b, testTable(), kmsg.Produce, 9, []int32{0}, 0)
-				d.pg.Close()
-				var err error
-				cfg := d.cfg
-				cfg.ProduceValidation = l
-				if d.pg, err = newProduceGuard(cfg); err != nil {
-					b.Fatal(err)
-				}
+				d := validatingDispatcher(b, []int32{0}, l)
 				d.cfg.Encryption = encryptT(b, nil)
 				runProduce(b, d, body)
 			})
 		}
 	}
+}
+
+// validatingDispatcher is a canned Produce dispatcher for parts whose
+// produce validation runs at level l.
+func validatingDispatcher(b *testing.B, parts []int32, l recordcheck.Level) *Dispatcher {
+	d, _ := cannedDispatcher(b, testTable(), kmsg.Produce, 9, parts, 0)
+	d.pg.Close()
+	cfg := d.cfg
+	cfg.ProduceValidation = l
+	var err error
+	if d.pg, err = newProduceGuard(cfg); err != nil {
+		b.Fatal(err)
+	}
+	return d
 }

@@ -145,12 +145,12 @@ func (c *cluster) startBehindRelay(id int32) (*testBroker, *faultnet.Relay) {
 func TestJustCreatedTopicKnownEverywhere(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		// code sends the request straight to broker 2 by name, with no
-		// metadata request first (a metadata request there would itself
-		// wait for the topic), and returns the partition's code.
-		code func(ctx context.Context, cl *kgo.Client, b2 *testBroker, topic string) (int16, error)
+		// req is the request for partition 0 of topic; code reads that
+		// partition's code from its response.
+		req  func(topic string) kmsg.Request
+		code func(kmsg.Response) int16
 	}{
-		{"produce", func(ctx context.Context, cl *kgo.Client, b2 *testBroker, topic string) (int16, error) {
+		{"produce", func(topic string) kmsg.Request {
 			req := kmsg.NewPtrProduceRequest()
 			req.Acks, req.TimeoutMillis = -1, 10000
 			rt := kmsg.NewProduceRequestTopic()
@@ -159,13 +159,9 @@ func TestJustCreatedTopicKnownEverywhere(t *testing.T) {
 			rp.Records = oneRecord("x")
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(ctx, direct(cl, b2))
-			if err != nil {
-				return 0, err
-			}
-			return resp.Topics[0].Partitions[0].ErrorCode, nil
-		}},
-		{"list-offsets", func(ctx context.Context, cl *kgo.Client, b2 *testBroker, topic string) (int16, error) {
+			return req
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode }},
+		{"list-offsets", func(topic string) kmsg.Request {
 			req := kmsg.NewPtrListOffsetsRequest()
 			rt := kmsg.NewListOffsetsRequestTopic()
 			rt.Topic = topic
@@ -173,13 +169,9 @@ func TestJustCreatedTopicKnownEverywhere(t *testing.T) {
 			rp.Timestamp = -2 // earliest
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(ctx, direct(cl, b2))
-			if err != nil {
-				return 0, err
-			}
-			return resp.Topics[0].Partitions[0].ErrorCode, nil
-		}},
-		{"offset-for-leader-epoch", func(ctx context.Context, cl *kgo.Client, b2 *testBroker, topic string) (int16, error) {
+			return req
+		}, func(r kmsg.Response) int16 { return r.(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0].ErrorCode }},
+		{"offset-for-leader-epoch", func(topic string) kmsg.Request {
 			req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
 			rt.Topic = topic
@@ -187,11 +179,9 @@ func TestJustCreatedTopicKnownEverywhere(t *testing.T) {
 			rp.CurrentLeaderEpoch, rp.LeaderEpoch = -1, 0
 			rt.Partitions = append(rt.Partitions, rp)
 			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(ctx, direct(cl, b2))
-			if err != nil {
-				return 0, err
-			}
-			return resp.Topics[0].Partitions[0].ErrorCode, nil
+			return req
+		}, func(r kmsg.Response) int16 {
+			return r.(*kmsg.OffsetForLeaderEpochResponse).Topics[0].Partitions[0].ErrorCode
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,11 +206,13 @@ func TestJustCreatedTopicKnownEverywhere(t *testing.T) {
 			if err != nil || resp.Topics[0].ErrorCode != 0 {
 				t.Fatalf("create through broker 1: %v %v", err, resp)
 			}
-			code, err := tc.code(ctx, cl, b2, topic)
+			// Straight to broker 2 by name, with no metadata request first
+			// (a metadata request there would itself wait for the topic).
+			r, err := direct(cl, b2).Request(ctx, tc.req(topic))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if code == kerr.UnknownTopicOrPartition.Code {
+			if code := tc.code(r); code == kerr.UnknownTopicOrPartition.Code {
 				t.Fatal("broker 2 answered UNKNOWN_TOPIC_OR_PARTITION for a topic etcd already had")
 			}
 		})
