@@ -72,10 +72,7 @@ func runDev(c *cli.Context) error {
 	}
 	defer cl.Close()
 	if secure != nil {
-		if err := secure.addAdmin(c.Context, cl.Client()); err != nil {
-			return err
-		}
-		if err := secure.addAnonymous(c.Context, cl.Client()); err != nil {
+		if err := secure.start(c.Context, cl); err != nil {
 			return err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/kproxy/kproxy/assembly/devcluster"
 	"github.com/kproxy/kproxy/internal/devcert"
 	"github.com/kproxy/kproxy/layout"
 	"github.com/kproxy/kproxy/proxy/assembly"
@@ -119,25 +120,52 @@ func anonymousBindings() []authz.Binding {
 
 // addAnonymous stores anonymousBindings in etcd (visible and removable
 // with kproxy acls; written again at each start), and removes the Read on
-// every group that earlier versions gave, from a data dir they used.
-func (d *devSecure) addAnonymous(ctx context.Context, cli *clientv3.Client) error {
+// every group that earlier versions gave, from a data dir they used. It
+// returns the revision that holds the bindings.
+func (d *devSecure) addAnonymous(ctx context.Context, cli *clientv3.Client) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	anon, any := principal.Anonymous.String(), authz.Wildcard
 	everyGroup := authz.Filter{Type: kmsg.ACLResourceTypeGroup, PatternType: kmsg.ACLResourcePatternTypeLiteral, Name: &any,
 		Principal: &anon, Host: &any, Operation: kmsg.ACLOperationRead, Permission: kmsg.ACLPermissionTypeAllow}
 	if _, _, err := aclstore.Delete(ctx, cli, layout.New(""), []authz.Filter{everyGroup}); err != nil {
-		return fmt.Errorf("--secure: remove %s's Read on every group: %w", principal.Anonymous, err)
+		return 0, fmt.Errorf("--secure: remove %s's Read on every group: %w", principal.Anonymous, err)
 	}
-	if _, err := aclstore.Create(ctx, cli, layout.New(""), anonymousBindings()); err != nil {
-		return fmt.Errorf("--secure: bindings for %s: %w", principal.Anonymous, err)
+	// Create's puts come after the delete, so its revision covers both.
+	rev, err := aclstore.Create(ctx, cli, layout.New(""), anonymousBindings())
+	if err != nil {
+		return 0, fmt.Errorf("--secure: bindings for %s: %w", principal.Anonymous, err)
+	}
+	return rev, nil
+}
+
+// start writes the administrator and the anonymous bindings, then waits
+// until every proxy enforces them: dev prints the login only once it works
+// (a restart on the same data dir writes a new password, which the proxies
+// learn through their watch).
+func (d *devSecure) start(ctx context.Context, cl *devcluster.Cluster) error {
+	credRev, err := d.addAdmin(ctx, cl.Client())
+	if err != nil {
+		return err
+	}
+	aclRev, err := d.addAnonymous(ctx, cl.Client())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for i := range cl.ProxyAddrs() {
+		if err := cl.Proxy(i).WaitSecurity(ctx, credRev, aclRev); err != nil {
+			return fmt.Errorf("--secure: proxy %d: %w", i, err)
+		}
 	}
 	return nil
 }
 
-// addAdmin stores the administrator's credentials in etcd.
-func (d *devSecure) addAdmin(ctx context.Context, cli *clientv3.Client) error {
+// addAdmin stores the administrator's credentials in etcd and returns the
+// revision that holds them.
+func (d *devSecure) addAdmin(ctx context.Context, cli *clientv3.Client) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return addUser(ctx, cli, layout.New(""), devAdmin, d.password, credstore.Mechanisms, credstore.DefaultIterations)
+	return credstore.PutPassword(ctx, cli, layout.New(""), devAdmin, d.password, credstore.Mechanisms, credstore.DefaultIterations)
 }

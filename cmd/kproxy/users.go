@@ -136,7 +136,8 @@ func readPassword(r io.Reader) (string, error) {
 func addUser(ctx context.Context, cl *clientv3.Client, l layout.Layout, name, pass string, mechs []string, iterations int) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return credstore.PutPassword(ctx, cl, l, name, pass, mechs, iterations)
+	_, err := credstore.PutPassword(ctx, cl, l, name, pass, mechs, iterations)
+	return err
 }
 
 // bootstrapSuperUser gives the first super user the password in file

@@ -61,7 +61,7 @@ func startUsers(t *testing.T) *usersEnv {
 	env := &usersEnv{c: c, addr: c.Proxy(0).ListenerAddr("SASL_PLAINTEXT"), audit: log}
 	ctx := testCtx(t)
 	// The first administrator, as `kproxy users add` makes it.
-	if err := credstore.PutPassword(ctx, c.Client(), layout.New(""), "admin", passwords["admin"], credstore.Mechanisms, credstore.DefaultIterations); err != nil {
+	if _, err := credstore.PutPassword(ctx, c.Client(), layout.New(""), "admin", passwords["admin"], credstore.Mechanisms, credstore.DefaultIterations); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := newAdmin(t, c.BrokerAddr(c.BrokerIDs()[0])).CreateTopics(ctx, 2, -1, nil, "a-orders", "a-secret", "b-other"); err != nil {

@@ -93,7 +93,8 @@ func (s *devSecurity) configure(_ int, cfg *assembly.Config) {
 
 // addUser stores the compat user's credentials, as `kproxy users add`.
 func (s *devSecurity) addUser(ctx context.Context, cli *clientv3.Client) error {
-	return credstore.PutPassword(ctx, cli, layout.New(""), compatUser, compatPass, credstore.Mechanisms, credstore.MinIterations)
+	_, err := credstore.PutPassword(ctx, cli, layout.New(""), compatUser, compatPass, credstore.Mechanisms, credstore.MinIterations)
+	return err
 }
 
 func (s *devSecurity) target(addr string) *secureTarget {

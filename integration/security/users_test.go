@@ -39,7 +39,7 @@ func twoReplicas(t *testing.T, auditLog *testrig.SyncBuffer) (*devcluster.Cluste
 // users add` does.
 func bootstrapUser(t *testing.T, c *devcluster.Cluster, user, pass string) {
 	t.Helper()
-	if err := credstore.PutPassword(testContext(t, 10*time.Second), c.Client(), layout.New(""), user, pass, credstore.Mechanisms, credstore.MinIterations); err != nil {
+	if _, err := credstore.PutPassword(testContext(t, 10*time.Second), c.Client(), layout.New(""), user, pass, credstore.Mechanisms, credstore.MinIterations); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -47,6 +47,8 @@ type Proxy struct {
 	// endpoint); named for its error.
 	bg     []runner
 	routes *routing.Table
+	creds  *credstore.Store
+	acls   *aclstore.Store
 	prune  func() // drop connections to brokers that left
 	close  func() // release upstream connections
 }
@@ -139,7 +141,7 @@ func wire(cfg Config, lns []*listener.Bound, adminLn net.Listener, enc *crypt.Se
 		return nil, err
 	}
 	p := &Proxy{
-		srv: srv, admin: ep, log: cfg.Logger, routes: routes, prune: pool.Prune, close: closeUp,
+		srv: srv, admin: ep, log: cfg.Logger, routes: routes, creds: store, acls: acls, prune: pool.Prune, close: closeUp,
 		bg: []runner{
 			{"routing watch", w.Run}, {"acl watch", acls.Run}, {"quota watch", qs.Run},
 			{"security", sec.Run}, {"", ep.Run},
@@ -177,6 +179,20 @@ func (p *Proxy) ListenerAddr(name string) string { return p.srv.ListenerAddr(nam
 
 // AdminAddr is the bound admin HTTP address.
 func (p *Proxy) AdminAddr() string { return p.admin.Addr() }
+
+// WaitSecurity waits until this replica authenticates with every
+// credential written up to credRev and authorizes with every binding
+// written up to aclRev, or ctx ends: whoever just wrote them (dev) tells
+// clients to use them only once they hold.
+func (p *Proxy) WaitSecurity(ctx context.Context, credRev, aclRev int64) error {
+	if err := p.creds.WaitRevision(ctx, credRev); err != nil {
+		return fmt.Errorf("proxy: credentials: %w", err)
+	}
+	if err := p.acls.WaitRevision(ctx, aclRev); err != nil {
+		return fmt.Errorf("proxy: acls: %w", err)
+	}
+	return nil
+}
 
 // Run serves until ctx ends, then stops accepting, lets outstanding requests
 // finish within the drain timeout, stops the admin endpoint and the

@@ -75,16 +75,18 @@ func List(ctx context.Context, cli *clientv3.Client, l layout.Layout) ([]User, e
 }
 
 // PutPassword stores the credentials a password yields for every SCRAM
-// mechanism, each with a fresh salt.
-func PutPassword(ctx context.Context, cli *clientv3.Client, l layout.Layout, user, password string, mechanisms []string, iterations int) error {
+// mechanism, each with a fresh salt. It returns the revision of the last
+// write, for a View's WaitRevision.
+func PutPassword(ctx context.Context, cli *clientv3.Client, l layout.Layout, user, password string, mechanisms []string, iterations int) (int64, error) {
+	var rev int64
 	for _, m := range mechanisms {
 		c, err := NewCredential(m, password, iterations)
 		if err != nil {
-			return err
+			return 0, err
 		}
-		if _, err := Put(ctx, cli, l, user, m, c); err != nil {
-			return err
+		if rev, err = Put(ctx, cli, l, user, m, c); err != nil {
+			return 0, err
 		}
 	}
-	return nil
+	return rev, nil
 }
