@@ -1,0 +1,63 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestInlineWriteBySend: on a connection one affinity owns (a broker that
+// answers in order), a small request with nothing queued before it is
+// written by its own Send, so it is on the wire when Send returns; one
+// above inlineMaxBytes, and every request queued behind it, go through the
+// writer goroutine, and the broker gets them all in the order Send was
+// called.
+func TestInlineWriteBySend(t *testing.T) {
+	fb := newInOrderFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+	echoNext := func() { recvKey(t, fb, keyProduce).replyEmpty() }
+	first := sendReq(t, p, 7, produce()) // learns the shape
+	echoNext()
+	mustWait(t, first, "first produce")
+
+	const n = 50
+	for i := range n {
+		pend := sendReq(t, p, 7, produce())
+		if s := stateOf(pend.(*wireReq)); s != stWritten && s != stDone {
+			t.Fatalf("produce %d in state %d when Send returned, want written by Send", i, s)
+		}
+		echoNext()
+		mustWait(t, pend, "inline produce")
+	}
+
+	// The broker holds the first answer, so the rest wait in its socket.
+	topics := []string{"a", "b", "big", "c", "d"}
+	pends := make([]Pending, len(topics))
+	for i, topic := range topics {
+		records := make([]byte, 100)
+		if topic == "big" {
+			records = bytes.Repeat([]byte("r"), 2*inlineMaxBytes)
+		}
+		body := newLentProduce(topic, records)
+		pend, err := p.Send(context.Background(), 1, 7, Request{Key: keyProduce, Version: 8, Body: body})
+		if err != nil {
+			t.Fatalf("send %s: %v", topic, err)
+		}
+		pends[i] = pend
+		if s := stateOf(pend.(*wireReq)); i < 2 && s != stWritten {
+			t.Fatalf("produce %s in state %d when Send returned, want written by Send", topic, s)
+		}
+	}
+	for i, want := range topics {
+		got := recvKey(t, fb, keyProduce)
+		if topic := got.req.(*kmsg.ProduceRequest).Topics[0].Topic; topic != want {
+			t.Fatalf("broker got produce %s as number %d, want %s", topic, i, want)
+		}
+		got.replyEmpty()
+		mustWait(t, pends[i], want)
+	}
+}
