@@ -79,10 +79,10 @@ func (c *conn) takeBatch(batch []*wireReq) []*wireReq {
 			c.mu.Unlock()
 			return batch
 		}
-		idleFor := time.Duration(0)
-		if !c.writing { // else the inline writer wakes us once done
-			idleFor = c.idleWaitLocked()
-		}
+		// Behind an inline write, the queue waits for the writer's wake
+		// (afterWrite); the request being written is in flight, so the
+		// idle timer cannot close the connection under it.
+		idleFor := c.idleWaitLocked()
 		c.mu.Unlock()
 		if idleFor == 0 {
 			select {
