@@ -23,6 +23,10 @@ func TestInlineWriteBySend(t *testing.T) {
 	first := sendReq(t, p, 7, produce()) // learns the shape
 	echoNext()
 	mustWait(t, first, "first produce")
+	// Its answer may come before its writer's write returned: until then
+	// the connection's next request queues behind that write.
+	c := first.(*wireReq).c
+	waitFor(t, func() bool { c.mu.Lock(); defer c.mu.Unlock(); return !c.writing }, "the writer's write to return")
 
 	const n = 50
 	for i := range n {
