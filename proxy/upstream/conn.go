@@ -72,10 +72,9 @@ type conn struct {
 	// write at low load. A shared connection keeps the writer, so that no
 	// client's Send waits on a write of strangers' requests.
 	inline bool
-	// wd is the write deadline set on nc, and one1 and ibufs an inline
-	// write's scratch; whoever writes (see writing) owns them.
+	// wd is the write deadline set on nc, and ibufs an inline write's
+	// scratch; whoever writes (see writing) owns them, until afterWrite.
 	wd    time.Time
-	one1  [1]*wireReq
 	ibufs net.Buffers
 
 	mu        sync.Mutex

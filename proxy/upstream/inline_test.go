@@ -65,3 +65,48 @@ func TestInlineWriteBySend(t *testing.T) {
 		mustWait(t, pends[i], want)
 	}
 }
+
+// TestInlineWritesConcurrent: Sends of one affinity from several goroutines
+// hand the inline write on to each other and to the writer goroutine (run
+// under -race: the writer's scratch is its own until afterWrite), and every
+// request is answered.
+func TestInlineWritesConcurrent(t *testing.T) {
+	fb := newInOrderFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+	const senders, each = 4, 50
+	go func() {
+		for range senders * each {
+			select {
+			case r := <-fb.reqs:
+				r.replyEmpty()
+			case <-fb.quit:
+				return
+			}
+		}
+	}()
+	errs := make(chan error, senders)
+	for range senders {
+		go func() {
+			for range each {
+				pend, err := p.Send(context.Background(), 1, 7, Request{Key: keyProduce, Version: 8, Body: newLentProduce("t", make([]byte, 100))})
+				if err == nil {
+					ctx, cancel := context.WithTimeout(context.Background(), testWait)
+					_, err = pend.Wait(ctx)
+					cancel()
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range senders {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

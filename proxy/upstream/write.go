@@ -183,9 +183,10 @@ func (c *conn) writeInline(r *wireReq) {
 	} else {
 		n, err = nc.Write(*r.frame)
 	}
-	c.one1[0] = r
-	c.afterWrite(c.one1[:], int64(n), err)
-	c.one1[0] = nil
+	// Local: afterWrite hands c.writing on, and the next inline writer
+	// may start before this one returns.
+	one := [1]*wireReq{r}
+	c.afterWrite(one[:], int64(n), err)
 	if err != nil {
 		c.fail(ioKind(err, kindWrite), fmt.Errorf("write: %w", err))
 	}
