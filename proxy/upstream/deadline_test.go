@@ -11,11 +11,8 @@ import (
 // not push its deadline back (they did, ReadTimeout per request, so that a
 // busy connection's hang went unseen for minutes).
 func TestInOrderDeadlineAfterAnswers(t *testing.T) {
-	fb := newInOrderFakeBroker(t)
-	res := &resolver{}
-	res.set(1, fb.addr())
 	const rt = 100 * time.Millisecond
-	p, _ := newTestPool(t, Config{ConnsPerBroker: 1, ReadTimeout: rt}, res)
+	fb, p := inOrderPool(t, Config{ConnsPerBroker: 1, ReadTimeout: rt})
 	for i := range 30 {
 		pend := send(t, p, 1, 7, 12, "answered")
 		recv(t, fb).replyEmpty()

@@ -15,10 +15,7 @@ import (
 // writer goroutine, and the broker gets them all in the order Send was
 // called.
 func TestInlineWriteBySend(t *testing.T) {
-	fb := newInOrderFakeBroker(t)
-	res := &resolver{}
-	res.set(1, fb.addr())
-	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+	fb, p := inOrderPool(t, Config{ConnsPerBroker: 1})
 	echoNext := func() { recvKey(t, fb, keyProduce).replyEmpty() }
 	first := sendReq(t, p, 7, produce()) // learns the shape
 	echoNext()
@@ -71,10 +68,7 @@ func TestInlineWriteBySend(t *testing.T) {
 // under -race: the writer's scratch is its own until afterWrite), and every
 // request is answered.
 func TestInlineWritesConcurrent(t *testing.T) {
-	fb := newInOrderFakeBroker(t)
-	res := &resolver{}
-	res.set(1, fb.addr())
-	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+	fb, p := inOrderPool(t, Config{ConnsPerBroker: 1})
 	const senders, each = 4, 50
 	go func() {
 		for range senders * each {
@@ -109,4 +103,14 @@ func TestInlineWritesConcurrent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// inOrderPool is a pool of cfg with broker 1 an in-order fake broker.
+func inOrderPool(t *testing.T, cfg Config) (*fakeBroker, *Pool) {
+	t.Helper()
+	fb := newInOrderFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, cfg, res)
+	return fb, p
 }
