@@ -28,14 +28,7 @@ const (
 	// meaningful for a batch of large produce requests.
 	writeBatchBytes = 1 << 20
 	readBufferBytes = 32 << 10
-	// inlineMaxBytes bounds what an inline write (conn.inline) may leave
-	// unanswered on the connection, its own frame included: far below what
-	// the kernel's socket buffers take at once, so that the write never
-	// waits for the broker to read and Send returns at once. A request
-	// above it, or an acks=0 one (unanswered, so uncounted), goes through
-	// the writer goroutine, whose write the caller can abandon.
-	inlineMaxBytes = 64 << 10
-	handshakeCorr  = 0
+	handshakeCorr   = 0
 )
 
 // conn is one multiplexed broker connection. Its writer goroutine dials,
@@ -65,32 +58,14 @@ type conn struct {
 	// serialConns' mutex: the affinity served and its requests on c.
 	aff  uint64
 	load int
-	// inline: one affinity owns the connection (on-demand and dedicated
-	// ones), so a request queued on it while no write is under way is
-	// written by its own Send (write.go, writeInline): no wake of the
-	// writer goroutine, whose futex and scheduling cost as much as the
-	// write at low load. A shared connection keeps the writer, so that no
-	// client's Send waits on a write of strangers' requests.
-	inline bool
-	// wd is the write deadline set on nc, and ibufs an inline write's
-	// scratch; whoever writes (see writing) owns them, until afterWrite.
-	wd    time.Time
-	ibufs net.Buffers
 
-	mu        sync.Mutex
-	nc        net.Conn
-	err       error // set once, by fail
-	connected bool  // handshake done
-	nextCorr  int32
-	inflight  map[int32]*wireReq
-	queue     []*wireReq
-	// writing: a write is under way, by the writer goroutine or by an
-	// inline Send; whoever set it writes, and nobody else, until it is
-	// cleared (afterWrite). The queue waits behind it.
-	writing bool
-	// unanswered is the bytes of the requests written and not answered:
-	// at most what the kernel's buffers hold unread by the broker.
-	unanswered   int
+	mu           sync.Mutex
+	nc           net.Conn
+	err          error // set once, by fail
+	connected    bool  // handshake done
+	nextCorr     int32
+	inflight     map[int32]*wireReq
+	queue        []*wireReq
 	written      deadlineHeap // written requests awaiting a response
 	readDeadline time.Time
 	lastDeadline time.Time // of the last written request
@@ -164,22 +139,10 @@ func (c *conn) enqueue(ctx context.Context, r *wireReq) error {
 	r.corr = c.allocCorrLocked()
 	binary.BigEndian.PutUint32((*r.frame)[kwire.CorrOffset:], uint32(r.corr))
 	c.inflight[r.corr] = r
-	// Written at once when nothing is before it: everything enqueued
-	// earlier is either written (no write under way) or queued.
-	direct := c.inline && c.connected && !c.writing && len(c.queue) == 0 &&
-		!r.noResp && c.unanswered+r.size <= inlineMaxBytes
-	if direct {
-		c.writing, r.state = true, stWriting
-	} else {
-		c.queue = append(c.queue, r)
-	}
+	c.queue = append(c.queue, r)
 	c.mu.Unlock()
 	c.bp.m.inflight.Inc()
 	c.bp.m.requests.Inc()
-	if direct {
-		c.writeInline(r)
-		return nil
-	}
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -210,7 +173,6 @@ func (c *conn) removeLocked(r *wireReq) {
 	delete(c.inflight, r.corr)
 	if r.state == stWritten {
 		heap.Remove(&c.written, r.hidx)
-		c.unanswered -= r.size
 	}
 	r.state = stDone
 	<-c.sem

@@ -31,3 +31,13 @@ func TestInOrderDeadlineAfterAnswers(t *testing.T) {
 		t.Fatalf("hung broker seen after %v, ReadTimeout %v", took, rt)
 	}
 }
+
+// inOrderPool is a pool of cfg with broker 1 an in-order fake broker.
+func inOrderPool(t *testing.T, cfg Config) (*fakeBroker, *Pool) {
+	t.Helper()
+	fb := newInOrderFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, _ := newTestPool(t, cfg, res)
+	return fb, p
+}

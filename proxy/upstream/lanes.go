@@ -87,7 +87,6 @@ func (bp *brokerPool) dedicated(ctx context.Context, aff uint64) (*conn, error) 
 		select {
 		case l.tokens <- struct{}{}:
 			c := newConn(bp, laneOwner{bp, aff}, bp.p.cfg.BlockingConnIdle)
-			c.inline = true
 			l.byAff[aff] = c
 			bp.m.dedicated.Inc()
 			c.start() // under l.mu, so that closeLanes sees every started conn

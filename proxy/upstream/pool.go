@@ -209,11 +209,8 @@ func (p *Pool) now() time.Time { return p.cfg.Now() }
 // connection to broker that affinity selects (see the package comment). It
 // waits for the first connection's handshake, while that connection is
 // full, and, when the broker answers in order, for a free connection at the
-// limit. On a connection its affinity owns (a broker that answers in
-// order) Send writes a small request itself when no write is under way and
-// nothing is queued (conn.inline); that write cannot wait for the broker
-// (inlineMaxBytes), and WriteTimeout bounds it. Requests with equal
-// affinity for one broker are written in the order Send was called (long ones among themselves, on their dedicated
+// limit. Requests with equal affinity for one broker are written in the
+// order Send was called (long ones among themselves, on their dedicated
 // connection). Its errors wrap retry.ErrNotSent. A request
 // with Hold.NoResponse gets a Pending that returns a nil body once the
 // request is written. Send does not keep req.Body after it returns, but

@@ -38,10 +38,10 @@ func (c *conn) writeLoop() {
 				bufs = append(bufs, *r.frame)
 			}
 		}
-		c.armWriteDeadline(nc, time.Now())
+		_ = nc.SetWriteDeadline(time.Now().Add(c.bp.p.cfg.WriteTimeout))
 		toWrite = bufs // WriteTo consumes its receiver
 		n, err := toWrite.WriteTo(nc)
-		c.afterWrite(batch, n, err)
+		c.afterWrite(batch, n)
 		// The batch's requests live on in its backing array until the next
 		// batch overwrites them, and each holds its response frame once
 		// answered: clear, or the last batch pins up to writeBatchBytes of
@@ -64,8 +64,7 @@ func (c *conn) takeBatch(batch []*wireReq) []*wireReq {
 			c.mu.Unlock()
 			return nil
 		}
-		if len(c.queue) > 0 && !c.writing {
-			c.writing = true
+		if len(c.queue) > 0 {
 			size, i := 0, 0
 			for ; i < len(c.queue) && (i == 0 || size+c.queue[i].size <= writeBatchBytes); i++ {
 				r := c.queue[i]
@@ -79,9 +78,6 @@ func (c *conn) takeBatch(batch []*wireReq) []*wireReq {
 			c.mu.Unlock()
 			return batch
 		}
-		// Behind an inline write, the queue waits for the writer's wake
-		// (afterWrite); the request being written is in flight, so the
-		// idle timer cannot close the connection under it.
 		idleFor := c.idleWaitLocked()
 		c.mu.Unlock()
 		if idleFor == 0 {
@@ -125,8 +121,7 @@ func (c *conn) idleWaitLocked() time.Duration {
 
 // afterWrite records which frames of batch were fully written (the first n
 // bytes): those may have reached the broker; the rest definitely did not.
-// After a failed write (err) nobody writes again: the connection fails.
-func (c *conn) afterWrite(batch []*wireReq, n int64, err error) {
+func (c *conn) afterWrite(batch []*wireReq, n int64) {
 	now := time.Now()
 	var acked []*wireReq
 	var off int64
@@ -145,65 +140,14 @@ func (c *conn) afterWrite(batch []*wireReq, n int64, err error) {
 			acked = append(acked, r)
 		default:
 			r.state, r.deadline = stWritten, c.deadlineLocked(now, r.patience)
-			c.unanswered += r.size
 			heap.Push(&c.written, r)
 		}
 	}
 	c.armReadDeadlineLocked()
-	c.writing = err != nil
-	wake := err == nil && len(c.queue) > 0
 	c.mu.Unlock()
-	if wake { // queued behind an inline write: the writer takes them
-		select {
-		case c.wake <- struct{}{}:
-		default:
-		}
-	}
 	for _, r := range acked {
 		r.complete(nil, nil)
 	}
-}
-
-// writeInline writes r, which enqueue marked written by its own Send (see
-// conn.inline), and fails the connection if the write fails, as the
-// writer goroutine would.
-func (c *conn) writeInline(r *wireReq) {
-	nc := c.nc // set before connected, never changed after
-	now := time.Now()
-	c.armWriteDeadline(nc, now)
-	var n int
-	var err error
-	if r.parts != nil {
-		c.ibufs = append(c.ibufs[:0], r.parts...)
-		toWrite := c.ibufs // WriteTo consumes its receiver
-		var n64 int64
-		n64, err = toWrite.WriteTo(nc)
-		n = int(n64)
-		clear(c.ibufs)
-	} else {
-		n, err = nc.Write(*r.frame)
-	}
-	// Local: afterWrite hands c.writing on, and the next inline writer
-	// may start before this one returns.
-	one := [1]*wireReq{r}
-	c.afterWrite(one[:], int64(n), err)
-	if err != nil {
-		c.fail(ioKind(err, kindWrite), fmt.Errorf("write: %w", err))
-	}
-}
-
-// armWriteDeadline gives the write about to start at now at least half of
-// WriteTimeout and at most all of it, resetting nc's deadline only when
-// less than half is left: a reset per write costs a timer update in the
-// runtime, while a connection's writes come microseconds apart. Called by
-// whoever holds c.writing.
-func (c *conn) armWriteDeadline(nc net.Conn, now time.Time) {
-	wt := c.bp.p.cfg.WriteTimeout
-	if c.wd.Sub(now) >= wt/2 {
-		return
-	}
-	c.wd = now.Add(wt)
-	_ = nc.SetWriteDeadline(c.wd) // fails only on a closed conn, which the write sees
 }
 
 // deadlineLocked is when a request written at now with the given patience
