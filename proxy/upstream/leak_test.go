@@ -124,7 +124,10 @@ func TestBrokerFailureFreesMemory(t *testing.T) {
 			fb := tc.broker(t)
 			res := &resolver{}
 			res.set(1, fb.addr())
-			p, _ := newTestPool(t, Config{ConnsPerBroker: 1, Bufs: bufs, WriteTimeout: 300 * time.Millisecond}, res)
+			// ReadTimeout too: at times the stalled broker's kernel takes
+			// all 16 MiB, so that no write times out and only the answer's
+			// deadline sees the stall (its 30s default outlasted the wait).
+			p, _ := newTestPool(t, Config{ConnsPerBroker: 1, Bufs: bufs, WriteTimeout: 300 * time.Millisecond, ReadTimeout: 2 * time.Second}, res)
 			const n = 16
 			pend := make([]Pending, n)
 			for i := range pend { // 1 MiB each: more than the stalled broker's buffers take

@@ -152,12 +152,13 @@ func (c *conn) afterWrite(batch []*wireReq, n int64) {
 
 // deadlineLocked is when a request written at now with the given patience
 // must have been answered. A broker that answers in order starts on it only
-// after answering everything written before, so its allowance begins no
-// earlier than the previous request's deadline: a long poll or a held
-// JoinGroup ahead of it is not a hung broker.
+// after answering everything written before, so while an earlier request
+// is unanswered its allowance begins no earlier than the previous
+// request's deadline: a long poll or a held JoinGroup ahead of it is not a
+// hung broker. Once all are answered the broker starts on it at once.
 func (c *conn) deadlineLocked(now time.Time, patience time.Duration) time.Time {
 	start := now
-	if !c.unordered && c.lastDeadline.After(now) {
+	if !c.unordered && len(c.written) > 0 && c.lastDeadline.After(now) {
 		start = c.lastDeadline
 	}
 	c.lastDeadline = start.Add(patience)
