@@ -17,10 +17,10 @@ import "hash/crc32"
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Checksum is the CRC-32C of b.
-func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+func Checksum(b []byte) uint32 { return update(0, b) }
 
 // Update is the CRC-32C of A||b where sum is the CRC-32C of A.
-func Update(sum uint32, b []byte) uint32 { return crc32.Update(sum, castagnoli, b) }
+func Update(sum uint32, b []byte) uint32 { return update(sum, b) }
 
 // Shift is what makes sums of ranges combine: Shift(crc(A), len(B)) ^
 // crc(B) is crc(A||B), for any A and B (the pre- and post-inversion of
