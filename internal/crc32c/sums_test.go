@@ -3,6 +3,7 @@ package crc32c
 import (
 	"hash/crc32"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 )
 
@@ -164,4 +165,23 @@ func BenchmarkFrameSums(b *testing.B) {
 			Checksum(frame)
 		}
 	})
+}
+
+// BenchmarkChecksumRange is Checksum of one batch-sized range of a bound
+// frame: its edges read again and one Shift, per batch.
+func BenchmarkChecksumRange(b *testing.B) {
+	frame := make([]byte, 1<<20)
+	var s Sums
+	s.Write(frame)
+	s.Bind(frame)
+	for _, size := range []int{16 << 10, 100 << 10, 1000 << 10} {
+		b.Run(strconv.Itoa(size>>10)+"KiB", func(b *testing.B) {
+			r := frame[100 : 100+size+61]
+			for b.Loop() {
+				if _, ok := s.Checksum(r); !ok {
+					b.Fatal("no sum")
+				}
+			}
+		})
+	}
 }

@@ -130,9 +130,13 @@ func span(b []byte, p int) (Span, int, bool) {
 // varint reads a zig-zag varint of at most 5 bytes that fits an int32, as
 // Kafka's ByteUtils.readVarint.
 func varint(b []byte, p int) (int32, int, bool) {
-	if p < len(b) && b[p] < 0x80 { // the common case: one byte
-		u := uint32(b[p])
-		return int32(u>>1) ^ -int32(u&1), p + 1, true
+	if p+1 < len(b) { // the common cases: one byte (deltas), two (1 KiB lengths)
+		if c := b[p]; c < 0x80 {
+			return int32(c>>1) ^ -int32(c&1), p + 1, true
+		} else if d := b[p+1]; d < 0x80 {
+			u := uint32(c&0x7f) | uint32(d)<<7
+			return int32(u>>1) ^ -int32(u&1), p + 2, true
+		}
 	}
 	var u uint64
 	for i := 0; i < 5; i++ {
@@ -156,6 +160,10 @@ func varint(b []byte, p int) (int32, int, bool) {
 // varlong reads a zig-zag varint of at most 10 bytes, as Kafka's
 // ByteUtils.readVarlong.
 func varlong(b []byte, p int) (int64, int, bool) {
+	if p < len(b) && b[p] < 0x80 { // the common case: a timestamp delta under 64 ms
+		u := uint64(b[p])
+		return int64(u>>1) ^ -int64(u&1), p + 1, true
+	}
 	var u uint64
 	for i := 0; i < 10; i++ {
 		if p >= len(b) {

@@ -1,0 +1,141 @@
+package proxy
+
+// BenchmarkProduceFrameRead is the reader's side of a Produce at validation
+// off and full, over a real loopback socket: what the proxy's connection
+// reader does per frame (size, readArrived with the kernel's count, at full
+// the frame sums and every batch checked from them) and nothing else, so
+// that full's cost over off shows without the brokers' noise.
+
+import (
+	"bufio"
+	"encoding/binary"
+	"net"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kproxy/kproxy/internal/kwire"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck/probe"
+)
+
+// produceLikeFrame is a frame (without its size) of parts batches of
+// records 1 KiB records each, a 64-byte header before each batch standing
+// for the request's fields; spans are where the batches lie.
+func produceLikeFrame(parts, records int) (frame []byte, spans [][2]int) {
+	batch := probe.Framed(probe.None, int32(records), int32(records-1), probe.Sized(records, 1024))
+	frame = binary.BigEndian.AppendUint16(nil, 0) // api key Produce
+	frame = append(frame, make([]byte, 62)...)
+	for range parts {
+		frame = append(frame, make([]byte, 64)...)
+		spans = append(spans, [2]int{len(frame), len(frame) + len(batch)})
+		frame = append(frame, batch...)
+	}
+	return frame, spans
+}
+
+func BenchmarkProduceFrameRead(b *testing.B) {
+	for _, shape := range []struct {
+		name           string
+		parts, records int
+	}{{"5x100", 5, 100}, {"5x16", 5, 16}, {"1x1000", 1, 1000}} {
+		for _, level := range []recordcheck.Level{recordcheck.Off, recordcheck.Full} {
+			b.Run(shape.name+"/"+level.String(), func(b *testing.B) {
+				benchFrameRead(b, level, shape.parts, shape.records)
+			})
+		}
+	}
+}
+
+func benchFrameRead(b *testing.B, level recordcheck.Level, parts, records int) {
+	frame, spans := produceLikeFrame(parts, records)
+	sized := binary.BigEndian.AppendUint32(nil, uint32(len(frame)))
+	sized = append(sized, frame...)
+	check, err := recordcheck.New(recordcheck.Config{Level: level})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer check.Close()
+	srv, cli := loopbackPair(b)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // the client: frames back to back until the reader closes
+		defer wg.Done()
+		for {
+			if _, err := cli.Write(sized); err != nil {
+				return
+			}
+		}
+	}()
+	defer wg.Wait()
+	defer cli.Close()
+	defer srv.Close()
+
+	runtime.LockOSThread() // the thread's CPU time is the reader's
+	defer runtime.UnlockOSThread()
+	br := bufio.NewReaderSize(srv, clientReadBufferBytes)
+	queued := socketQueue(srv)
+	var pool kwire.BufPool
+	var sumsPool sync.Pool
+	sums := frameSums{pool: &sumsPool}
+	if level == recordcheck.Full {
+		sums.want = func(int16) bool { return true }
+	}
+	grant := func(total, _ int) (int, error) { return total, nil }
+	b.SetBytes(int64(len(sized)))
+	cpu0 := threadCPU(b)
+	start := time.Now()
+	for b.Loop() {
+		n, err := kwire.ReadSize(br)
+		if err != nil || int(n) != len(frame) {
+			b.Fatalf("size %d, %v", n, err)
+		}
+		sums.start()
+		buf, err := readArrived(br, queued, &sums, &pool, int(n), grant)
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := sums.bind(*buf)
+		for _, sp := range spans {
+			if r := check.CheckSummed(9, false, (*buf)[sp[0]:sp[1]], s); !r.OK() {
+				b.Fatal(r)
+			}
+		}
+		sums.release()
+		pool.Put(buf)
+	}
+	wall := time.Since(start)
+	mb := float64(b.N) * float64(len(sized)) / 1e6
+	b.ReportMetric(float64(threadCPU(b)-cpu0)/1e3/mb, "cpu-µs/MB")
+	b.ReportMetric(float64(wall.Microseconds())/mb, "wall-µs/MB")
+}
+
+// loopbackPair is a TCP connection on 127.0.0.1: the accepted end and the
+// dialed one.
+func loopbackPair(b *testing.B) (srv, cli net.Conn) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	cli, err = net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err = ln.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return srv, cli
+}
+
+// threadCPU is the calling OS thread's user and system CPU time in ns.
+func threadCPU(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
