@@ -46,10 +46,7 @@ deploy-check: ## render the Helm chart offline and decode it strictly (its own m
 FUZZTIME ?= 5s
 FUZZ_TARGETS := internal/kwire:FuzzReadGrowing internal/crc32c:FuzzChecksum proxy/proxyproto:FuzzParse proxy:FuzzParseHeader proxy:FuzzConnection proxy/apis:FuzzDispatch proxy/apis/recordcheck:FuzzCheck proxy/apis/recordcheck:FuzzAcceptedReadable proxy/crypt:FuzzDecryptEncrypt
 fuzz: ## the fuzz targets of frame, header and request parsing, FUZZTIME each
-	@for t in $(FUZZ_TARGETS); do \
-		echo "fuzz $${t#*:} ($(FUZZTIME))"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) ./$${t%%:*}/ || exit 1; \
-	done
+	@FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh $(FUZZ_TARGETS)
 
 clients: ## kcat, kafkajs and haproxy for the client matrix and the load balancer tests (skipped with a message when they cannot be installed)
 	./scripts/install-clients.sh
