@@ -9,12 +9,12 @@ package proxy
 import (
 	"bufio"
 	"encoding/binary"
-	"net"
 	"runtime"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
@@ -112,29 +112,10 @@ func benchFrameRead(b *testing.B, level recordcheck.Level, parts, records int) {
 	b.ReportMetric(float64(wall.Microseconds())/mb, "wall-µs/MB")
 }
 
-// loopbackPair is a TCP connection on 127.0.0.1: the accepted end and the
-// dialed one.
-func loopbackPair(b *testing.B) (srv, cli net.Conn) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	cli, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv, err = ln.Accept()
-	if err != nil {
-		b.Fatal(err)
-	}
-	return srv, cli
-}
-
 // threadCPU is the calling OS thread's user and system CPU time in ns.
 func threadCPU(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
 		b.Fatal(err)
 	}
 	return ru.Utime.Nano() + ru.Stime.Nano()

@@ -160,21 +160,7 @@ func TestSocketQueue(t *testing.T) {
 	if !canQueryQueue {
 		t.Skip("the kernel's count is not asked on this platform")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cli, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	srv, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv, cli := loopbackPair(t)
 	q := socketQueue(srv)
 	if q == nil {
 		t.Fatal("no count for a TCP connection")
@@ -250,4 +236,24 @@ func TestGrowUpTo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loopbackPair is a TCP connection on 127.0.0.1: the accepted end and the
+// dialed one, both closed when the test ends.
+func loopbackPair(tb testing.TB) (srv, cli net.Conn) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	if cli, err = net.Dial("tcp", ln.Addr().String()); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { cli.Close() })
+	if srv, err = ln.Accept(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { srv.Close() })
+	return srv, cli
 }

@@ -130,13 +130,14 @@ func span(b []byte, p int) (Span, int, bool) {
 // varint reads a zig-zag varint of at most 5 bytes that fits an int32, as
 // Kafka's ByteUtils.readVarint.
 func varint(b []byte, p int) (int32, int, bool) {
-	if p+1 < len(b) { // the common cases: one byte (deltas), two (1 KiB lengths)
-		if c := b[p]; c < 0x80 {
-			return int32(c>>1) ^ -int32(c&1), p + 1, true
-		} else if d := b[p+1]; d < 0x80 {
-			u := uint32(c&0x7f) | uint32(d)<<7
-			return int32(u>>1) ^ -int32(u&1), p + 2, true
-		}
+	// The common cases: one byte (deltas), two (1 KiB records' lengths).
+	if p < len(b) && b[p] < 0x80 {
+		u := uint32(b[p])
+		return int32(u>>1) ^ -int32(u&1), p + 1, true
+	}
+	if p+1 < len(b) && b[p+1] < 0x80 {
+		u := uint32(b[p]&0x7f) | uint32(b[p+1])<<7
+		return int32(u>>1) ^ -int32(u&1), p + 2, true
 	}
 	var u uint64
 	for i := 0; i < 5; i++ {
