@@ -40,6 +40,16 @@ type decoder struct {
 	layout layout.Layout
 	log    *slog.Logger
 	bad    *prometheus.CounterVec
+	// events, if not nil, counts each key by kind before it is applied,
+	// so that whoever sees the change in the table also sees it counted.
+	events *prometheus.CounterVec
+}
+
+// count counts one key of kind k in d.events.
+func (d decoder) count(k layout.Kind) {
+	if d.events != nil {
+		d.events.WithLabelValues(kindName(k)).Inc()
+	}
 }
 
 // kindName is the metric label of a key kind.
@@ -61,9 +71,11 @@ func kindName(k layout.Kind) string {
 	return "other"
 }
 
-// put applies a created or updated key and returns its kind label.
+// put counts and applies a created or updated key and returns its kind
+// label.
 func (d decoder) put(s sink, kv *mvccpb.KeyValue) string {
 	m, err := d.layout.Decode(kv.Key, kv.Value, kv.Version)
+	d.count(m.Key.Kind)
 	if err != nil {
 		d.log.Warn("skipping bad etcd value", "key", string(kv.Key), "revision", kv.ModRevision, "err", err)
 		d.bad.WithLabelValues(kindName(m.Key.Kind)).Inc()
@@ -93,9 +105,10 @@ func apply(s sink, m layout.Meta) {
 	// Other keys under the meta prefix are not routing's business.
 }
 
-// delete applies a deleted key and returns its kind label.
+// delete counts and applies a deleted key and returns its kind label.
 func (d decoder) delete(s remover, kv *mvccpb.KeyValue) string {
 	k := d.layout.Parse(string(kv.Key))
+	d.count(k.Kind)
 	switch k.Kind {
 	case layout.KindBroker:
 		s.DeleteBroker(k.Broker)

@@ -84,7 +84,7 @@ func New(cfg Config) (*Watcher, error) {
 	w.Feeder = NewFeeder(FeederConfig{
 		Client: cfg.Client, Prefix: cfg.Layout.MetaPrefix(), Health: h, Logger: cfg.Logger,
 		NewHandler: func() etcdmirror.Handler {
-			return &tableHandler{w: w, dec: decoder{layout: w.cfg.Layout, log: w.cfg.Logger, bad: w.bad}}
+			return &tableHandler{w: w, dec: decoder{layout: w.cfg.Layout, log: w.cfg.Logger, bad: w.bad, events: w.events}}
 		},
 		ProgressInterval: cfg.ProgressInterval, MinBackoff: cfg.MinBackoff, MaxBackoff: cfg.MaxBackoff,
 	})
@@ -99,22 +99,18 @@ type tableHandler struct {
 
 func (h *tableHandler) Reset(kvs []*mvccpb.KeyValue, rev int64) {
 	b := routing.NewBuilder()
+	load := h.dec
+	load.events = nil // a load is not events
 	for _, kv := range kvs {
-		h.dec.put(b, kv)
+		load.put(b, kv)
 	}
 	h.w.cfg.Table.Replace(b)
 	h.w.cfg.Logger.Info("routing table loaded", "revision", rev, "keys", len(kvs),
 		"owners", h.w.cfg.Table.Len(), "brokers", len(h.w.cfg.Table.Brokers()))
 }
 
-func (h *tableHandler) Put(kv *mvccpb.KeyValue) {
-	kind := h.dec.put(h.w.cfg.Table, kv)
-	h.w.events.WithLabelValues(kind).Inc()
-}
+func (h *tableHandler) Put(kv *mvccpb.KeyValue) { h.dec.put(h.w.cfg.Table, kv) }
 
-func (h *tableHandler) Delete(kv *mvccpb.KeyValue) {
-	kind := h.dec.delete(h.w.cfg.Table, kv)
-	h.w.events.WithLabelValues(kind).Inc()
-}
+func (h *tableHandler) Delete(kv *mvccpb.KeyValue) { h.dec.delete(h.w.cfg.Table, kv) }
 
 func (h *tableHandler) Synced(rev int64) { h.w.h.Synced(rev) }

@@ -199,7 +199,12 @@ func benchFetchOn(b testing.TB, rt *routing.Table, parts []int32, size int, minB
 // fetchBody is a fetch (v12, MaxWait 500ms) of parts of topic "t".
 func fetchBody(parts []int32, minBytes int32) []byte {
 	req := kmsg.NewPtrFetchRequest()
-	req.Version, req.MaxWaitMillis, req.MinBytes = 12, 500, minBytes
+	// MaxWait is the request's budget, within which a refused partition
+	// is retried; past it the engine gives up with NOT_LEADER_OR_FOLLOWER.
+	// 500 ms was too little for 10,000 partitions retried under -race on
+	// a loaded machine (TestSplitCostLinear failed so in CI). The fake
+	// brokers answer at once, so a long one costs no time.
+	req.Version, req.MaxWaitMillis, req.MinBytes = 12, 30_000, minBytes
 	topic := kmsg.FetchRequestTopic{Topic: "t"}
 	for _, p := range parts {
 		fp := kmsg.NewFetchRequestTopicPartition()
