@@ -44,7 +44,7 @@ deploy-check: ## render the Helm chart offline and decode it strictly (its own m
 # Go fuzzes one target per run; each runs FUZZTIME beyond its corpus in
 # testdata/fuzz (new finds go to the build cache, so the tree is unchanged).
 FUZZTIME ?= 5s
-FUZZ_TARGETS := internal/kwire:FuzzReadGrowing internal/crc32c:FuzzChecksum proxy/proxyproto:FuzzParse proxy:FuzzParseHeader proxy:FuzzConnection proxy/apis:FuzzDispatch proxy/apis/recordcheck:FuzzCheck proxy/apis/recordcheck:FuzzAcceptedReadable proxy/crypt:FuzzDecryptEncrypt
+FUZZ_TARGETS := internal/kwire:FuzzReadGrowing internal/crc32c:FuzzChecksum proxy/proxyproto:FuzzParse proxy:FuzzParseHeader proxy:FuzzConnection proxy/apis:FuzzDispatch proxy/apis/recordcheck:FuzzCheck proxy/apis/recordcheck:FuzzAcceptedReadable proxy/apis/recordcheck:FuzzScan proxy/crypt:FuzzDecryptEncrypt
 fuzz: ## the fuzz targets of frame, header and request parsing, FUZZTIME each
 	@FUZZTIME=$(FUZZTIME) GO=$(GO) ./scripts/fuzz.sh $(FUZZ_TARGETS)
 

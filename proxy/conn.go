@@ -45,10 +45,10 @@ type clientConn struct {
 	closeOnce sync.Once
 	calls     sync.WaitGroup // per-request goroutines
 
-	info *apis.ConnInfo // listener and principal, in ctx for the dispatcher
-	gate listener.Gate  // authentication (package listener)
-	part *holder        // its unfinished frame in the budget's shares (fair.go)
-	sums frameSums      // the CRC-32C sums of the frame being read (framecrc.go)
+	info    *apis.ConnInfo // listener and principal, in ctx for the dispatcher
+	gate    listener.Gate  // authentication (package listener)
+	part    *holder        // its unfinished frame in the budget's shares (fair.go)
+	arrival frameArrival   // what the frame being read gave as it arrived (framearrival.go)
 
 	clientID   []byte // the last client id seen, to reuse its *string
 	clientPtr  *string
@@ -65,7 +65,7 @@ func newClientConn(s *Server, id uint64, nc net.Conn, bl *listener.Bound) *clien
 		log: s.log.With("conn", id, "remote", nc.RemoteAddr().String(), "listener", bl.Name),
 		seq: newSequencer(s.cfg.MaxInFlightPerConn, max(s.g.lim.MaxUnsentBytesPerConn, 0), s.m.mutes.Inc),
 	}
-	c.sums = frameSums{want: s.d.frameSums, pool: &s.sumsPool}
+	c.arrival = frameArrival{want: s.d.frameArrival, pool: &s.arrivalPool}
 	c.part = newHolder(info.Client, func(reason string, err error) {
 		s.g.report(c, reason, "closing client connection holding the largest unfinished frame", "err", err)
 		c.close(err)
@@ -196,9 +196,9 @@ func (c *clientConn) readOne(cr *connReader, br *bufio.Reader, t uint64) error {
 	if limit := c.gate.FrameLimit(c.s.cfg.MaxFrameBytes); n < 0 || n > limit {
 		return &badFrameError{key: -1, reason: badFrameSize, err: fmt.Errorf("frame of %d bytes (max %d)", n, limit)}
 	}
-	c.sums.start()
-	defer c.sums.release() // once the frame's call has begun
-	buf, err := c.s.g.readFrame(c.ctx, c.part, br, c.s.bufs, int(n), cr.queued, &c.sums)
+	c.arrival.start()
+	defer c.arrival.release() // once the frame's call has begun
+	buf, err := c.s.g.readFrame(c.ctx, c.part, br, c.s.bufs, int(n), cr.queued, &c.arrival)
 	cr.endFrame()
 	if err != nil {
 		return err
@@ -246,7 +246,7 @@ func (c *clientConn) readOne(cr *connReader, br *bufio.Reader, t uint64) error {
 		c.chargeProduce(h.Key, 4+int(n), &cost)
 		began := time.Now()
 		cl = c.s.d.disp.Begin(c.ctx, c.id, apis.Header{
-			Key: h.Key, Version: h.Version, CorrelationID: h.Corr, ClientID: cid, Sums: c.sums.bind(frame),
+			Key: h.Key, Version: h.Version, CorrelationID: h.Corr, ClientID: cid, Arrival: c.arrival.bind(frame),
 		}, frame[h.BodyOff:])
 		cost.begin = time.Since(began)
 	}

@@ -1,7 +1,8 @@
-// This file is a connection's frame sums: the CRC-32C prefix sums
-// (crc32c.Sums) of the request frames the dispatcher asks for (Produce at
-// validation full), taken as each frame's bytes arrive, so that the checks
-// of its record batches find their CRCs without reading the batches again.
+// This file is a connection's frame arrival: for the request frames the
+// dispatcher asks for (Produce at validation full), what their bytes gave
+// as they arrived (recordcheck.Arrival: the CRC-32C prefix sums of the
+// frame and the walks of its records), so that the checks of its record
+// batches do not read the batches again.
 
 package proxy
 
@@ -9,80 +10,77 @@ import (
 	"encoding/binary"
 	"sync"
 
-	"github.com/kproxy/kproxy/internal/crc32c"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 )
 
-// frameSums is a kwire.Observer for one connection's frames, one frame at
-// a time: start before each frame, bind after it is read, release once the
-// frame's call has begun. Only a frame whose api key (its first two bytes)
-// want accepts pays for the sums; their table comes from pool, and goes
+// frameArrival is a kwire.Observer for one connection's frames, one frame
+// at a time: start before each frame, bind after it is read, release once
+// the frame's call has begun. Only a frame whose api key (its first two
+// bytes) want accepts pays for the arrival; it comes from pool, and goes
 // back to it on release.
-type frameSums struct {
+type frameArrival struct {
 	want func(key int16) bool // nil: no frame
-	pool *sync.Pool           // of *crc32c.Sums, shared by the connections
+	pool *sync.Pool           // of *recordcheck.Arrival, shared by the connections
 
-	state uint8 // sumsUndecided, sumsOn or sumsOff
-	head  [2]byte
-	nhead int
-	s     *crc32c.Sums // while on
+	state uint8                // arrivalUndecided, arrivalOn or arrivalOff
+	a     *recordcheck.Arrival // while on
 }
 
 const (
-	sumsUndecided = iota // the api key has not arrived yet
-	sumsOn
-	sumsOff
+	arrivalUndecided = iota // the api key has not arrived yet
+	arrivalOn
+	arrivalOff
 )
 
 // start begins a new frame.
-func (f *frameSums) start() {
+func (f *frameArrival) start() {
 	f.release()
-	f.state, f.nhead = sumsUndecided, 0
+	f.state = arrivalUndecided
 	if f.want == nil {
-		f.state = sumsOff
+		f.state = arrivalOff
 	}
 }
 
 // Observe is kwire.Observer.
-func (f *frameSums) Observe(chunk []byte) {
+func (f *frameArrival) Observe(read []byte, k int) {
 	switch f.state {
-	case sumsOn:
-		f.s.Write(chunk)
+	case arrivalOn:
+		f.a.Observe(read, k)
 		return
-	case sumsOff:
-		return
-	}
-	k := copy(f.head[f.nhead:], chunk)
-	if f.nhead += k; f.nhead < len(f.head) {
+	case arrivalOff:
 		return
 	}
-	if !f.want(int16(binary.BigEndian.Uint16(f.head[:]))) {
-		f.state = sumsOff
+	if len(read) < 2 {
 		return
 	}
-	f.state = sumsOn
-	f.s, _ = f.pool.Get().(*crc32c.Sums)
-	if f.s == nil {
-		f.s = new(crc32c.Sums)
+	if !f.want(int16(binary.BigEndian.Uint16(read))) {
+		f.state = arrivalOff
+		return
 	}
-	f.s.Reset()
-	f.s.Write(f.head[:])
-	f.s.Write(chunk[k:])
+	f.state = arrivalOn
+	f.a, _ = f.pool.Get().(*recordcheck.Arrival)
+	if f.a == nil {
+		f.a = new(recordcheck.Arrival)
+	}
+	f.a.Reset()
+	f.a.Observe(read, len(read)) // all of it is new to the arrival
 }
 
-// bind is the sums of frame, read whole, or nil if it has none.
-func (f *frameSums) bind(frame []byte) *crc32c.Sums {
-	if f.state != sumsOn || !f.s.Bind(frame) {
+// bind is the arrival of frame, read whole, or nil if it has none.
+func (f *frameArrival) bind(frame []byte) *recordcheck.Arrival {
+	if f.state != arrivalOn || !f.a.Bind(frame) {
 		return nil
 	}
-	return f.s
+	return f.a
 }
 
-// release gives the table back; what bind returned must not be used after.
-func (f *frameSums) release() {
-	if f.s != nil {
-		f.s.Reset() // unbound: the pool must not keep the frame alive
-		f.pool.Put(f.s)
-		f.s = nil
+// release gives the arrival back; what bind returned must not be used
+// after.
+func (f *frameArrival) release() {
+	if f.a != nil {
+		f.a.Reset() // unbound: the pool must not keep the frame alive
+		f.pool.Put(f.a)
+		f.a = nil
 	}
-	f.state = sumsOff
+	f.state = arrivalOff
 }

@@ -3,16 +3,52 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"hash/crc32"
 	"sync"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
+	"github.com/kproxy/kproxy/proxy/apis/recordcheck/probe"
 )
 
-// sumsDispatcher checks, inside each Begin (the sums are valid only
-// there), what Header.Sums says of ranges of the body, and records it.
+// produceFrame is a Produce v9 frame (without its size) of parts
+// partitions, each a batch of records 1 KiB records; spans are where the
+// batches lie.
+func produceFrame(t testing.TB, parts, records int) (frame []byte, spans [][2]int) {
+	batch := probe.Framed(probe.None, int32(records), int32(records-1), probe.Sized(records, 1024))
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 9, -1, 1000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "bench"
+	batches := make([][]byte, parts)
+	for i := range parts {
+		// Each its own partition leader epoch, which the CRC does not
+		// cover, so that each batch is found in the frame.
+		batches[i] = binary.BigEndian.AppendUint32(bytes.Clone(batch[:12]), uint32(i))
+		batches[i] = append(batches[i], batch[16:]...)
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = int32(i), batches[i]
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	frame = kmsg.NewRequestFormatter(kmsg.FormatterClientID("c")).AppendRequest(nil, req, 1)[4:]
+	for _, b := range batches {
+		off := bytes.Index(frame, b)
+		if off < 0 {
+			t.Fatal("a batch is not in the frame")
+		}
+		spans = append(spans, [2]int{off, off + len(b)})
+	}
+	return frame, spans
+}
+
+// sumsDispatcher checks, inside each Begin (the arrival is valid only
+// there), what Header.Arrival says of ranges of the body, and records it.
 type sumsDispatcher struct {
 	*fakeDispatcher
 	mu   sync.Mutex
@@ -21,25 +57,25 @@ type sumsDispatcher struct {
 
 type sumsSeen struct {
 	key   int16
-	had   bool // Header.Sums was set
+	had   bool // Header.Arrival was set
 	wrong int  // ranges whose sum was not crc32's
 }
 
 var castagnoliRef = crc32.MakeTable(crc32.Castagnoli)
 
 func (d *sumsDispatcher) Begin(ctx context.Context, conn uint64, h apis.Header, body []byte) call {
-	s := sumsSeen{key: h.Key, had: h.Sums != nil}
+	s := sumsSeen{key: h.Key, had: h.Arrival != nil}
 	if s.had {
 		n := len(body)
 		for _, r := range [][2]int{{0, n}, {1, n}, {n / 3, n - 7}, {61, n / 2}, {n - 1, n}} {
 			if r[0] >= r[1] || r[0] < 0 {
 				continue
 			}
-			if got, ok := h.Sums.Checksum(body[r[0]:r[1]]); !ok || got != crc32.Checksum(body[r[0]:r[1]], castagnoliRef) {
+			if got, ok := h.Arrival.Checksum(body[r[0]:r[1]]); !ok || got != crc32.Checksum(body[r[0]:r[1]], castagnoliRef) {
 				s.wrong++
 			}
 		}
-		if _, ok := h.Sums.Checksum(bytes.Clone(body)); ok {
+		if _, ok := h.Arrival.Checksum(bytes.Clone(body)); ok {
 			s.wrong++ // bytes outside the frame have no sums
 		}
 	}
@@ -49,12 +85,12 @@ func (d *sumsDispatcher) Begin(ctx context.Context, conn uint64, h apis.Header, 
 	return d.fakeDispatcher.Begin(ctx, conn, h, body)
 }
 
-// TestFrameSums: the connection hands the dispatcher the sums of exactly
-// the frames it names (Produce here), right for every range of the body,
-// whether the frame arrived whole in the read buffer or in many reads;
-// other frames, and a dispatcher that names none, get none.
-func TestFrameSums(t *testing.T) {
-	produceOnly := func(d *deps) { d.frameSums = func(key int16) bool { return key == 0 } }
+// TestFrameArrival: the connection hands the dispatcher the arrival of
+// exactly the frames it names (Produce here), its sums right for every
+// range of the body, whether the frame arrived whole in the read buffer or
+// in many reads; other frames, and a dispatcher that names none, get none.
+func TestFrameArrival(t *testing.T) {
+	produceOnly := func(d *deps) { d.frameArrival = func(key int16) bool { return key == 0 } }
 	for _, tc := range []struct {
 		name string
 		edit func(*deps)
@@ -96,21 +132,39 @@ func TestFrameSums(t *testing.T) {
 	}
 }
 
-// TestFrameSumsAllocate: once warm, a frame's sums allocate nothing.
-func TestFrameSumsAllocate(t *testing.T) {
+// TestFrameArrivalAllocates: once warm, a Produce frame's arrival (its
+// sums and the walks of its batches) allocates nothing, and it walks every
+// batch.
+func TestFrameArrivalAllocates(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector makes sync.Pool drop items at random")
 	}
 	var pool sync.Pool
-	f := frameSums{want: func(int16) bool { return true }, pool: &pool}
-	frame := make([]byte, 1<<20)
+	f := frameArrival{want: func(int16) bool { return true }, pool: &pool}
+	frame, spans := produceFrame(t, 8, 100)
+	checker, err := recordcheck.New(recordcheck.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer checker.Close()
 	allocs := testing.AllocsPerRun(20, func() {
 		f.start()
-		for off := 0; off < len(frame); off += kwire.ReadChunkBytes {
-			f.Observe(frame[off : off+kwire.ReadChunkBytes])
+		for have := 0; have < len(frame); {
+			k := min(len(frame)-have, kwire.ReadChunkBytes)
+			have += k
+			f.Observe(frame[:have], k)
 		}
-		if f.bind(frame) == nil {
-			t.Fatal("no sums for a frame it wants")
+		a := f.bind(frame)
+		if a == nil {
+			t.Fatal("no arrival for a frame it wants")
+		}
+		if a.Walks() != len(spans) {
+			t.Fatalf("the scan walked %d of %d batches", a.Walks(), len(spans))
+		}
+		for _, sp := range spans {
+			if r := checker.CheckSummed(9, false, frame[sp[0]:sp[1]], a); !r.OK() {
+				t.Fatalf("batch %v: %+v", sp, r)
+			}
 		}
 		f.release()
 	})

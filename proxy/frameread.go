@@ -79,7 +79,7 @@ func readArrived(br *bufio.Reader, queued func() int, obs kwire.Observer, bufs b
 		want := end - have
 		k, err := br.Read(b[have:end])
 		if obs != nil && k > 0 {
-			obs.Observe(b[have : have+k]) // kwire.Observer: right after the read
+			obs.Observe(b[:have+k], k) // kwire.Observer: right after the read
 		}
 		have += k
 		ask = queued != nil && k == want

@@ -116,9 +116,10 @@ type deps struct {
 	// ticker that paces its Trim (nil: time.NewTicker); stop ends it.
 	bufs      *kwire.BufPool
 	trimTicks func(every time.Duration) (ticks <-chan time.Time, stop func())
-	// frameSums names the request frames whose CRC-32C sums the
-	// dispatcher uses (apis.Dispatcher.FrameSums; nil: none).
-	frameSums func(key int16) bool
+	// frameArrival names the request frames whose arrival (their CRC-32C
+	// sums and record walks) the dispatcher uses
+	// (apis.Dispatcher.FrameArrival; nil: none).
+	frameArrival func(key int16) bool
 }
 
 // Server serves Kafka clients on bound listeners: create it with
@@ -135,14 +136,14 @@ type Server struct {
 	lns []*listener.Bound // Kafka listeners, in their configured order
 	sec *listener.Auth    // authentication state shared by connections; nil: none
 
-	connCtx    context.Context // parent of every client connection's context
-	cancelConn context.CancelCauseFunc
-	nextID     atomic.Uint64
-	mu         sync.Mutex
-	conns      map[*clientConn]struct{}
-	draining   atomic.Bool
-	connWG     sync.WaitGroup
-	sumsPool   sync.Pool // the connections' frame sums tables (framecrc.go)
+	connCtx     context.Context // parent of every client connection's context
+	cancelConn  context.CancelCauseFunc
+	nextID      atomic.Uint64
+	mu          sync.Mutex
+	conns       map[*clientConn]struct{}
+	draining    atomic.Bool
+	connWG      sync.WaitGroup
+	arrivalPool sync.Pool // the connections' frame arrivals (framearrival.go)
 }
 
 // NewServer returns a server for listeners lns (bound; Run closes them)
@@ -153,7 +154,7 @@ func NewServer(cfg Config, lns []*listener.Bound, p Parts) *Server {
 		acceptAfter: p.AcceptAfter, bufs: p.Bufs,
 	}
 	if p.Dispatcher != nil {
-		d.frameSums = p.Dispatcher.FrameSums
+		d.frameArrival = p.Dispatcher.FrameArrival
 	}
 	return newServer(cfg, lns, d)
 }

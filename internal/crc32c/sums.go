@@ -82,6 +82,16 @@ func (s *Sums) Checksum(b []byte) (sum uint32, ok bool) {
 	return Update(mid, s.frame[be:end]), true
 }
 
+// Offset is where b starts in the bound frame, if b lies within it (shares
+// its memory): for a caller that keeps facts of its own about the frame's
+// ranges.
+func (s *Sums) Offset(b []byte) (int, bool) {
+	if s == nil || len(s.frame) == 0 {
+		return 0, false
+	}
+	return offset(s.frame, b)
+}
+
 // offset is where b starts in frame, if b lies within it. Go has no
 // pointer subtraction: the addresses are compared as integers, which is
 // sound while both slices are live (the caller holds them).

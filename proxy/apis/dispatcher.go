@@ -37,7 +37,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/internal/crc32c"
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/hwfloor"
@@ -58,15 +57,16 @@ type Header struct {
 	Version       int16
 	CorrelationID int32
 	ClientID      *string
-	// Sums, if not nil, has the CRC-32C of any range of the request's
-	// frame, taken as its bytes arrived (for the requests FrameSums
-	// names); valid only until Begin returns.
-	Sums *crc32c.Sums
+	// Arrival, if not nil, is what the request's frame gave as its bytes
+	// arrived: the CRC-32C of any range of it, and the walks of its
+	// records (for the requests FrameArrival names); valid only until
+	// Begin returns.
+	Arrival *recordcheck.Arrival
 }
 
-// FrameSums says whether requests with api key need Header.Sums: Produce,
-// whose batch CRCs validation full checks.
-func (d *Dispatcher) FrameSums(key int16) bool {
+// FrameArrival says whether requests with api key need Header.Arrival:
+// Produce, whose batch CRCs and records validation full checks.
+func (d *Dispatcher) FrameArrival(key int16) bool {
 	return key == int16(kmsg.Produce) && d.pg.Level() == recordcheck.Full
 }
 

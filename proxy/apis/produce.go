@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kproxy/kproxy/internal/crc32c"
 	"github.com/kproxy/kproxy/proxy/apis/authrule"
 	"github.com/kproxy/kproxy/proxy/apis/produceguard"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
@@ -39,10 +38,10 @@ type produceOp struct {
 	answers  []kmsg.ProduceResponseTopicPartition // item i's answer
 	tstart   []int32                              // first item of each request topic
 	throttle int32
-	client   *string      // the client's id, for the log of refused partitions
-	sums     *crc32c.Sums // the frame's CRC-32C sums (Header.Sums), during addItems
-	hints    bool         // a leader hint was rewritten to point at the proxy
-	byID     bool         // v13+: topics by id
+	client   *string              // the client's id, for the log of refused partitions
+	arrived  *recordcheck.Arrival // what the frame gave as it arrived (Header.Arrival), during addItems
+	hints    bool                 // a leader hint was rewritten to point at the proxy
+	byID     bool                 // v13+: topics by id
 	// encrypted: some record data was rewritten (encryptRecords), so the
 	// client's body may not be forwarded as it is.
 	encrypted bool
@@ -58,7 +57,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 	if o == nil {
 		o = &produceOp{}
 	}
-	o.d, o.ep, o.client, o.sums = d, d.endpoint(ctx), h.ClientID, h.Sums
+	o.d, o.ep, o.client, o.arrived = d, d.endpoint(ctx), h.ClientID, h.Arrival
 	o.req = kmsg.ProduceRequest{Version: h.Version, Topics: o.req.Topics} // reuse, but no stale fields
 	if err := o.req.UnsafeReadFrom(body); err != nil {
 		o.release()
@@ -73,7 +72,7 @@ func (d *Dispatcher) beginProduce(ctx context.Context, conn uint64, h Header, bo
 		PerItem:  d.cfg.PerPartitionProduce,
 	})
 	o.addItems(ctx, o.produceCheck(ctx))
-	o.sums = nil // the frame's: valid only during Begin
+	o.arrived = nil // the frame's: valid only during Begin
 	if o.req.Acks == 0 {
 		r, err := o.fireAndForget(ctx)
 		return nil, r, err
@@ -382,7 +381,7 @@ func (o *produceOp) partitionFault(ctx context.Context, records []byte) (string,
 	if !produceguard.ValidAcks(o.req.Acks) {
 		return produceguard.RequiredAcks, kerr.InvalidRequiredAcks.Code
 	}
-	if r := o.d.pg.Check.CheckSummedBatch(o.req.Version, o.req.TransactionID != nil, records, o.sums, &o.checked); !r.OK() {
+	if r := o.d.pg.Check.CheckSummedBatch(o.req.Version, o.req.TransactionID != nil, records, o.arrived, &o.checked); !r.OK() {
 		return r.Reason.String(), r.Code
 	}
 	if o.req.TransactionID != nil && o.d.pg.Level() != recordcheck.Off &&

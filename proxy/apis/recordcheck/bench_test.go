@@ -36,7 +36,7 @@ func BenchmarkCheck(b *testing.B) {
 	// As the proxy checks: the CRC from the frame's sums, taken as the
 	// frame was read (BenchmarkFrameSums in internal/crc32c is that cost).
 	b.Run("none-summed", func(b *testing.B) {
-		in, sums := inFrame(plain, 1)
+		in, sums := inFrame(b, plain, 1)
 		b.SetBytes(benchRecords * benchValue)
 		b.ReportAllocs()
 		for b.Loop() {

@@ -117,26 +117,28 @@ func (c *Checker) CheckBatch(version int16, transactionalID bool, records []byte
 	return c.check(version, transactionalID, records, nil, into)
 }
 
-// CheckSummedBatch is CheckBatch with the batch's CRC from the frame's
-// sums (as CheckSummed): the produce path, which hands the decompressed
-// records on to encryption.
-func (c *Checker) CheckSummedBatch(version int16, transactionalID bool, records []byte, sums *crc32c.Sums, into *Batch) Result {
-	return c.check(version, transactionalID, records, sums, into)
+// CheckSummedBatch is CheckBatch for records that lie in a frame whose
+// bytes were observed as they arrived (arrived, which may be nil): the
+// batch's CRC comes from the frame's sums and its records' verdict from the
+// frame's scan when it reached them, so the bytes are not read again for
+// either. The produce path, which hands the decompressed records on to
+// encryption.
+func (c *Checker) CheckSummedBatch(version int16, transactionalID bool, records []byte, arrived *Arrival, into *Batch) Result {
+	return c.check(version, transactionalID, records, arrived, into)
 }
 
-// CheckSummed is Check for records that lie in a frame whose CRC-32C sums
-// were taken as it arrived (sums, which may be nil): the batch's CRC comes
-// from them, and its bytes are not read again for it.
-func (c *Checker) CheckSummed(version int16, transactionalID bool, records []byte, sums *crc32c.Sums) Result {
+// CheckSummed is Check for records that lie in a frame observed as it
+// arrived (CheckSummedBatch).
+func (c *Checker) CheckSummed(version int16, transactionalID bool, records []byte, arrived *Arrival) Result {
 	var b Batch
-	r := c.check(version, transactionalID, records, sums, &b)
+	r := c.check(version, transactionalID, records, arrived, &b)
 	b.Release()
 	return r
 }
 
-// check is CheckBatch with the CRC from sums when they have it, else from
-// the batch's bytes.
-func (c *Checker) check(version int16, transactionalID bool, records []byte, sums *crc32c.Sums, into *Batch) Result {
+// check is CheckBatch with what arrived has of the frame, else the batch's
+// bytes read again.
+func (c *Checker) check(version int16, transactionalID bool, records []byte, arrived *Arrival, into *Batch) Result {
 	if c.level == Off {
 		return Result{}
 	}
@@ -149,7 +151,7 @@ func (c *Checker) check(version int16, transactionalID bool, records []byte, sum
 	// Kafka checks the CRC before the other header fields, so a wrong CRC
 	// is the answer whatever else is wrong.
 	under := b[kwire.BatchOffAttributes:]
-	sum, ok := sums.Checksum(under)
+	sum, ok := arrived.Checksum(under)
 	if !ok {
 		sum = crc32c.Checksum(under)
 	}
@@ -159,12 +161,13 @@ func (c *Checker) check(version int16, transactionalID bool, records []byte, sum
 	if !res.OK() {
 		return res
 	}
-	return c.records(b, into)
+	return c.records(b, arrived, into)
 }
 
 // records checks the records of batch b, whose header and CRC passed,
-// into into.
-func (c *Checker) records(b []byte, into *Batch) Result {
+// into into; an uncompressed batch's verdict comes from arrived if its scan
+// walked them.
+func (c *Checker) records(b []byte, arrived *Arrival, into *Batch) Result {
 	be := binary.BigEndian
 	codec := uint8(be.Uint16(b[kwire.BatchOffAttributes:]) & kwire.BatchAttrCodec)
 	count := int32(be.Uint32(b[kwire.BatchOffNumRecords:]))
@@ -174,7 +177,14 @@ func (c *Checker) records(b []byte, into *Batch) Result {
 			return refuseFor(r)
 		}
 	}
-	if r := walk(into.Data, count); r != None {
+	r, ok := None, false
+	if codec == codecNone {
+		r, ok = arrived.walked(into.Data, count)
+	}
+	if !ok {
+		r = walk(into.Data, count)
+	}
+	if r != None {
 		return refuseFor(r)
 	}
 	return Result{}

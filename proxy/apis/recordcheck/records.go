@@ -107,6 +107,18 @@ func (r *Records) Next(rec *Record) bool {
 	return true
 }
 
+// arrived reports whether the record at the walk's position lies whole in
+// the bytes Records holds, or is refused whatever follows them (a
+// negative length): whether Next says of it what it would say with all the
+// data.
+func (r *Records) arrived() bool {
+	size, p, ok := varint(r.data, r.pos)
+	if !ok {
+		return false // cut short, or refused once whole: decided then
+	}
+	return size < 0 || int64(size) <= int64(len(r.data)-p)
+}
+
 func (r *Records) fail() bool {
 	r.err = RecordBody
 	return false
@@ -139,6 +151,16 @@ func varint(b []byte, p int) (int32, int, bool) {
 		u := uint32(b[p]&0x7f) | uint32(b[p+1])<<7
 		return int32(u>>1) ^ -int32(u&1), p + 2, true
 	}
+	u, p, ok := uvarint(b, p)
+	if !ok {
+		return 0, p, false
+	}
+	return int32(u>>1) ^ -int32(u&1), p, true
+}
+
+// uvarint reads an unsigned varint of at most 5 bytes that fits a uint32;
+// when it fails for want of bytes, the position returned is len(b).
+func uvarint(b []byte, p int) (uint32, int, bool) {
 	var u uint64
 	for i := 0; i < 5; i++ {
 		if p >= len(b) {
@@ -151,8 +173,7 @@ func varint(b []byte, p int) (int32, int, bool) {
 			if u > 0xffffffff {
 				return 0, p, false
 			}
-			v := uint32(u)
-			return int32(v>>1) ^ -int32(v&1), p, true
+			return uint32(u), p, true
 		}
 	}
 	return 0, p, false
@@ -187,24 +208,61 @@ func varlong(b []byte, p int) (int64, int, bool) {
 // run 0..count-1, as Kafka's record iterator reads them (count must be
 // positive; the batch header's own checks come first).
 func walk(data []byte, count int32) Reason {
-	if int64(count) > int64(len(data)/minRecordBytes) {
-		return RecordsCount // more records claimed than the bytes could hold
+	w := newWalker(count, len(data))
+	w.advance(data)
+	return w.res
+}
+
+// walker is walk over bytes that are still arriving: advance, given the
+// first bytes of the data, checks every record that lies whole in them and
+// stops before the first that does not. A record that lies whole in a
+// prefix reads there exactly as in the whole data (each field is bounded
+// by the record's own length), so the verdict is walk's for any sequence
+// of growing prefixes; walk itself is the one call with all the data.
+type walker struct {
+	count, i int32 // records claimed, and checked so far
+	pos      int   // where record i starts
+	total    int   // the data's length, all of it
+	res      Reason
+	done     bool
+}
+
+func newWalker(count int32, total int) walker {
+	w := walker{count: count, total: total}
+	if int64(count) > int64(total/minRecordBytes) {
+		w.res, w.done = RecordsCount, true // more records claimed than the bytes could hold
 	}
-	r := NewRecords(data)
+	return w
+}
+
+// advance walks on through d, the data's first len(d) bytes (at most
+// total, and never fewer than the call before).
+func (w *walker) advance(d []byte) {
+	if w.done {
+		return
+	}
+	whole := len(d) >= w.total
+	r := Records{data: d, pos: w.pos}
 	var rec Record
-	for i := range count {
+	for ; w.i < w.count; w.i++ {
+		if !whole && !r.arrived() {
+			w.pos = r.pos
+			return
+		}
 		if !r.Next(&rec) {
+			w.res, w.done = RecordsCount, true // Kafka: premature EOF
 			if r.err != None {
-				return r.err
+				w.res = r.err
 			}
-			return RecordsCount // Kafka: premature EOF
+			return
 		}
-		if rec.OffsetDelta != i {
-			return OffsetDeltas
+		if rec.OffsetDelta != w.i {
+			w.res, w.done = OffsetDeltas, true
+			return
 		}
 	}
-	if r.pos != len(data) {
-		return RecordsCount // Kafka: records still remaining
+	if r.pos != w.total {
+		w.res = RecordsCount // Kafka: records still remaining
 	}
-	return None
+	w.done = true
 }

@@ -11,38 +11,36 @@ import (
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck/probe"
 )
 
-// inFrame places records at a random offset of a frame of other bytes,
-// takes the frame's sums in random chunks, as a connection reads it, and
-// returns the records as they lie in the frame, with the sums.
-func inFrame(records []byte, seed uint64) ([]byte, *crc32c.Sums) {
-	return inFrameFlipped(records, seed, -1)
+// inFrame places records in a Produce frame, at a version from seed
+// (3-13) and between partitions of random bytes of random lengths, observes
+// the frame in random pieces, as a connection reads it, and returns the
+// records as they lie in the frame, with the Arrival.
+func inFrame(t testing.TB, records []byte, seed uint64) ([]byte, *Arrival) {
+	return inFrameFlipped(t, records, seed, -1)
 }
 
-// inFrameFlipped is inFrame with the sums taken while the byte at flip of
-// records (if not -1) was different: sums that do not match the bytes.
-func inFrameFlipped(records []byte, seed uint64, flip int) ([]byte, *crc32c.Sums) {
+// inFrameFlipped is inFrame with the frame observed while the byte at flip
+// of records (if not -1) was different: sums (and walks) that do not match
+// the bytes.
+func inFrameFlipped(t testing.TB, records []byte, seed uint64, flip int) ([]byte, *Arrival) {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	pre, post := rng.IntN(2*crc32c.Block), rng.IntN(2*crc32c.Block)
-	frame := make([]byte, pre+len(records)+post)
-	for i := range frame {
-		frame[i] = byte(rng.Uint32())
+	pre, post := make([]byte, rng.IntN(2*crc32c.Block)), make([]byte, rng.IntN(2*crc32c.Block))
+	for _, b := range [][]byte{pre, post} {
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
 	}
-	copy(frame[pre:], records)
+	version := int16(3 + rng.IntN(11))
+	frame, in := produceFrame(t, version, [][][]byte{{pre, records, post}}, seed%2 == 0)
+	rec := in[0][1]
 	if flip >= 0 {
-		frame[pre+flip] ^= 1
+		rec[flip] ^= 1
 	}
-	s := new(crc32c.Sums)
-	s.Reset()
-	for rest := frame; len(rest) > 0; {
-		k := min(len(rest), 1+rng.IntN(3*crc32c.Block))
-		s.Write(rest[:k])
-		rest = rest[k:]
-	}
+	a := observed(frame, seed)
 	if flip >= 0 {
-		frame[pre+flip] ^= 1
+		rec[flip] ^= 1
 	}
-	s.Bind(frame)
-	return frame[pre : pre+len(records)], s
+	return rec, a
 }
 
 // checkBoth is c.Check of records, after checking that CheckSummed of
@@ -50,8 +48,8 @@ func inFrameFlipped(records []byte, seed uint64, flip int) ([]byte, *crc32c.Sums
 func checkBoth(t testing.TB, c *Checker, version int16, txnID bool, records []byte) Result {
 	t.Helper()
 	want := c.Check(version, txnID, records)
-	in, sums := inFrame(records, uint64(len(records)))
-	if got := c.CheckSummed(version, txnID, in, sums); got != want {
+	in, arrived := inFrame(t, records, uint64(len(records)))
+	if got := c.CheckSummed(version, txnID, in, arrived); got != want {
 		t.Fatalf("CheckSummed = %+v, Check = %+v", got, want)
 	}
 	return want
@@ -77,10 +75,10 @@ func TestCheckSummedTakesTheFrameCRC(t *testing.T) {
 			if r := full.Check(9, false, good); !r.OK() {
 				t.Fatalf("the batch, read: %+v", r)
 			}
-			if in, sums := inFrame(good, 7); !full.CheckSummed(9, false, in, sums).OK() {
+			if in, sums := inFrame(t, good, 7); !full.CheckSummed(9, false, in, sums).OK() {
 				t.Fatal("the batch with its frame's sums refused")
 			}
-			in, sums := inFrameFlipped(good, 7, len(good)/2)
+			in, sums := inFrameFlipped(t, good, 7, len(good)/2)
 			if r := full.CheckSummed(9, false, in, sums); r.Reason != CRC || r.Code != kerr.CorruptMessage.Code {
 				t.Fatalf("the batch against sums of other bytes = %+v, want CRC (CORRUPT_MESSAGE): the sums were not used", r)
 			}
