@@ -82,9 +82,10 @@ func TestArrivalWalksAsTheFrameArrives(t *testing.T) {
 	big := valid(t, codecNone, 300, 1024) // pieces land inside records
 	parts := [][][]byte{
 		{valid(t, codecNone, 3, 100), lying, nil, big},
+		{}, // a topic without partitions
 		{valid(t, codecGzip, 20, 100), []byte("short"), {}, deltas},
 	}
-	walkable := map[int]bool{0: true, 1: true, 3: true, 103: true}
+	walkable := map[int]bool{0: true, 1: true, 3: true, 203: true}
 	for version := int16(3); version <= 13; version++ {
 		for _, tagged := range []bool{false, true} {
 			frame, in := produceFrame(t, version, parts, tagged)

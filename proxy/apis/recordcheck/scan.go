@@ -135,11 +135,15 @@ func (s *scan) array(d []byte) bool {
 	if st != ready {
 		return s.settle(st)
 	}
-	if n <= 0 {
-		s.step = scanDone // nothing, or null: nothing to walk
+	if n < 0 || n == 0 && s.step == scanTopics {
+		s.step = scanDone // null, or no topics: nothing to walk
 		return false
 	}
 	s.pos = p
+	if n == 0 { // a topic without partitions: past it
+		s.endTopic()
+		return true
+	}
 	if s.step == scanTopics {
 		s.topics, s.step = int32(n), scanTopic
 	} else {
@@ -213,6 +217,12 @@ func (s *scan) nextPart() {
 		s.step = scanPart
 		return
 	}
+	s.endTopic()
+}
+
+// endTopic moves past the current topic's partitions: to its tagged
+// fields, or to the next topic.
+func (s *scan) endTopic() {
 	if s.flexible {
 		s.step = scanTopicTags
 		return
