@@ -20,6 +20,10 @@ import (
 	"github.com/kproxy/kproxy/internal/kwire"
 )
 
+// scanMaxVersion is the last Produce version whose layout the scan knows
+// (v13: topics by id); a later one is walked after it is read.
+const scanMaxVersion = 13
+
 // maxWalks bounds the verdicts one frame keeps (24 bytes each, with the
 // Arrival they stay in its pool): the partitions past it are walked after
 // the frame is read.
@@ -55,13 +59,16 @@ type scan struct {
 	step          scanStep
 	pos           int
 	version       int16
-	flexible      bool
 	topics, parts int32 // left in the arrays being read, the current one included
 	recEnd        int   // where the current partition's records end
 	data, dataEnd int   // the current batch's records
 	w             walker
 	walks         []walked
 }
+
+// flexible reports whether the frame's version has compact lengths and
+// tagged fields (Produce v9 on).
+func (s *scan) flexible() bool { return s.version >= 9 }
 
 // reset starts the scan of a new frame, keeping the verdicts' memory.
 func (s *scan) reset() { *s = scan{walks: s.walks[:0]} }
@@ -117,13 +124,13 @@ func (s *scan) header(d []byte) bool {
 	be := binary.BigEndian
 	key, version := int16(be.Uint16(d)), int16(be.Uint16(d[2:]))
 	n := int16(be.Uint16(d[8:]))
-	if key != int16(kmsg.Produce) || version < 3 || version > 13 || n < -1 {
+	if key != int16(kmsg.Produce) || version < 3 || version > scanMaxVersion || n < -1 {
 		s.step = scanDone
 		return false
 	}
-	s.flexible, s.version = version >= 9, version
+	s.version = version
 	s.pos, s.step = 10+max(int(n), 0), scanTxnID
-	if s.flexible {
+	if s.flexible() {
 		s.step = scanHeaderTags
 	}
 	return true
@@ -204,7 +211,7 @@ func (s *scan) batch(d []byte) bool {
 // endPart moves past the current partition's records.
 func (s *scan) endPart() {
 	s.pos = s.recEnd
-	if s.flexible {
+	if s.flexible() {
 		s.step = scanPartTags
 		return
 	}
@@ -223,7 +230,7 @@ func (s *scan) nextPart() {
 // endTopic moves past the current topic's partitions: to its tagged
 // fields, or to the next topic.
 func (s *scan) endTopic() {
-	if s.flexible {
+	if s.flexible() {
 		s.step = scanTopicTags
 		return
 	}
@@ -289,7 +296,7 @@ func (s *scan) settle(st status) bool {
 // a big-endian integer of width bytes (2 for strings, 4 for bytes and
 // arrays). Null is -1.
 func (s *scan) length(d []byte, p, width int) (int, int, status) {
-	if s.flexible {
+	if s.flexible() {
 		u, p, st := readUvarint(d, p)
 		if st == ready && u > 1<<31 {
 			st = broken
