@@ -19,7 +19,7 @@ const (
 // (the CRC read from the batch); none-summed is the uncompressed batch with
 // its CRC from the frame's sums, as the proxy checks it; framing and crc
 // (framing plus the CRC-32C alone) are the uncompressed batch at lower
-// costs, for comparison.
+// costs, for comparison; walk is the record walk alone.
 func BenchmarkCheck(b *testing.B) {
 	full, framing := checker(b, Full, 0), checker(b, Framing, 0)
 	plain := benchBatch(b, codecNone)
@@ -50,6 +50,15 @@ func BenchmarkCheck(b *testing.B) {
 		for b.Loop() {
 			if framing.Check(9, false, plain).OK() && kwire.BatchCRC(plain) == 0 {
 				b.Fatal("crc 0")
+			}
+		}
+	})
+	// The record walk alone: Check's cost above crc.
+	b.Run("walk", func(b *testing.B) {
+		b.SetBytes(int64(len(plain)))
+		for b.Loop() {
+			if r := walk(plain[kwire.BatchHeaderLen:], benchRecords); r != None {
+				b.Fatal(r)
 			}
 		}
 	})

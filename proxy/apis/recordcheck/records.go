@@ -53,13 +53,24 @@ func (r *Records) Pos() int { return r.pos }
 // timestamp delta) or outside int32, a key, value or header that runs past
 // the record, a negative header count or header key length, or a record
 // whose fields do not use exactly its declared length.
-func (r *Records) Next(rec *Record) bool {
+func (r *Records) Next(rec *Record) bool { return r.next(rec, true) }
+
+// next is Next over data that holds all the records (whole) or only their
+// first bytes. Of a prefix, a record that does not lie whole in it is left
+// for a later call, when more has arrived: next then reports false with
+// Err None and Pos unchanged, as at the end of the data. A negative length
+// is refused at once, since no later byte changes it; a length varint cut
+// short or too long waits, since a prefix cannot tell which.
+func (r *Records) next(rec *Record, whole bool) bool {
 	if r.err != None || r.pos >= len(r.data) {
 		return false
 	}
 	d, p := r.data, r.pos
 	size, p, ok := varint(d, p)
 	if !ok || size < 0 || int64(size) > int64(len(d)-p) {
+		if !whole && (!ok || size >= 0) {
+			return false // not here yet
+		}
 		return r.fail()
 	}
 	end := p + int(size)
@@ -105,18 +116,6 @@ func (r *Records) Next(rec *Record) bool {
 	}
 	r.pos = end
 	return true
-}
-
-// arrived reports whether the record at the walk's position lies whole in
-// the bytes Records holds, or is refused whatever follows them (a
-// negative length): whether Next says of it what it would say with all the
-// data.
-func (r *Records) arrived() bool {
-	size, p, ok := varint(r.data, r.pos)
-	if !ok {
-		return false // cut short, or refused once whole: decided then
-	}
-	return size < 0 || int64(size) <= int64(len(r.data)-p)
 }
 
 func (r *Records) fail() bool {
@@ -245,11 +244,11 @@ func (w *walker) advance(d []byte) {
 	r := Records{data: d, pos: w.pos}
 	var rec Record
 	for ; w.i < w.count; w.i++ {
-		if !whole && !r.arrived() {
-			w.pos = r.pos
-			return
-		}
-		if !r.Next(&rec) {
+		if !r.next(&rec, whole) {
+			if !whole && r.err == None {
+				w.pos = r.pos // record i has not arrived whole yet
+				return
+			}
 			w.res, w.done = RecordsCount, true // Kafka: premature EOF
 			if r.err != None {
 				w.res = r.err
