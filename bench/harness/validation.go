@@ -24,7 +24,12 @@ const (
 	// a multiple of none.
 	validationCPUGoal = 1.10
 	validationID      = "validation-produce-1k"
-	badInputMetric    = "kproxy_bad_input_total"
+	// validationMinRounds: validation's share of the proxy's CPU (about
+	// 6%, in profiles of produce-1k) is close to the 10% the target allows,
+	// and two rounds of each side differ by up to 5% from run to run, so
+	// the scenario with the target runs at least four.
+	validationMinRounds = 4
+	badInputMetric      = "kproxy_bad_input_total"
 )
 
 var validationSides = []string{sideProxy, sideNoValidation}
@@ -80,8 +85,11 @@ func (h *Harness) validationRun(ctx context.Context, codec string) error {
 	if level != "full" {
 		what = fmt.Sprintf("as produce-1k%s, on kproxy (--produce-validation %s, from -proxy-flags) and kproxy-novalidation (--produce-validation off)", compressed, level)
 	}
-	res, err := h.compareSides(ctx, id, fmt.Sprintf("%s, validation %s vs off", title, level), what,
-		validationSides, h.freshPlan(validationTopicPrefix+"1k"+codec, h.produceFor(produceArgs{recordSize: 1024, producers: 8, clients: 8, codec: codec})))
+	plan := h.freshPlan(validationTopicPrefix+"1k"+codec, h.produceFor(produceArgs{recordSize: 1024, producers: 8, clients: 8, codec: codec}))
+	if codec == "" {
+		plan.minRounds = validationMinRounds
+	}
+	res, err := h.compareSides(ctx, id, fmt.Sprintf("%s, validation %s vs off", title, level), what, validationSides, plan)
 	if err != nil {
 		return err
 	}
