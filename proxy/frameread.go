@@ -33,6 +33,12 @@ import (
 //     twice total), but takes the frame's full size as soon as that
 //     buffer is no more than twice total: the rest is read straight into
 //     place instead of being copied again at each doubling.
+//   - before it first grows the buffer, it asks spare (nil: never) for a
+//     free buffer of the frame's full size: one the pool holds already,
+//     lent beyond the reservation (guard.lend bounds how much), so the
+//     frame is read in place with no copy at all. Each doubling copies
+//     what was read; those copies were 17% of the proxy's CPU in a
+//     profile of 1 KiB records in 1 MiB requests.
 //
 // obs, if not nil, sees each read's bytes right after it (kwire.Observer).
 // observedReadBytes caps one read of a frame an Observer watches: the
@@ -41,7 +47,7 @@ import (
 // (measured: validation's frame-time CRC lost its gain without the cap).
 const observedReadBytes = 256 << 10
 
-func readArrived(br *bufio.Reader, queued func() int, obs kwire.Observer, bufs bufPool, n int, reserve func(total, least int) (int, error)) (*[]byte, error) {
+func readArrived(br *bufio.Reader, queued func() int, obs kwire.Observer, bufs bufPool, spare func(n int) *[]byte, n int, reserve func(total, least int) (int, error)) (*[]byte, error) {
 	if n > 0 {
 		if _, err := br.Peek(1); err != nil {
 			return nil, err
@@ -70,7 +76,15 @@ func readArrived(br *bufio.Reader, queued func() int, obs kwire.Observer, bufs b
 			if bufs.Cap(n) <= 2*reserved {
 				size = n
 			}
-			buf, b = growBuf(bufs, buf, b[:have], size)
+			var lent *[]byte
+			if size < n && spare != nil {
+				lent, spare = spare(n), nil // asked once a frame
+			}
+			if lent != nil {
+				buf, b = moveBuf(bufs, buf, b[:have], lent)
+			} else {
+				buf, b = moveBuf(bufs, buf, b[:have], bufs.Get(size))
+			}
 		}
 		end := reserved
 		if obs != nil { // read in pieces the cache still holds when obs sees them
@@ -98,10 +112,9 @@ func readArrived(br *bufio.Reader, queued func() int, obs kwire.Observer, bufs b
 	return buf, nil
 }
 
-// growBuf moves the bytes read so far into a buffer of at least size bytes,
-// giving back the old one; it returns the buffer at its full capacity.
-func growBuf(bufs bufPool, buf *[]byte, read []byte, size int) (*[]byte, []byte) {
-	bigger := bufs.Get(size)
+// moveBuf moves the bytes read so far into bigger, giving back the old
+// buffer; it returns bigger at its full capacity.
+func moveBuf(bufs bufPool, buf *[]byte, read []byte, bigger *[]byte) (*[]byte, []byte) {
 	*bigger = append((*bigger)[:0], read...)
 	putIf(bufs, buf)
 	return bigger, (*bigger)[:cap(*bigger)]

@@ -68,6 +68,7 @@ func benchFrameRead(b *testing.B, level recordcheck.Level, parts, records int) {
 		arrival.want = func(int16) bool { return true }
 	}
 	grant := func(total, _ int) (int, error) { return total, nil }
+	lend := lender{limit: 1 << 40}
 	b.SetBytes(int64(len(sized)))
 	cpu0 := threadCPU(b)
 	start := time.Now()
@@ -77,7 +78,9 @@ func benchFrameRead(b *testing.B, level recordcheck.Level, parts, records int) {
 			b.Fatalf("size %d, %v", n, err)
 		}
 		arrival.start()
-		buf, err := readArrived(br, queued, &arrival, &pool, int(n), grant)
+		spare, lent := lend.forFrame(&pool)
+		buf, err := readArrived(br, queued, &arrival, &pool, spare, int(n), grant)
+		lent()
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -58,7 +58,9 @@ func (p *countingPool) Put(b *[]byte) { p.puts++; p.BufPool.Put(b) }
 // TestReadArrived: a frame the kernel already holds is reserved whole and
 // read into one buffer in one call; one arriving in pieces is never
 // reserved beyond what arrived plus a chunk; without the kernel's count the
-// reservations step by chunks as before; failures give every buffer back.
+// reservations step by chunks as before; a frame lent a spare buffer is
+// read into it with no other buffer taken, and the spare asked for once;
+// failures give every buffer back.
 func TestReadArrived(t *testing.T) {
 	const chunk = kwire.ReadChunkBytes
 	const mib = 1 << 20
@@ -71,6 +73,7 @@ func TestReadArrived(t *testing.T) {
 		noQueue   bool
 		reserveAt int // reserve fails once asked for this much (0: never)
 		tight     int // reserve takes only least when asked for more than this (0: never)
+		spares    int // free buffers of the frame's size, lent when asked
 		wantErr   error
 		// wants, when > 0
 		maxReserves, maxGets, maxReads int
@@ -82,6 +85,9 @@ func TestReadArrived(t *testing.T) {
 		{name: "kernel count unknown", n: mib, size: mib, first: mib, noQueue: true, maxReserves: mib / chunk},
 		{name: "reserve refused", n: mib, size: mib, first: mib / 4, step: 10 << 10, reserveAt: mib / 2, wantErr: errRefusedForTest},
 		{name: "ends early", n: mib, size: mib / 2, first: 1 << 10, step: 50 << 10, wantErr: io.ErrUnexpectedEOF},
+		{name: "arriving in pieces, a spare lent", n: mib, size: mib, first: 10 << 10, step: 100 << 10, spares: 2, maxGets: -1},
+		{name: "spare lent, ends early", n: mib, size: mib / 2, first: 1 << 10, step: 50 << 10, spares: 1, wantErr: io.ErrUnexpectedEOF},
+		{name: "spare lent, reserve refused", n: mib, size: mib, first: mib / 4, step: 10 << 10, reserveAt: mib / 2, spares: 1, wantErr: errRefusedForTest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,13 +127,40 @@ func TestReadArrived(t *testing.T) {
 				}
 				return total, nil
 			}
-			buf, err := readArrived(br, queued, nil, pool, n, reserve)
+			var spare func(int) *[]byte
+			asked, lent := 0, 0
+			if tc.spares > 0 {
+				free := make([]*[]byte, tc.spares)
+				for i := range free {
+					free[i] = pool.BufPool.Get(n)
+				}
+				for _, b := range free {
+					pool.BufPool.Put(b)
+				}
+				spare = func(k int) *[]byte {
+					if asked++; k != n {
+						t.Fatalf("asked for a spare of %d bytes for a %d-byte frame", k, n)
+					}
+					b := pool.Spare(k)
+					if b != nil {
+						lent++
+					}
+					return b
+				}
+			}
+			buf, err := readArrived(br, queued, nil, pool, spare, n, reserve)
+			if asked > 1 {
+				t.Errorf("asked for a spare %d times, want at most once a frame", asked)
+			}
 			if tc.wantErr != nil {
 				if !errors.Is(err, tc.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tc.wantErr)
 				}
-				if buf != nil || pool.gets != pool.puts {
-					t.Fatalf("failed read kept a buffer: %d gets, %d puts", pool.gets, pool.puts)
+				if tc.spares > 0 && lent != 1 {
+					t.Errorf("%d spares lent, want 1", lent)
+				}
+				if buf != nil || pool.gets+lent != pool.puts {
+					t.Fatalf("failed read kept a buffer: %d gets, %d lent, %d puts", pool.gets, lent, pool.puts)
 				}
 				return
 			}
@@ -137,6 +170,9 @@ func TestReadArrived(t *testing.T) {
 			if !bytes.Equal(*buf, data[:n]) {
 				t.Fatal("frame bytes differ from those sent")
 			}
+			if tc.maxGets < 0 && (lent != 1 || pool.gets != 0) { // the spare is the frame's one buffer
+				t.Errorf("%d spares lent and %d buffers taken, want the one spare alone", lent, pool.gets)
+			}
 			for _, w := range []struct {
 				what      string
 				got, most int
@@ -145,8 +181,8 @@ func TestReadArrived(t *testing.T) {
 					t.Errorf("%d %s, want at most %d", w.got, w.what, w.most)
 				}
 			}
-			if pool.gets-pool.puts != 1 {
-				t.Errorf("%d gets, %d puts: want the frame's buffer alone kept", pool.gets, pool.puts)
+			if pool.gets+lent-pool.puts != 1 {
+				t.Errorf("%d gets, %d lent, %d puts: want the frame's buffer alone kept", pool.gets, lent, pool.puts)
 			}
 		})
 	}

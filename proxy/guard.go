@@ -124,6 +124,7 @@ type guard struct {
 	reserve int64               // SmallFrameReserve: only small frames take it
 	inRes   atomic.Int64        // bytes of the reserve taken
 	growing chan struct{}       // one token: the one half-read frame waiting for budget
+	lend    lender              // full-size buffers for arriving frames (lend.go)
 	log     *ratelog.Logger
 
 	badInput *prometheus.CounterVec
@@ -161,6 +162,7 @@ func newGuard(lim Limits, log *slog.Logger, reg prometheus.Registerer) *guard {
 		budget:   semaphore.NewWeighted(lim.QueuedMaxRequestBytes - reserve),
 		reserve:  reserve,
 		growing:  make(chan struct{}, 1),
+		lend:     lender{limit: lendLimit(lim.QueuedMaxRequestBytes)},
 		log:      ratelog.New(log, slog.LevelWarn, lim.BadInputLogInterval, nil),
 		perIP:    make(map[string]int),
 		partial:  make(map[string]*share),
@@ -287,7 +289,9 @@ func (g *guard) readFrame(ctx context.Context, h *holder, br *bufio.Reader, bufs
 		return bufs.ReadGrowingObserved(br, n, nil, obs) // from br's buffer: cannot fail
 	}
 	r := &growth{g: g, h: h, small: small}
-	buf, err := readArrived(br, queued, obs, bufs, n, func(total, least int) (int, error) { return r.growUpTo(ctx, total, least) })
+	spare, lent := g.lend.forFrame(bufs)
+	buf, err := readArrived(br, queued, obs, bufs, spare, n, func(total, least int) (int, error) { return r.growUpTo(ctx, total, least) })
+	lent()
 	g.dropShare(h) // finished or failed: no longer partial
 	if err != nil {
 		g.release(r.reserved, small)
@@ -399,6 +403,7 @@ type bufPool interface {
 	ReadGrowingObserved(r io.Reader, n int, reserve func(total int) error, obs kwire.Observer) (*[]byte, error)
 	Get(n int) *[]byte
 	Cap(n int) int
+	Spare(n int) *[]byte
 	Put(*[]byte)
 }
 

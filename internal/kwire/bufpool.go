@@ -63,24 +63,33 @@ func largeIndex(c int) int { return c + minClassShift - largeShift }
 
 // Get returns a zero-length slice with capacity at least n.
 func (p *BufPool) Get(n int) *[]byte {
-	c := classOf(n)
-	if c >= numClasses {
-		b := make([]byte, 0, n)
-		return &b
-	}
-	if l := largeIndex(c); l >= 0 {
-		if b := p.large[l].pop(); b != nil {
-			p.free.Add(-int64(cap(*b)))
-			*b = (*b)[:0]
-			return b
-		}
-	} else if v := p.classes[c].Get(); v != nil {
-		b := v.(*[]byte)
-		*b = (*b)[:0]
+	if b := p.Spare(n); b != nil {
 		return b
 	}
-	b := make([]byte, 0, 1<<(c+minClassShift))
+	b := make([]byte, 0, p.Cap(n))
 	return &b
+}
+
+// Spare is Get when the pool holds a free slice for n, and nil otherwise:
+// it never allocates, so a caller may take a whole frame's buffer early,
+// while frames are recycled, without making the heap grow for it.
+func (p *BufPool) Spare(n int) *[]byte {
+	c := classOf(n)
+	if c >= numClasses {
+		return nil
+	}
+	var b *[]byte
+	if l := largeIndex(c); l >= 0 {
+		if b = p.large[l].pop(); b != nil {
+			p.free.Add(-int64(cap(*b)))
+		}
+	} else if v := p.classes[c].Get(); v != nil {
+		b = v.(*[]byte)
+	}
+	if b != nil {
+		*b = (*b)[:0]
+	}
+	return b
 }
 
 // Cap is the capacity of the slice Get(n) returns when it makes one: a

@@ -126,3 +126,50 @@ func TestBufPoolCap(t *testing.T) {
 		}
 	}
 }
+
+// TestBufPoolSpare: Spare hands out only what the free lists hold, never a
+// new slice: nil from an empty pool and above the largest class, the
+// frame given back (of Get's capacity) when one is free.
+func TestBufPoolSpare(t *testing.T) {
+	tests := []struct {
+		name     string
+		n        int
+		put      bool // one frame of n's class given back first
+		wantNone bool
+	}{
+		{name: "empty pool, small class", n: 4 << 10, wantNone: true},
+		{name: "empty pool, large class", n: 1 << 20, wantNone: true},
+		{name: "large class, one free", n: 1<<20 + 1, put: true},
+		{name: "above the largest class", n: 16<<20 + 1, put: true, wantNone: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var p BufPool
+			if tc.put {
+				b := p.Get(tc.n)
+				*b = append(*b, 1)
+				p.Put(b)
+			}
+			free := p.FreeBytes()
+			b := p.Spare(tc.n)
+			if tc.wantNone {
+				if b != nil {
+					t.Fatalf("Spare(%d) = a slice of %d bytes, want nil", tc.n, cap(*b))
+				}
+				return
+			}
+			if b == nil {
+				t.Fatalf("Spare(%d) = nil with a frame free", tc.n)
+			}
+			if len(*b) != 0 || cap(*b) != p.Cap(tc.n) {
+				t.Errorf("Spare(%d): len %d, cap %d; want 0, %d", tc.n, len(*b), cap(*b), p.Cap(tc.n))
+			}
+			if got := p.FreeBytes(); got != free-int64(cap(*b)) {
+				t.Errorf("FreeBytes %d after Spare, want %d", got, free-int64(cap(*b)))
+			}
+			if again := p.Spare(tc.n); again != nil {
+				t.Errorf("second Spare(%d) found another frame in a pool given one", tc.n)
+			}
+		})
+	}
+}
