@@ -19,14 +19,17 @@ import (
 // kwire.BufPool.ReadGrowingReserved does: it reserves before reading bytes
 // up to the reservation, which only grows, ends at n and is at most the
 // bytes that have arrived plus kwire.ReadChunkBytes; an error from reserve
-// or from the read ends it with nothing kept. Two things differ, both for
-// fewer syscalls and copies per MB:
+// or from the read ends it with nothing kept. What differs is for fewer
+// syscalls and copies per MB:
 //   - arrived also counts what the kernel holds unread for the socket
 //     (queued, nil: not known), asked before the first reservation and
 //     after each read that filled what it was given (a read that did not
-//     found the kernel's queue empty). reserve(total, least) takes total,
-//     or least (what br's buffer alone shows, as kwire reserves) when it
-//     cannot have total now, and returns what it took. A frame the kernel
+//     found the kernel's queue empty), unless one more chunk reaches the
+//     frame's end, as it does for every frame of up to 68 KiB: then the
+//     count would change nothing, and it costs a syscall a request.
+//     reserve(total, least) takes total, or least (what br's buffer alone
+//     shows, as kwire reserves) when it cannot have total now, and
+//     returns what it took. A frame the kernel
 //     holds is then reserved at once and read in as many calls as the
 //     kernel needs, not in 64 KiB steps.
 //   - the buffer doubles as it fills, as kwire's does (so it is at most
@@ -61,7 +64,7 @@ func readArrived(br *bufio.Reader, queued func() int, obs kwire.Observer, bufs b
 		if reserved < n && reserved-have < kwire.ReadChunkBytes/2 {
 			least := min(n, have+br.Buffered()+kwire.ReadChunkBytes)
 			total := least
-			if ask {
+			if ask && least < n { // else the count cannot change total: save the syscall
 				total = min(n, least+queued())
 			}
 			got, err := reserve(total, least)

@@ -22,6 +22,7 @@ type arrivingSource struct {
 	arrived int
 	read    int
 	reads   int
+	asks    int // calls of queued
 }
 
 func (s *arrivingSource) Read(p []byte) (int, error) {
@@ -35,7 +36,7 @@ func (s *arrivingSource) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-func (s *arrivingSource) queued() int { return s.arrived - s.read }
+func (s *arrivingSource) queued() int { s.asks++; return s.arrived - s.read }
 
 // countingPool counts what is taken from and given back to the pool, and
 // checks the capacity of each buffer taken.
@@ -77,6 +78,7 @@ func TestReadArrived(t *testing.T) {
 		wantErr   error
 		// wants, when > 0
 		maxReserves, maxGets, maxReads int
+		noAsk                          bool // the kernel's count never asked
 	}{
 		{name: "held by the kernel", n: mib, size: mib + 100, first: mib + 100, maxReserves: 1, maxGets: 1, maxReads: 2},
 		{name: "arriving in pieces", n: mib, size: mib, first: 10 << 10, step: 100 << 10},
@@ -85,6 +87,7 @@ func TestReadArrived(t *testing.T) {
 		{name: "kernel count unknown", n: mib, size: mib, first: mib, noQueue: true, maxReserves: mib / chunk},
 		{name: "reserve refused", n: mib, size: mib, first: mib / 4, step: 10 << 10, reserveAt: mib / 2, wantErr: errRefusedForTest},
 		{name: "ends early", n: mib, size: mib / 2, first: 1 << 10, step: 50 << 10, wantErr: io.ErrUnexpectedEOF},
+		{name: "within a chunk of what arrived", n: 40 << 10, size: 40 << 10, first: 3 << 10, step: 10 << 10, noAsk: true},
 		{name: "arriving in pieces, a spare lent", n: mib, size: mib, first: 10 << 10, step: 100 << 10, spares: 2, maxGets: -1},
 		{name: "spare lent, ends early", n: mib, size: mib / 2, first: 1 << 10, step: 50 << 10, spares: 1, wantErr: io.ErrUnexpectedEOF},
 		{name: "spare lent, reserve refused", n: mib, size: mib, first: mib / 4, step: 10 << 10, reserveAt: mib / 2, spares: 1, wantErr: errRefusedForTest},
@@ -169,6 +172,9 @@ func TestReadArrived(t *testing.T) {
 			}
 			if !bytes.Equal(*buf, data[:n]) {
 				t.Fatal("frame bytes differ from those sent")
+			}
+			if tc.noAsk && src.asks > 0 {
+				t.Errorf("asked the kernel's count %d times for a frame one chunk covers", src.asks)
 			}
 			if tc.maxGets < 0 && (lent != 1 || pool.gets != 0) { // the spare is the frame's one buffer
 				t.Errorf("%d spares lent and %d buffers taken, want the one spare alone", lent, pool.gets)
