@@ -25,8 +25,8 @@ import (
 //     (queued, nil: not known), asked before the first reservation and
 //     after each read that filled what it was given (a read that did not
 //     found the kernel's queue empty), unless one more chunk reaches the
-//     frame's end, as it does for every frame of up to 68 KiB: then the
-//     count would change nothing, and it costs a syscall a request.
+//     frame's end (a frame of at most 64 KiB beyond what br holds): then
+//     the count would change nothing, and it costs a syscall a request.
 //     reserve(total, least) takes total, or least (what br's buffer alone
 //     shows, as kwire reserves) when it cannot have total now, and
 //     returns what it took. A frame the kernel
@@ -79,15 +79,14 @@ func readArrived(br *bufio.Reader, queued func() int, obs kwire.Observer, bufs b
 			if bufs.Cap(n) <= 2*reserved {
 				size = n
 			}
-			var lent *[]byte
+			var bigger *[]byte
 			if size < n && spare != nil {
-				lent, spare = spare(n), nil // asked once a frame
+				bigger, spare = spare(n), nil // asked once a frame
 			}
-			if lent != nil {
-				buf, b = moveBuf(bufs, buf, b[:have], lent)
-			} else {
-				buf, b = moveBuf(bufs, buf, b[:have], bufs.Get(size))
+			if bigger == nil {
+				bigger = bufs.Get(size)
 			}
+			buf, b = moveBuf(bufs, buf, b[:have], bigger)
 		}
 		end := reserved
 		if obs != nil { // read in pieces the cache still holds when obs sees them

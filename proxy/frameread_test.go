@@ -133,13 +133,7 @@ func TestReadArrived(t *testing.T) {
 			var spare func(int) *[]byte
 			asked, lent := 0, 0
 			if tc.spares > 0 {
-				free := make([]*[]byte, tc.spares)
-				for i := range free {
-					free[i] = pool.BufPool.Get(n)
-				}
-				for _, b := range free {
-					pool.BufPool.Put(b)
-				}
+				freeBuffers(&pool.BufPool, tc.spares, n)
 				spare = func(k int) *[]byte {
 					if asked++; k != n {
 						t.Fatalf("asked for a spare of %d bytes for a %d-byte frame", k, n)

@@ -10,6 +10,18 @@ import (
 	"github.com/kproxy/kproxy/internal/kwire"
 )
 
+// freeBuffers leaves k free buffers of size's class in p, as traffic
+// before would have: what the lender may lend.
+func freeBuffers(p *kwire.BufPool, k, size int) {
+	bs := make([]*[]byte, k)
+	for i := range bs {
+		bs[i] = p.Get(size)
+	}
+	for _, b := range bs {
+		p.Put(b)
+	}
+}
+
 // TestLenderBound: frames still arriving are lent free buffers only while
 // what is lent stays within the limit and the pool has one to spare; a
 // refused frame is lent nothing and counts nothing, and done gives back
@@ -30,13 +42,7 @@ func TestLenderBound(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var pool kwire.BufPool
-			free := make([]*[]byte, tc.spares)
-			for i := range free {
-				free[i] = pool.Get(mib)
-			}
-			for _, b := range free {
-				pool.Put(b)
-			}
+			freeBuffers(&pool, tc.spares, mib)
 			l := lender{limit: tc.limit}
 			var dones []func()
 			for i, n := range tc.frames {
@@ -74,13 +80,7 @@ func TestServerLendsWithinLimit(t *testing.T) {
 		t.Run(map[bool]string{true: "frames finish", false: "connections close mid-frame"}[finish], func(t *testing.T) {
 			ts := startServer(t, Config{Logger: slog.New(slog.DiscardHandler),
 				Limits: Limits{QueuedMaxRequestBytes: budget, RequestReadTimeout: time.Hour}}, newFakeDispatcher(false))
-			free := make([]*[]byte, 4)
-			for i := range free {
-				free[i] = ts.bufs.Get(frame)
-			}
-			for _, b := range free {
-				ts.bufs.Put(b)
-			}
+			freeBuffers(ts.bufs, 4, frame)
 			id := "test"
 			req := kwire.AppendRequestHeader(nil, 18, 3, 9, &id, true)
 			sized := append(req, make([]byte, frame-len(req))...)
