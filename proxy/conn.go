@@ -54,6 +54,10 @@ type clientConn struct {
 	clientPtr  *string
 	mutedUntil atomic.Int64 // unix ns: a quota throttle holds the next request (throttle.go)
 	quotaCache atomic.Pointer[quotaLookup]
+
+	// wbufs and wvec are the writer's (sequencer.go): only the goroutine
+	// holding the writer's role uses them.
+	wbufs, wvec net.Buffers
 }
 
 func newClientConn(s *Server, id uint64, nc net.Conn, bl *listener.Bound) *clientConn {
@@ -313,19 +317,21 @@ func (c *clientConn) finish(t uint64, h reqHeader, call call, am *apiMetrics, st
 	}
 	c.chargeReply(h.Key, h.Version, &reply, cost)
 	if reply.NoResponse {
-		c.seq.complete(t, response{skip: true})
+		c.seq.complete(t, response{skip: true}) // a skip never makes its caller the writer
 		return
 	}
 	r := responseHeader(&h, bodyLen(reply.Body, reply.Parts))
 	r.body, r.parts, r.done = reply.Body, reply.Parts, reply.Release
-	c.seq.complete(t, r)
+	if batch := c.seq.complete(t, r); batch != nil { // the writer's role is ours (sequencer.go)
+		c.writeBatch(batch)
+	}
 }
 
 // writeLoop writes responses in request order, batching those ready
-// together into one vectored write.
+// together into one vectored write, whenever the request that completed
+// the head of the line did not write them itself.
 func (c *clientConn) writeLoop() {
 	var batch []response
-	var bufs, toWrite net.Buffers // toWrite escapes: declared once, not per batch
 	for {
 		var err error
 		batch, err = c.seq.take(c.ctx, batch[:0])
@@ -335,37 +341,50 @@ func (c *clientConn) writeLoop() {
 			}
 			return
 		}
-		bufs = bufs[:0]
-		total := 0
-		for i := range batch {
-			r := &batch[i]
-			bufs = append(bufs, r.hdr[:r.hlen])
-			if len(r.body) > 0 {
-				bufs = append(bufs, r.body)
-			}
-			for _, p := range r.parts {
-				if len(p) > 0 {
-					bufs = append(bufs, p)
-				}
-			}
-			total += r.bytes()
-		}
-		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
-		toWrite = bufs // WriteTo consumes its receiver
-		n, err := toWrite.WriteTo(c.nc)
-		c.s.m.bytesOut.Add(float64(n))
-		for i := range batch {
-			if done := batch[i].done; done != nil {
-				done()
-			}
-		}
-		clear(batch)
-		clear(bufs)
-		if err != nil {
-			c.log.Debug("client write failed", "err", err, "pending_bytes", total-int(n))
-			c.close(fmt.Errorf("write: %w", err))
+		if !c.writeBatch(batch) {
 			return
 		}
-		c.seq.written()
 	}
+}
+
+// writeBatch writes batch, which its caller took as the connection's
+// writer, in one vectored write, releases it and gives up the writer's
+// role; false means the write failed and the connection is closed.
+func (c *clientConn) writeBatch(batch []response) bool {
+	bufs := c.wbufs[:0]
+	total := 0
+	for i := range batch {
+		r := &batch[i]
+		bufs = append(bufs, r.hdr[:r.hlen])
+		if len(r.body) > 0 {
+			bufs = append(bufs, r.body)
+		}
+		for _, p := range r.parts {
+			if len(p) > 0 {
+				bufs = append(bufs, p)
+			}
+		}
+		total += r.bytes()
+	}
+	_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+	// WriteTo consumes its receiver, which escapes: a field, not a local,
+	// or every write would allocate one.
+	c.wvec = bufs
+	n, err := c.wvec.WriteTo(c.nc)
+	c.s.m.bytesOut.Add(float64(n))
+	for i := range batch {
+		if done := batch[i].done; done != nil {
+			done()
+		}
+	}
+	clear(batch)
+	clear(bufs)
+	c.wbufs = bufs
+	if err != nil {
+		c.log.Debug("client write failed", "err", err, "pending_bytes", total-int(n))
+		c.close(fmt.Errorf("write: %w", err))
+		return false
+	}
+	c.seq.written()
+	return true
 }

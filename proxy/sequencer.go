@@ -50,6 +50,15 @@ var errSequencerClosed = errors.New("connection closed")
 // Every response handed in has one owner: the ring until the writer takes
 // it, then the writer until its write returns. Whoever drops one (close,
 // complete after close) calls its done, so pooled memory goes back.
+//
+// The writer is a role, held from a take until written: the connection's
+// writer goroutine takes it in take, and so does a request's goroutine
+// whose complete finds its own response at the head of the line and no
+// batch being written. That goroutine then writes what is at the head
+// itself, which spares the wake of the writer goroutine (on a busy
+// machine, a thread woken on the other core) for a request answered while
+// the connection's line is idle, the common case. One writer at a time, so
+// the order on the wire stays the order of the tickets.
 type sequencer struct {
 	mu        sync.Mutex
 	ring      []seqSlot
@@ -62,11 +71,13 @@ type sequencer struct {
 	onMute    func() // called each time unsent passes maxUnsent
 	// mutedWaits counts the times reserve waited for unsent bytes.
 	mutedWaits int
-	fetchOut   int  // fetch tickets marked and not yet written
-	takenFetch int  // of those, the ones the last take returned
-	fetchWaits int  // times fetchTurn waited
-	noInput    bool // closeInput: no more reservations; drain, then EOF
-	closed     bool // close: stop now
+	fetchOut   int        // fetch tickets marked and not yet written
+	takenFetch int        // of those, the ones the last take returned
+	fetchWaits int        // times fetchTurn waited
+	noInput    bool       // closeInput: no more reservations; drain, then EOF
+	writing    bool       // a writer holds what its take (or complete) returned, until written
+	own        []response // the batch complete hands its caller, reused
+	closed     bool       // close: stop now
 	space      chan struct{}
 	ready      chan struct{}
 	shutdown   chan struct{} // closed by close
@@ -126,14 +137,18 @@ func (s *sequencer) reserve(ctx context.Context) (uint64, error) {
 	}
 }
 
-// complete hands in ticket t's response; the writer sends it in its turn.
-// A response handed in after close is released at once.
-func (s *sequencer) complete(t uint64, r response) {
+// complete hands in ticket t's response. If t is the head of the line and
+// no writer holds a batch, the caller becomes the writer: complete returns
+// the completed responses at the head, which the caller writes, clears and
+// follows with written, as after take. Otherwise it returns nil and the
+// writer sends the response in its turn. A response handed in after close
+// is released at once.
+func (s *sequencer) complete(t uint64, r response) []response {
 	s.mu.Lock()
 	if s.closed || t < s.head || t >= s.next {
 		s.mu.Unlock()
 		r.release()
-		return
+		return nil
 	}
 	sl := &s.ring[t%uint64(len(s.ring))]
 	sl.done, sl.resp = true, r
@@ -143,20 +158,27 @@ func (s *sequencer) complete(t uint64, r response) {
 		s.unsent += r.bytes()
 		muted = s.maxUnsent > 0 && was <= s.maxUnsent && s.unsent > s.maxUnsent
 	}
-	wake := t == s.head
+	wake := t == s.head && !s.writing
+	var batch []response
+	if wake && !r.skip {
+		batch = s.takeLocked(s.own[:0])
+		s.own, s.writing = batch, true
+	}
 	s.mu.Unlock()
 	if muted {
 		s.onMute()
 	}
-	if wake {
+	if wake && batch == nil {
 		signal(s.ready)
 	}
+	return batch
 }
 
-// take waits until the oldest outstanding ticket is complete and appends
-// every completed response at the head of the line to dst, in order. It
-// returns io.EOF once closeInput was called and every ticket was taken, and
-// errSequencerClosed after close. Call written after writing what it took.
+// take waits until the oldest outstanding ticket is complete and no other
+// writer holds a batch, and appends every completed response at the head
+// of the line to dst, in order. It returns io.EOF once closeInput was
+// called and every ticket was written, and errSequencerClosed after close.
+// Call written after writing what it took.
 func (s *sequencer) take(ctx context.Context, dst []response) ([]response, error) {
 	for {
 		s.mu.Lock()
@@ -164,32 +186,17 @@ func (s *sequencer) take(ctx context.Context, dst []response) ([]response, error
 			s.mu.Unlock()
 			return dst, errSequencerClosed
 		}
-		for s.head < s.next {
-			sl := &s.ring[s.head%uint64(len(s.ring))]
-			if !sl.done {
-				break
+		if !s.writing {
+			dst = s.takeLocked(dst)
+			if len(dst) > 0 {
+				s.writing = true
+				s.mu.Unlock()
+				return dst, nil
 			}
-			if !sl.resp.skip {
-				dst = append(dst, sl.resp)
-				s.taken += sl.resp.bytes()
+			if s.noInput && s.head == s.next {
+				s.mu.Unlock()
+				return dst, io.EOF
 			}
-			if sl.fetch {
-				s.takenFetch++
-			}
-			*sl = seqSlot{}
-			s.head++
-		}
-		if len(dst) > 0 {
-			s.mu.Unlock()
-			return dst, nil
-		}
-		if s.free != s.head { // only skipped tickets: nothing to write
-			s.free = s.head
-			signal(s.space)
-		}
-		if s.noInput && s.head == s.next {
-			s.mu.Unlock()
-			return dst, io.EOF
 		}
 		s.mu.Unlock()
 		select {
@@ -199,6 +206,31 @@ func (s *sequencer) take(ctx context.Context, dst []response) ([]response, error
 			return dst, ctx.Err()
 		}
 	}
+}
+
+// takeLocked moves the completed responses at the head of the line to dst.
+// Tickets that had nothing to write (skipped) are freed at once.
+func (s *sequencer) takeLocked(dst []response) []response {
+	for s.head < s.next {
+		sl := &s.ring[s.head%uint64(len(s.ring))]
+		if !sl.done {
+			break
+		}
+		if !sl.resp.skip {
+			dst = append(dst, sl.resp)
+			s.taken += sl.resp.bytes()
+		}
+		if sl.fetch {
+			s.takenFetch++
+		}
+		*sl = seqSlot{}
+		s.head++
+	}
+	if len(dst) == 0 && s.free != s.head { // only skipped tickets: nothing to write
+		s.free = s.head
+		signal(s.space)
+	}
+	return dst
 }
 
 // fetchTurn waits until no Fetch read before ticket t is still unwritten,
@@ -236,7 +268,9 @@ func (s *sequencer) fetchTurn(ctx context.Context, t uint64) error {
 	}
 }
 
-// written releases the tickets the last take returned.
+// written releases the tickets the last take (or complete) returned and
+// gives up the writer's role; the writer goroutine is woken if what
+// completed meanwhile, or the end of input, is now its to handle.
 func (s *sequencer) written() {
 	s.mu.Lock()
 	s.free = s.head
@@ -244,8 +278,16 @@ func (s *sequencer) written() {
 	s.taken = 0
 	s.fetchOut -= s.takenFetch
 	s.takenFetch = 0
+	s.writing = false
+	more := s.noInput && s.head == s.next
+	if s.head < s.next {
+		more = s.ring[s.head%uint64(len(s.ring))].done
+	}
 	s.mu.Unlock()
 	signal(s.space)
+	if more {
+		signal(s.ready)
+	}
 }
 
 // closeInput refuses further reservations; take drains what is outstanding

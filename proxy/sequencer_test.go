@@ -56,8 +56,7 @@ func TestSequencerOrder(t *testing.T) {
 			for _, st := range tc.steps {
 				r := resp(st.complete)
 				r.skip = st.skip
-				s.complete(uint64(st.complete), r)
-				got := takeNow(t, s)
+				got := completeTake(t, s, uint64(st.complete), r)
 				if ids(got) != st.want {
 					t.Fatalf("after completing %d: took %q, want %q", st.complete, ids(got), st.want)
 				}
@@ -71,6 +70,16 @@ func TestSequencerOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+// completeTake completes ticket tk and returns what became writable: what
+// complete handed its caller as the writer, else what take returns now.
+func completeTake(t *testing.T, s *sequencer, tk uint64, r response) []response {
+	t.Helper()
+	if got := s.complete(tk, r); got != nil {
+		return got
+	}
+	return takeNow(t, s)
 }
 
 // takeNow takes what is ready without blocking for more.
@@ -95,8 +104,7 @@ func TestSequencerCapacity(t *testing.T) {
 	if _, err := s.reserve(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("third reserve with capacity 2: %v, want to block until the deadline", err)
 	}
-	s.complete(0, resp(0))
-	got := takeNow(t, s)
+	got := completeTake(t, s, 0, resp(0))
 	if ids(got) != "0" {
 		t.Fatalf("took %q", ids(got))
 	}
@@ -120,8 +128,7 @@ func TestSequencerSkipFreesCapacity(t *testing.T) {
 		if err != nil || tk != uint64(i) {
 			t.Fatalf("reserve %d = %d, %v", i, tk, err)
 		}
-		s.complete(tk, response{skip: true})
-		if got := takeNow(t, s); len(got) != 0 {
+		if got := completeTake(t, s, tk, response{skip: true}); len(got) != 0 {
 			t.Fatalf("took %q for a skipped ticket", ids(got))
 		}
 	}
@@ -157,15 +164,60 @@ func TestSequencerCloseInputReturnsUnusedTicket(t *testing.T) {
 	if _, err := s.reserve(ctx); !errors.Is(err, errSequencerClosed) {
 		t.Fatalf("reserve after closeInput: %v", err)
 	}
-	s.complete(0, resp(0))
-	got, err := s.take(ctx, nil)
-	if err != nil || ids(got) != "0" {
-		t.Fatalf("take = %q, %v", ids(got), err)
+	if got := completeTake(t, s, 0, resp(0)); ids(got) != "0" {
+		t.Fatalf("took %q", ids(got))
 	}
 	s.written()
 	if _, err := s.take(ctx, nil); !errors.Is(err, io.EOF) {
 		t.Fatalf("take after the last ticket: %v, want EOF (the unused ticket must not wait)", err)
 	}
+}
+
+// TestSequencerCompleterWrites: the request that completes the idle head
+// of the line becomes the writer; while it writes, neither another
+// completion nor take gets a batch, and written hands what completed
+// meanwhile, and then the end of input, to take.
+func TestSequencerCompleterWrites(t *testing.T) {
+	s := newSequencer(4, 0, nil)
+	ctx := context.Background()
+	s.reserve(ctx)
+	s.reserve(ctx)
+	if got := s.complete(0, resp(0)); ids(got) != "0" {
+		t.Fatalf("complete of the idle head handed over %q, want 0", ids(got))
+	}
+	if got := s.complete(1, resp(1)); got != nil {
+		t.Fatalf("complete while a batch is being written handed over %q", ids(got))
+	}
+	if got := takeNow(t, s); len(got) != 0 {
+		t.Fatalf("take while a batch is being written took %q", ids(got))
+	}
+	s.written()
+	got, err := s.take(ctx, nil)
+	if err != nil || ids(got) != "1" {
+		t.Fatalf("take after written = %q, %v; want 1", ids(got), err)
+	}
+	s.closeInput(0, false)
+	if _, err := takeEOF(s); !errors.Is(err, errWriting) {
+		t.Fatalf("take while the last batch is being written: %v, want to wait", err)
+	}
+	s.written()
+	if _, err := s.take(ctx, nil); !errors.Is(err, io.EOF) {
+		t.Fatalf("take after the last batch was written: %v, want EOF", err)
+	}
+}
+
+// errWriting: takeEOF found neither a batch nor the end.
+var errWriting = errors.New("take would wait")
+
+// takeEOF is take that does not wait.
+func takeEOF(s *sequencer) ([]response, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	got, err := s.take(ctx, nil)
+	if errors.Is(err, context.Canceled) {
+		return got, errWriting
+	}
+	return got, err
 }
 
 // TestSequencerConcurrent completes tickets from many goroutines in random
@@ -178,6 +230,10 @@ func TestSequencerConcurrent(t *testing.T) {
 	defer cancel()
 
 	work := make(chan uint64, capacity)
+	// Every batch, whoever holds the writer's role for it (a worker whose
+	// complete handed it over, or the writer goroutine's take), goes to
+	// the checker, which calls written once it has checked it.
+	batches := make(chan []response)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
@@ -188,7 +244,9 @@ func TestSequencerConcurrent(t *testing.T) {
 				for _, tk := range held {
 					r := resp(int(tk))
 					r.skip = tk%7 == 3
-					s.complete(tk, r)
+					if b := s.complete(tk, r); b != nil { // this worker is the writer now
+						batches <- b
+					}
 				}
 				held = held[:0]
 			}
@@ -218,13 +276,28 @@ func TestSequencerConcurrent(t *testing.T) {
 		}
 	}()
 
+	wg.Go(func() { // the writer goroutine
+		var batch []response
+		for {
+			var err error
+			if batch, err = s.take(ctx, batch[:0]); err != nil {
+				return
+			}
+			select {
+			case batches <- batch:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+
 	want := 0
-	var batch []response
 	for want < total {
-		var err error
-		batch, err = s.take(ctx, batch[:0])
-		if err != nil {
-			t.Fatalf("take after %d: %v", want, err)
+		var batch []response
+		select {
+		case batch = <-batches:
+		case <-ctx.Done():
+			t.Fatalf("no batch after response %d: %v", want, ctx.Err())
 		}
 		for _, r := range batch {
 			for want%7 == 3 { // skipped tickets never reach the writer

@@ -59,13 +59,18 @@ type conn struct {
 	aff  uint64
 	load int
 
-	mu           sync.Mutex
-	nc           net.Conn
-	err          error // set once, by fail
-	connected    bool  // handshake done
-	nextCorr     int32
-	inflight     map[int32]*wireReq
-	queue        []*wireReq
+	mu        sync.Mutex
+	nc        net.Conn
+	err       error // set once, by fail
+	connected bool  // handshake done
+	nextCorr  int32
+	inflight  map[int32]*wireReq
+	queue     []*wireReq
+	// writing: a writer (the writer goroutine or a Send's writeInline)
+	// holds the socket's write side; whoever set it alone uses wbufs and
+	// wvec.
+	writing      bool
+	wbufs, wvec  net.Buffers
 	written      deadlineHeap // written requests awaiting a response
 	readDeadline time.Time
 	lastDeadline time.Time // of the last written request
@@ -139,15 +144,30 @@ func (c *conn) enqueue(ctx context.Context, r *wireReq) error {
 	r.corr = c.allocCorrLocked()
 	binary.BigEndian.PutUint32((*r.frame)[kwire.CorrOffset:], uint32(r.corr))
 	c.inflight[r.corr] = r
-	c.queue = append(c.queue, r)
+	inline := c.connected && !c.writing && len(c.queue) == 0 && r.size <= inlineWriteBytes
+	var nc net.Conn
+	if inline {
+		c.writing, r.state, nc = true, stWriting, c.nc
+	} else {
+		c.queue = append(c.queue, r)
+	}
 	c.mu.Unlock()
 	c.bp.m.inflight.Inc()
 	c.bp.m.requests.Inc()
+	if inline {
+		c.writeInline(nc, r)
+	} else {
+		c.signal()
+	}
+	return nil
+}
+
+// signal wakes the writer goroutine: the queue is not empty.
+func (c *conn) signal() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
-	return nil
 }
 
 func (c *conn) failure() error {

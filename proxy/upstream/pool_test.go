@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,50 +63,123 @@ func TestOutOfOrderMatching(t *testing.T) {
 	}
 }
 
+// TestSameAffinityKeepsOrder: one affinity's requests reach the broker in
+// the order Send was called, on one connection, whether each is written by
+// its Send (small, nothing queued: writeInline) or queued for the writer
+// (large, or behind another), on both broker shapes.
 func TestSameAffinityKeepsOrder(t *testing.T) {
-	fb := newFakeBroker(t)
+	for _, tc := range []struct {
+		name    string
+		inOrder bool
+	}{{"unordered-shared", false}, {"in-order-on-demand", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fb := startFakeBroker(t, nil, tc.inOrder)
+			res := &resolver{}
+			res.set(1, fb.addr())
+			p, _ := newTestPool(t, Config{ConnsPerBroker: 3}, res)
+
+			const clients, perClient = 6, 50
+			var wg sync.WaitGroup
+			errs := make(chan error, clients)
+			for c := range clients {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range perClient {
+						body := metadataReqPadded(12, fmt.Sprintf("%d/%d", c, i), i%3 == 2)
+						if _, err := p.Send(context.Background(), 1, uint64(c), Request{Key: 3, Version: 12, Body: Raw(body)}); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			next := make([]int, clients)
+			connOf := make([]int, clients)
+			for range clients * perClient {
+				r := recv(t, fb)
+				var c, i int
+				if _, err := fmt.Sscanf(topicOf(r), "%d/%d", &c, &i); err != nil {
+					t.Fatal(err)
+				}
+				if i != next[c] {
+					t.Fatalf("client %d: request %d arrived before %d", c, i, next[c])
+				}
+				if i == 0 {
+					connOf[c] = r.conn
+				} else if r.conn != connOf[c] {
+					t.Fatalf("client %d: requests split over connections %d and %d", c, connOf[c], r.conn)
+				}
+				next[c]++
+				echo(r)
+			}
+		})
+	}
+}
+
+// metadataReqPadded is metadataReq, made larger than inlineWriteBytes by
+// three more long topic names when large.
+func metadataReqPadded(version int16, topic string, large bool) []byte {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = version
+	names := []string{topic}
+	if large {
+		pad := strings.Repeat("x", inlineWriteBytes/3+1)
+		names = append(names, pad, pad, pad)
+	}
+	for _, n := range names {
+		t := kmsg.NewMetadataRequestTopic()
+		t.Topic = kmsg.StringPtr(n)
+		req.Topics = append(req.Topics, t)
+	}
+	return req.AppendTo(nil)
+}
+
+// TestSendWritesSmallRequestItself: a small request on an idle connection
+// is written before Send returns (by the Send, not the writer goroutine);
+// a large one between them, which the writer writes, changes nothing.
+func TestSendWritesSmallRequestItself(t *testing.T) {
+	fb := newInOrderFakeBroker(t)
 	res := &resolver{}
 	res.set(1, fb.addr())
-	p, _ := newTestPool(t, Config{ConnsPerBroker: 3}, res)
-
-	const clients, perClient = 6, 50
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range perClient {
-				if _, err := p.Send(context.Background(), 1, uint64(c), Request{Key: 3, Version: 12, Body: Raw(metadataReq(12, fmt.Sprintf("%d/%d", c, i)))}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
-	next := make([]int, clients)
-	connOf := make([]int, clients)
-	for range clients * perClient {
-		r := recv(t, fb)
-		var c, i int
-		if _, err := fmt.Sscanf(topicOf(r), "%d/%d", &c, &i); err != nil {
+	p, _ := newTestPool(t, Config{}, res)
+	ctx := context.Background()
+	var c *conn
+	for i, large := range []bool{false, false, true, false} {
+		if c != nil {
+			// The answer to the last request can come before the writer
+			// goroutine that wrote it has given up the writer's place.
+			waitFor(t, func() bool {
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				return !c.writing
+			}, "the writer to finish the last write")
+		}
+		pend, err := p.Send(ctx, 1, 7, Request{Key: 3, Version: 12, Body: Raw(metadataReqPadded(12, fmt.Sprint(i), large))})
+		if err != nil {
 			t.Fatal(err)
 		}
-		if i != next[c] {
-			t.Fatalf("client %d: request %d arrived before %d", c, i, next[c])
+		r := pend.(*wireReq)
+		if c != nil && r.c != c {
+			t.Fatalf("request %d: a new connection for an idle affinity", i)
 		}
-		if i == 0 {
-			connOf[c] = r.conn
-		} else if r.conn != connOf[c] {
-			t.Fatalf("client %d: requests split over connections %d and %d", c, connOf[c], r.conn)
+		c = r.c
+		r.c.mu.Lock()
+		state := r.state
+		r.c.mu.Unlock()
+		if i > 0 && !large && state != stWritten && state != stDone { // the first waits for the dial
+			t.Fatalf("request %d (small, idle connection): state %d when Send returned, want written", i, state)
 		}
-		next[c]++
-		echo(r)
+		echo(recv(t, fb))
+		if _, err := pend.Wait(ctx); err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		pend.Release()
 	}
 }
 

@@ -2,7 +2,10 @@ package upstream
 
 // The writer side of a broker connection: its goroutine dials and
 // handshakes, then writes queued frames in enqueue order, batched into one
-// vectored write, and starts each written request's response deadline.
+// vectored write, and starts each written request's response deadline. A
+// small request that finds nothing queued or being written is written by
+// its Send instead (writeInline): one writer at a time either way, so the
+// order of enqueue is the order on the wire.
 
 import (
 	"container/heap"
@@ -24,35 +27,70 @@ func (c *conn) writeLoop() {
 	go c.readLoop(br)
 
 	var batch []*wireReq
-	var bufs, toWrite net.Buffers // toWrite escapes: declared once, not per batch
 	for {
 		batch = c.takeBatch(batch[:0])
 		if batch == nil {
 			return
 		}
-		bufs = bufs[:0]
-		for _, r := range batch {
-			if r.parts != nil {
-				bufs = append(bufs, r.parts...)
-			} else {
-				bufs = append(bufs, *r.frame)
-			}
-		}
-		_ = nc.SetWriteDeadline(time.Now().Add(c.bp.p.cfg.WriteTimeout))
-		toWrite = bufs // WriteTo consumes its receiver
-		n, err := toWrite.WriteTo(nc)
-		c.afterWrite(batch, n)
-		// The batch's requests live on in its backing array until the next
-		// batch overwrites them, and each holds its response frame once
-		// answered: clear, or the last batch pins up to writeBatchBytes of
-		// requests' answers for as long as the connection lives.
-		clear(batch)
-		clear(bufs)
+		err := c.writeBatch(nc, batch)
+		clear(batch) // see writeBatch
 		if err != nil {
 			c.fail(ioKind(err, kindWrite), fmt.Errorf("write: %w", err))
 			return
 		}
 	}
+}
+
+// inlineWriteBytes bounds a request Send writes itself (writeInline): one
+// that fits a socket's send buffer, so the write returns at once rather
+// than holding the Send's caller.
+const inlineWriteBytes = 64 << 10
+
+// writeInline writes r, which enqueue took as the connection's writer
+// (c.writing), from the Send's own goroutine. For a small request on an
+// idle connection, the common case of a producer's request to a broker
+// that answers in order, it saves waking the writer goroutine: on a busy
+// machine that wake (a thread woken on the other core) costs more than
+// the write. Whatever was queued meanwhile is left to the writer.
+func (c *conn) writeInline(nc net.Conn, r *wireReq) {
+	batch := [1]*wireReq{r}
+	err := c.writeBatch(nc, batch[:])
+	if err != nil {
+		c.fail(ioKind(err, kindWrite), fmt.Errorf("write: %w", err))
+		return
+	}
+	c.mu.Lock()
+	queued := len(c.queue) > 0
+	c.mu.Unlock()
+	if queued {
+		c.signal()
+	}
+}
+
+// writeBatch writes batch, taken by its caller as the connection's writer
+// (c.writing), in one vectored write, and gives up the writer's place.
+// The caller clears batch after: the requests live on in its backing
+// array until it is overwritten, and each holds its response frame once
+// answered, so a batch left as it is pins up to writeBatchBytes of
+// answers for as long as the connection lives.
+func (c *conn) writeBatch(nc net.Conn, batch []*wireReq) error {
+	bufs := c.wbufs[:0]
+	for _, r := range batch {
+		if r.parts != nil {
+			bufs = append(bufs, r.parts...)
+		} else {
+			bufs = append(bufs, *r.frame)
+		}
+	}
+	_ = nc.SetWriteDeadline(time.Now().Add(c.bp.p.cfg.WriteTimeout))
+	// WriteTo consumes its receiver, which escapes: a field, not a local,
+	// or every write would allocate one.
+	c.wvec = bufs
+	n, err := c.wvec.WriteTo(nc)
+	clear(bufs)
+	c.wbufs = bufs
+	c.afterWrite(batch, n)
+	return err
 }
 
 // takeBatch waits for queued requests and takes up to writeBatchBytes of
@@ -64,7 +102,8 @@ func (c *conn) takeBatch(batch []*wireReq) []*wireReq {
 			c.mu.Unlock()
 			return nil
 		}
-		if len(c.queue) > 0 {
+		if len(c.queue) > 0 && !c.writing {
+			c.writing = true
 			size, i := 0, 0
 			for ; i < len(c.queue) && (i == 0 || size+c.queue[i].size <= writeBatchBytes); i++ {
 				r := c.queue[i]
@@ -126,6 +165,7 @@ func (c *conn) afterWrite(batch []*wireReq, n int64) {
 	var acked []*wireReq
 	var off int64
 	c.mu.Lock()
+	c.writing = false
 	for _, r := range batch {
 		off += int64(r.size)
 		c.bp.p.bufs.Put(r.frame)
