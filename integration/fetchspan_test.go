@@ -27,17 +27,17 @@ func TestFetchSpanIdleBroker(t *testing.T) {
 	}
 	const partitions = 12
 	c := devtest.Start(t, devcluster.Config{Brokers: 3, Proxies: 1, AutoCreateTopics: true, DefaultPartitions: partitions})
-	proxy := c.ProxyAddrs()[0]
+	proxy, admin := c.ProxyAddrs()[0], c.AdminAddrs()[0]
 	for _, tc := range []struct {
 		name    string
 		maxWait time.Duration // 0: kgo's default (5s)
 	}{
 		{"default-maxwait", 0},
 		// A short MaxWait. Not shorter: on a 2-core CI machine at load 23
-		// under -race a working proxy's median reached 275 ms and its p90
-		// 619 ms, past a 1 s MaxWait's bounds (250 and 500 ms). A proxy
-		// that waits for the idle broker has a median near MaxWait/2 and
-		// a p90 near MaxWait, twice the bounds.
+		// under -race a working proxy's median reached 275 ms, past a 1 s
+		// MaxWait's bound (250 ms); at 2 s it reached 373 ms (bound 500
+		// ms) while its p90 reached 1.11 s, which is why the p90 is no
+		// longer judged: the early answers are.
 		{"maxwait-2s", 2 * time.Second},
 		// Abandoned long polls pile up at the fetch rate times MaxWait: a
 		// long MaxWait makes them outnumber the upstream connection's
@@ -54,18 +54,43 @@ func TestFetchSpanIdleBroker(t *testing.T) {
 				maxWait = 5 * time.Second
 			}
 			busy := prepareSpanTopic(t, c, proxy, topic, partitions)
+			fetches0, early0 := spanCounts(t, admin)
 			lat := measureSpanLatency(t, proxy, topic, partitions, busy, maxWait, opts)
+			fetches, early := spanCounts(t, admin)
+			fetches, early = fetches-fetches0, early-early0
 			logLatency(t, lat)
-			// Correctness bounds, not a benchmark: with fetches held up
-			// by the idle broker, latency approaches MaxWait.
+			t.Logf("%v of %v merged fetches answered before the idle broker", early, fetches)
+			// What is judged is what the proxy did, not how fast the
+			// machine was: a proxy that waits for the idle broker answers
+			// no merged fetch early, while records arriving all along end
+			// nearly every fetch of the window early (only those after
+			// the last record wait out MaxWait). The latency is logged.
+			if fetches == 0 || early < fetches/2 {
+				t.Errorf("%v of %v merged fetches answered before the idle broker, want at least half: merged fetches waited for the idle broker", early, fetches)
+			}
+			// And the records come well within MaxWait: a proxy that
+			// waits for the idle broker has a median near MaxWait/2.
 			if p50 := lat[len(lat)/2]; p50 >= maxWait/4 {
 				t.Errorf("median send-to-receipt latency %v >= MaxWait/4 (%v): merged fetches waited for the idle broker", p50, maxWait/4)
 			}
-			if p90 := lat[len(lat)*9/10]; p90 >= maxWait/2 {
-				t.Errorf("p90 send-to-receipt latency %v >= MaxWait/2 (%v): merged fetches waited for the idle broker", p90, maxWait/2)
-			}
 		})
 	}
+}
+
+// spanCounts reads the proxy's Fetch requests and its early fetch answers
+// (kproxy_fetch_early_returns_total: a merged fetch answered before every
+// broker had).
+func spanCounts(t *testing.T, admin string) (fetches, early float64) {
+	t.Helper()
+	fetches, ok := metric(t, admin, `kproxy_requests_total{api="Fetch"}`)
+	if !ok {
+		t.Fatal("kproxy_requests_total{api=\"Fetch\"} is not exported")
+	}
+	early, ok = metric(t, admin, "kproxy_fetch_early_returns_total")
+	if !ok {
+		t.Fatal("kproxy_fetch_early_returns_total is not exported")
+	}
+	return fetches, early
 }
 
 // prepareSpanTopic writes one record to every partition (so that each gets
