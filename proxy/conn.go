@@ -31,7 +31,9 @@ const clientReadBufferBytes = 4 << 10
 
 // clientConn is one Kafka client connection: a reader goroutine that reads
 // frames and begins calls in order, a writer goroutine that writes responses
-// in request order, and one short-lived goroutine per outstanding request.
+// in request order, and one short-lived goroutine per outstanding request,
+// which writes its own response instead when it completes an idle line
+// (sequencer.go: the writer is a role).
 type clientConn struct {
 	s      *Server
 	id     uint64

@@ -28,12 +28,16 @@ import (
 // What makes the figures comparable: KafScale's broker uploads a segment to
 // S3 for every acks=all produce (coalescing the produces that wait on one
 // partition), so the brokers are as fast as moto_server, a Python process
-// that keeps every object in memory and slows as it grows. Each point
-// therefore gets a fresh rig (empty S3, etcd and brokers) and both sides
-// run on it alternately, at least peerMinRounds rounds. The clients'
-// buffer is peerBufferBytes, not the saturating scenarios' budget: under
-// saturation a record waits for everything buffered before it, so with
-// 64 MiB buffered the latencies are seconds of client queueing.
+// that keeps every object in memory and slows as it grows. And which
+// broker owns a partition is decided by the first produce that reaches
+// one (the broker takes the partition's etcd lease), so the proxy that
+// writes first places the partitions for whoever writes after it. Each
+// run therefore gets a fresh rig of its own (empty S3, etcd and brokers,
+// and only its side's proxy), as a user deploying either proxy gets; the
+// sides alternate, at least peerMinRounds rounds. The clients' buffer is
+// peerBufferBytes, not the saturating scenarios' budget: under saturation
+// a record waits for everything buffered before it, so with 64 MiB
+// buffered the latencies are seconds of client queueing.
 
 const (
 	kafscalePeerID    = "kafscale-peer"
@@ -65,10 +69,10 @@ type peerRun struct {
 	commands string
 }
 
-// peerEnv is the rig and the two proxies.
+// peerEnv is one run's rig and the proxy of its side.
 type peerEnv struct {
 	rig     *kafscalerig.Rig
-	kproxy  *testrig.Proc
+	kproxy  *testrig.Proc // nil on KafScale's proxy's side
 	kpAddr  string
 	brokers []string // broker ports, for counting connections
 }
@@ -90,7 +94,7 @@ func (h *Harness) kafscalePeerScenario(ctx context.Context) error {
 		return fmt.Errorf("%s: %w", kafscalePeerID, err)
 	}
 	for _, pt := range peerPoints {
-		res, err := h.peerPointOnFreshRig(ctx, bins, pt)
+		res, err := h.peerPoint(ctx, bins, pt)
 		if err != nil {
 			return fmt.Errorf("%s: %w", kafscalePeerID, err)
 		}
@@ -99,27 +103,17 @@ func (h *Harness) kafscalePeerScenario(ctx context.Context) error {
 	return nil
 }
 
-// peerPointOnFreshRig starts a rig and kproxy for pt alone, so that no
-// point runs on S3 and broker state the points before it left behind.
-func (h *Harness) peerPointOnFreshRig(ctx context.Context, bins kafscalerig.Bins, pt peerPoint) (ScenarioResult, error) {
-	env, err := h.startPeerEnv(ctx, bins, pt.id())
-	if err != nil {
-		return ScenarioResult{}, err
-	}
-	defer env.close()
-	return h.peerPoint(ctx, env, pt)
-}
-
 func (pt peerPoint) id() string {
 	return fmt.Sprintf("%s-%dx%dk", kafscalePeerID, pt.producers, pt.recordSize>>10)
 }
 
-func (h *Harness) startPeerEnv(ctx context.Context, bins kafscalerig.Bins, name string) (*peerEnv, error) {
+// startPeerEnv starts a fresh rig and side's proxy on it.
+func (h *Harness) startPeerEnv(ctx context.Context, bins kafscalerig.Bins, name, side string) (*peerEnv, error) {
 	dir := filepath.Join(h.dir, kafscalePeerID, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	rig, err := kafscalerig.Start(ctx, kafscalerig.Config{Bins: bins, Dir: dir, KafScaleProxy: true,
+	rig, err := kafscalerig.Start(ctx, kafscalerig.Config{Bins: bins, Dir: dir, KafScaleProxy: side == sideKafScaleProxy,
 		Topics: map[string]int32{kafscalePeerTopic: benchPartitions}})
 	if err != nil {
 		return nil, err
@@ -128,6 +122,9 @@ func (h *Harness) startPeerEnv(ctx context.Context, bins kafscalerig.Bins, name 
 	for _, b := range rig.Brokers {
 		_, port, _ := strings.Cut(b.Addr, ":")
 		env.brokers = append(env.brokers, port)
+	}
+	if side == sideKafScaleProxy {
+		return env, nil
 	}
 	addrs, err := testrig.FreeAddrs(2)
 	if err != nil {
@@ -158,8 +155,9 @@ func (e *peerEnv) close() {
 	e.rig.Close()
 }
 
-// peerPoint runs one point on both sides for every round.
-func (h *Harness) peerPoint(ctx context.Context, env *peerEnv, pt peerPoint) (ScenarioResult, error) {
+// peerPoint runs one point on both sides for every round, each run on a
+// fresh rig of its own.
+func (h *Harness) peerPoint(ctx context.Context, bins kafscalerig.Bins, pt peerPoint) (ScenarioResult, error) {
 	id := pt.id()
 	h.at(id, 0, 0)
 	runs := map[string][]peerRun{}
@@ -172,7 +170,7 @@ func (h *Harness) peerPoint(ctx context.Context, env *peerEnv, pt peerPoint) (Sc
 			slices.Reverse(order)
 		}
 		for _, s := range order {
-			run, err := h.peerRunOnce(ctx, env, s, pt)
+			run, err := h.peerRunOnFreshRig(ctx, bins, fmt.Sprintf("%s-r%d-%s", id, r+1, s), s, pt)
 			if err != nil {
 				return ScenarioResult{}, fmt.Errorf("%s on %s: %w", id, s, err)
 			}
@@ -180,6 +178,18 @@ func (h *Harness) peerPoint(ctx context.Context, env *peerEnv, pt peerPoint) (Sc
 		}
 	}
 	return peerResult(id, pt, sides, runs), nil
+}
+
+// peerRunOnFreshRig starts a rig and side s's proxy for one run alone, so
+// that no run works on the S3 objects or the partition placement another
+// run left behind.
+func (h *Harness) peerRunOnFreshRig(ctx context.Context, bins kafscalerig.Bins, name, s string, pt peerPoint) (peerRun, error) {
+	env, err := h.startPeerEnv(ctx, bins, name, s)
+	if err != nil {
+		return peerRun{}, err
+	}
+	defer env.close()
+	return h.peerRunOnce(ctx, env, s, pt)
 }
 
 // peerRunOnce runs kbench produce against side s, sampling that proxy's CPU

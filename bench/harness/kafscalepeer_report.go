@@ -15,7 +15,8 @@ func peerResult(id string, pt peerPoint, sides []string, runs map[string][]peerR
 		Title: fmt.Sprintf("KafScale peer: %d producers, %d KiB records, kproxy vs KafScale's proxy on two real KafScale brokers",
 			pt.producers, pt.recordSize>>10),
 		What: "franz-go producers (kbench, acks=all, linger 0) through kproxy (`serve --etcd-layout kafscale`) and through KafScale's own proxy, " +
-			"in front of the same two KafScale brokers (built from KAFSCALE_SRC; moto_server as S3; embedded etcd), sides alternating; " +
+			"each in front of two KafScale brokers (built from KAFSCALE_SRC; moto_server as S3; embedded etcd), every run on a fresh cluster of its own " +
+			"(so that neither proxy works on the partition placement or S3 objects the other left), sides alternating; " +
 			"each figure is the median of the rounds, and proxy CPU is each proxy process's own user+system time",
 	}
 	for _, s := range sides {
