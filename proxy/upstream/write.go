@@ -32,8 +32,8 @@ func (c *conn) writeLoop() {
 		if batch == nil {
 			return
 		}
-		err := c.writeBatch(nc, batch)
-		clear(batch) // see writeBatch
+		_, err := c.writeBatch(nc, batch) // what was queued meanwhile, takeBatch takes next
+		clear(batch)                      // see writeBatch
 		if err != nil {
 			c.fail(ioKind(err, kindWrite), fmt.Errorf("write: %w", err))
 			return
@@ -54,26 +54,25 @@ const inlineWriteBytes = 64 << 10
 // the write. Whatever was queued meanwhile is left to the writer.
 func (c *conn) writeInline(nc net.Conn, r *wireReq) {
 	batch := [1]*wireReq{r}
-	err := c.writeBatch(nc, batch[:])
+	queued, err := c.writeBatch(nc, batch[:])
 	if err != nil {
 		c.fail(ioKind(err, kindWrite), fmt.Errorf("write: %w", err))
 		return
 	}
-	c.mu.Lock()
-	queued := len(c.queue) > 0
-	c.mu.Unlock()
 	if queued {
 		c.signal()
 	}
 }
 
 // writeBatch writes batch, taken by its caller as the connection's writer
-// (c.writing), in one vectored write, and gives up the writer's place.
+// (c.writing), in one vectored write, and gives up the writer's place;
+// queued tells that requests were queued meanwhile, for the writer
+// goroutine.
 // The caller clears batch after: the requests live on in its backing
 // array until it is overwritten, and each holds its response frame once
 // answered, so a batch left as it is pins up to writeBatchBytes of
 // answers for as long as the connection lives.
-func (c *conn) writeBatch(nc net.Conn, batch []*wireReq) error {
+func (c *conn) writeBatch(nc net.Conn, batch []*wireReq) (queued bool, err error) {
 	bufs := c.wbufs[:0]
 	for _, r := range batch {
 		if r.parts != nil {
@@ -89,8 +88,7 @@ func (c *conn) writeBatch(nc net.Conn, batch []*wireReq) error {
 	n, err := c.wvec.WriteTo(nc)
 	clear(bufs)
 	c.wbufs = bufs
-	c.afterWrite(batch, n)
-	return err
+	return c.afterWrite(batch, n), err
 }
 
 // takeBatch waits for queued requests and takes up to writeBatchBytes of
@@ -160,7 +158,8 @@ func (c *conn) idleWaitLocked() time.Duration {
 
 // afterWrite records which frames of batch were fully written (the first n
 // bytes): those may have reached the broker; the rest definitely did not.
-func (c *conn) afterWrite(batch []*wireReq, n int64) {
+// It gives up the writer's place and tells whether requests are queued.
+func (c *conn) afterWrite(batch []*wireReq, n int64) (queued bool) {
 	now := time.Now()
 	var acked []*wireReq
 	var off int64
@@ -184,10 +183,12 @@ func (c *conn) afterWrite(batch []*wireReq, n int64) {
 		}
 	}
 	c.armReadDeadlineLocked()
+	queued = len(c.queue) > 0
 	c.mu.Unlock()
 	for _, r := range acked {
 		r.complete(nil, nil)
 	}
+	return queued
 }
 
 // deadlineLocked is when a request written at now with the given patience
