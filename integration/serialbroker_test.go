@@ -18,9 +18,26 @@ import (
 // serve one request per connection at a time (--serial-requests, the shape
 // of Kafka and KafScale). Producers writing at once each get on-demand
 // broker connections of their own, and a consumer reads back every record
-// in order.
+// in order: with acks=all (idempotent), and with acks=0, whose requests
+// no answer orders (proxy/upstream/confirm.go keeps them in line).
 func TestSerialBrokersRoundTrip(t *testing.T) {
-	const topic, parts, producers, perProducer = "serial", 4, 8, 50
+	for _, tc := range []struct {
+		name     string
+		acksZero bool
+	}{
+		{"acks-all", false},
+		{"acks-0", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) { serialRoundTrip(t, tc.name, tc.acksZero) })
+	}
+}
+
+func serialRoundTrip(t *testing.T, topic string, acksZero bool) {
+	const parts, producers, perProducer = 4, 8, 50
+	var opts []kgo.Opt
+	if acksZero {
+		opts = []kgo.Opt{kgo.RequiredAcks(kgo.NoAck()), kgo.DisableIdempotentWrite()}
+	}
 	addr, reg := stubPool(t, parts,
 		func(c *broker.Config) { c.SerialRequests = true },
 		func(*assembly.Config) {})
@@ -31,7 +48,7 @@ func TestSerialBrokersRoundTrip(t *testing.T) {
 	errs := make(chan error, producers)
 	for p := range producers {
 		wg.Go(func() {
-			cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(0))
+			cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(0)}, opts...)...)
 			if err != nil {
 				errs <- err
 				return
@@ -51,8 +68,11 @@ func TestSerialBrokersRoundTrip(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if n := gaugeSum(t, reg, "kproxy_upstream_on_demand_connections"); n < 2 {
+	if n := metricSum(t, reg, "kproxy_upstream_on_demand_connections"); n < 2 {
 		t.Fatalf("on-demand broker connections = %v, want at least one per broker", n)
+	}
+	if n := metricSum(t, reg, "kproxy_upstream_barriers_total"); (n > 0) != acksZero {
+		t.Fatalf("barriers behind acks=0 produces = %v, with acks=0 %v", n, acksZero)
 	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -78,8 +98,8 @@ func TestSerialBrokersRoundTrip(t *testing.T) {
 	}
 }
 
-// gaugeSum adds up every series of the gauge name in reg.
-func gaugeSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
+// metricSum adds up every series of the gauge or counter name in reg.
+func metricSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -89,7 +109,7 @@ func gaugeSum(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	for _, mf := range mfs {
 		if mf.GetName() == name {
 			for _, m := range mf.GetMetric() {
-				sum += m.GetGauge().GetValue()
+				sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
 			}
 		}
 	}

@@ -58,6 +58,9 @@ type conn struct {
 	// serialConns' mutex: the affinity served and its requests on c.
 	aff  uint64
 	load int
+	// confirms: c is an on-demand connection, whose acks=0 requests keep
+	// their affinity's hold until confirmed (confirm.go). Set before start.
+	confirms bool
 
 	mu        sync.Mutex
 	nc        net.Conn
@@ -75,6 +78,12 @@ type conn struct {
 	readDeadline time.Time
 	lastDeadline time.Time // of the last written request
 	idleSince    time.Time // when inflight last became empty
+	// wseq numbers fully written requests in wire order; unconfirmed holds
+	// those of acks=0 requests whose release waits for a later answer, and
+	// barrierQueued tells that a barrier waits to be written (confirm.go).
+	wseq          uint64
+	unconfirmed   []uint64
+	barrierQueued bool
 }
 
 // connOwner holds a connection and learns of its death. onDead is called
@@ -188,19 +197,28 @@ func (c *conn) allocCorrLocked() int32 {
 	}
 }
 
-// removeLocked forgets r and returns its in-flight token.
+// removeLocked forgets r and tells its owner it left c.
 func (c *conn) removeLocked(r *wireReq) {
+	c.forgetLocked(r)
+	if !r.barrier {
+		c.owner.released(c, c.err != nil)
+	}
+}
+
+// forgetLocked forgets r and returns its in-flight token.
+func (c *conn) forgetLocked(r *wireReq) {
 	delete(c.inflight, r.corr)
 	if r.state == stWritten {
 		heap.Remove(&c.written, r.hidx)
 	}
 	r.state = stDone
-	<-c.sem
-	c.bp.m.inflight.Dec()
+	if !r.barrier {
+		<-c.sem
+		c.bp.m.inflight.Dec()
+	}
 	if len(c.inflight) == 0 {
 		c.idleSince = time.Now()
 	}
-	c.owner.released(c, c.err != nil)
 }
 
 // refused tells c's owner that a request chosen for c did not get on it.
@@ -287,6 +305,7 @@ func (c *conn) failIf(kind string, cause error, onlyIdle bool) bool {
 	}
 	clear(c.queue)
 	c.queue = nil
+	c.releaseUnconfirmedLocked(len(c.unconfirmed)) // whatever became of them, nothing will tell
 	nc, connected := c.nc, c.connected
 	// Under c.mu, so that wireReq.Wait and sharedConn.get never see a failed
 	// connection that is not marked dying, nor a dying one whose failure

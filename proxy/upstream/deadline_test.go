@@ -12,7 +12,7 @@ import (
 // busy connection's hang went unseen for minutes).
 func TestInOrderDeadlineAfterAnswers(t *testing.T) {
 	const rt = 100 * time.Millisecond
-	fb, p := inOrderPool(t, Config{ConnsPerBroker: 1, ReadTimeout: rt})
+	fb, p, _ := inOrderPool(t, Config{ConnsPerBroker: 1, ReadTimeout: rt})
 	for i := range 30 {
 		pend := send(t, p, 1, 7, 12, "answered")
 		recv(t, fb).replyEmpty()
@@ -30,14 +30,4 @@ func TestInOrderDeadlineAfterAnswers(t *testing.T) {
 	if took := time.Since(start); took > 1500*time.Millisecond {
 		t.Fatalf("hung broker seen after %v, ReadTimeout %v", took, rt)
 	}
-}
-
-// inOrderPool is a pool of cfg with broker 1 an in-order fake broker.
-func inOrderPool(t *testing.T, cfg Config) (*fakeBroker, *Pool) {
-	t.Helper()
-	fb := newInOrderFakeBroker(t)
-	res := &resolver{}
-	res.set(1, fb.addr())
-	p, _ := newTestPool(t, cfg, res)
-	return fb, p
 }

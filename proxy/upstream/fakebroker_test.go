@@ -36,6 +36,10 @@ func (r *received) reply(resp kmsg.Response) {
 	r.once.Do(func() { close(r.answered) })
 }
 
+// processed tells an in-order broker that it is done with a request it
+// does not answer (acks=0): it reads the connection's next one.
+func (r *received) processed() { r.once.Do(func() { close(r.answered) }) }
+
 // replyEmpty answers with the request's response kind, all fields default.
 func (r *received) replyEmpty() { r.reply(r.req.ResponseKind()) }
 
@@ -53,9 +57,10 @@ type fakeBroker struct {
 	flex    kwire.FlexTable
 	quit    chan struct{} // closed by close: in-order conns stop waiting
 
-	reqs      chan *received // every non-ApiVersions request
-	hellos    chan *kmsg.ApiVersionsRequest
-	closed    chan int // conn index, when a conn reads EOF or an error
+	reqs      chan *received                // every non-ApiVersions request
+	hellos    chan *kmsg.ApiVersionsRequest // each connection's first ApiVersions, its handshake
+	barriers  chan int                      // connection index of every later ApiVersions (confirm.go)
+	closed    chan int                      // conn index, when a conn reads EOF or an error
 	holdHello chan struct{}
 	rcvBuf    int // if set, each connection's socket receive buffer (no autotuning); under mu
 
@@ -98,7 +103,7 @@ func startFakeBroker(t testing.TB, hold chan struct{}, inOrder bool) *fakeBroker
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	fb := &fakeBroker{t: t, ln: ln, flex: kwire.NewFlexTable(), inOrder: inOrder, quit: make(chan struct{}), reqs: make(chan *received, 4096), hellos: make(chan *kmsg.ApiVersionsRequest, 64), closed: make(chan int, 64), holdHello: hold}
+	fb := &fakeBroker{t: t, ln: ln, flex: kwire.NewFlexTable(), inOrder: inOrder, quit: make(chan struct{}), reqs: make(chan *received, 4096), hellos: make(chan *kmsg.ApiVersionsRequest, 64), barriers: make(chan int, 64), closed: make(chan int, 64), holdHello: hold}
 	fb.wg.Add(1)
 	go fb.accept()
 	t.Cleanup(fb.close)
@@ -154,6 +159,7 @@ func (fb *fakeBroker) serve(c *fakeConn) {
 	defer fb.wg.Done()
 	defer func() { fb.closed <- c.idx }()
 	br := bufio.NewReader(c.nc)
+	shook := false
 	for {
 		r, err := fb.readRequest(c, br)
 		if err != nil {
@@ -167,7 +173,12 @@ func (fb *fakeBroker) serve(c *fakeConn) {
 			if fb.holdHello != nil {
 				<-fb.holdHello
 			}
-			fb.hellos <- hello
+			if shook {
+				fb.barriers <- c.idx
+			} else {
+				fb.hellos <- hello
+			}
+			shook = true
 			resp := kmsg.NewPtrApiVersionsResponse()
 			resp.Version = r.version
 			resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{{ApiKey: 3, MinVersion: 0, MaxVersion: 12}}

@@ -48,6 +48,16 @@ func (r *resolver) resolve(id int32) (string, bool) {
 
 // newTestPool returns a pool closed when the test ends, with short redial
 // backoffs.
+// inOrderPool is a pool for cfg in front of one in-order fake broker, broker 1.
+func inOrderPool(t *testing.T, cfg Config) (*fakeBroker, *Pool, *prometheus.Registry) {
+	t.Helper()
+	fb := newInOrderFakeBroker(t)
+	res := &resolver{}
+	res.set(1, fb.addr())
+	p, reg := newTestPool(t, cfg, res)
+	return fb, p, reg
+}
+
 func newTestPool(t *testing.T, cfg Config, res *resolver) (*Pool, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()

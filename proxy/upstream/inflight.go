@@ -22,8 +22,10 @@ const (
 type wireReq struct {
 	c        *conn
 	corr     int32
-	flexResp bool // response header carries tagged fields
-	noResp   bool // Produce acks=0: the broker answers nothing
+	flexResp bool   // response header carries tagged fields
+	noResp   bool   // Produce acks=0: the broker answers nothing
+	barrier  bool   // the connection's own, confirming acks=0 requests (confirm.go)
+	wseq     uint64 // position in the wire order, once fully written
 	frame    *[]byte
 	size     int           // of the frame on the wire: frame alone, or frame's header and parts
 	parts    [][]byte      // a VecBody's pieces after the header in frame; nil once given back

@@ -84,10 +84,7 @@ func dedicatedConns(p *Pool) float64 { return testutil.ToFloat64(p.m.dedicated.W
 // connection) nor its JoinGroup, and an affinity's held requests reuse its
 // dedicated connection.
 func TestInOrderBrokerLongPollDoesNotBlockOthers(t *testing.T) {
-	fb := newInOrderFakeBroker(t)
-	res := &resolver{}
-	res.set(1, fb.addr())
-	p, _ := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+	fb, p, _ := inOrderPool(t, Config{ConnsPerBroker: 1})
 
 	fetch := sendReq(t, p, 1, longPoll(60000))
 	rf := recvKey(t, fb, keyFetch) // held
@@ -182,10 +179,7 @@ func TestUnorderedBrokerMultiplexes(t *testing.T) {
 // connections a held request waits (and fails with ErrNotSent when its
 // context ends); once one is idle, it is closed to make room.
 func TestDedicatedConnsBounded(t *testing.T) {
-	fb := newInOrderFakeBroker(t)
-	res := &resolver{}
-	res.set(1, fb.addr())
-	p, _ := newTestPool(t, Config{ConnsPerBroker: 1, MaxBlockingConnsPerBroker: 2, BlockingConnIdle: time.Hour}, res)
+	fb, p, _ := inOrderPool(t, Config{ConnsPerBroker: 1, MaxBlockingConnsPerBroker: 2, BlockingConnIdle: time.Hour})
 
 	f1 := sendReq(t, p, 1, longPoll(60000))
 	r1 := recvKey(t, fb, keyFetch)
@@ -262,10 +256,7 @@ func TestDedicatedConnsCloseWhenIdle(t *testing.T) {
 // request's allowance starts once the requests ahead of it may be answered,
 // and a JoinGroup may take its rebalance timeout.
 func TestInOrderHeldRequestsOutliveReadTimeout(t *testing.T) {
-	fb := newInOrderFakeBroker(t)
-	res := &resolver{}
-	res.set(1, fb.addr())
-	p, _ := newTestPool(t, Config{ConnsPerBroker: 1, ReadTimeout: 50 * time.Millisecond}, res)
+	fb, p, _ := inOrderPool(t, Config{ConnsPerBroker: 1, ReadTimeout: 50 * time.Millisecond})
 
 	join := sendReq(t, p, 1, joinGroup(2000))
 	fetch := sendReq(t, p, 1, longPoll(10)) // behind the join on its connection

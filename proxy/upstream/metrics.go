@@ -27,6 +27,7 @@ type metrics struct {
 	errors    *prometheus.CounterVec
 	serial    *prometheus.GaugeVec
 	connWait  *prometheus.HistogramVec
+	barriers  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -60,6 +61,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "How long requests to a broker that answers in order waited for an on-demand connection (near 0 unless the limit was reached).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 4, 10),
 		}, []string{"broker"}),
+		barriers: promreg.CounterVec(reg, prometheus.CounterOpts{
+			Name: "kproxy_upstream_barriers_total",
+			Help: "ApiVersions requests sent to a broker that answers in order behind acks=0 produces, whose answer shows the produces processed, so the client connection's next request may go out on another connection.",
+		}, []string{"broker"}),
 	}
 	return m
 }
@@ -76,6 +81,7 @@ type brokerMetrics struct {
 	serialBusy prometheus.Gauge
 	serialIdle prometheus.Gauge
 	connWait   prometheus.Observer
+	barriers   prometheus.Counter
 }
 
 // errorKinds are the kind label values, created at 0 for each broker.
@@ -87,7 +93,8 @@ func (m *metrics) forBroker(id int32) *brokerMetrics {
 		m.errors.WithLabelValues(l, kind)
 	}
 	return &brokerMetrics{m: m, label: l, conns: m.conns.WithLabelValues(l), dedicated: m.dedicated.WithLabelValues(l), inflight: m.inflight.WithLabelValues(l), requests: m.requests.WithLabelValues(l),
-		serialBusy: m.serial.WithLabelValues(l, "busy"), serialIdle: m.serial.WithLabelValues(l, "idle"), connWait: m.connWait.WithLabelValues(l)}
+		serialBusy: m.serial.WithLabelValues(l, "busy"), serialIdle: m.serial.WithLabelValues(l, "idle"), connWait: m.connWait.WithLabelValues(l),
+		barriers: m.barriers.WithLabelValues(l)}
 }
 
 func (b *brokerMetrics) fail(kind string) { b.m.errors.WithLabelValues(b.label, kind).Inc() }

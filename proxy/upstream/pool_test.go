@@ -144,10 +144,7 @@ func metadataReqPadded(version int16, topic string, large bool) []byte {
 // is written before Send returns (by the Send, not the writer goroutine);
 // a large one between them, which the writer writes, changes nothing.
 func TestSendWritesSmallRequestItself(t *testing.T) {
-	fb := newInOrderFakeBroker(t)
-	res := &resolver{}
-	res.set(1, fb.addr())
-	p, _ := newTestPool(t, Config{}, res)
+	fb, p, _ := inOrderPool(t, Config{})
 	ctx := context.Background()
 	var c *conn
 	for i, large := range []bool{false, false, true, false} {
@@ -317,7 +314,7 @@ func TestRedialAfterRefusal(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot listen on %s again: %v", addr, err)
 	}
-	fb := &fakeBroker{t: t, ln: ln, flex: kwire.NewFlexTable(), reqs: make(chan *received, 16), hellos: make(chan *kmsg.ApiVersionsRequest, 16), closed: make(chan int, 16)}
+	fb := &fakeBroker{t: t, ln: ln, flex: kwire.NewFlexTable(), reqs: make(chan *received, 16), hellos: make(chan *kmsg.ApiVersionsRequest, 16), barriers: make(chan int, 16), closed: make(chan int, 16)}
 	fb.wg.Add(1)
 	go fb.accept()
 	t.Cleanup(fb.close)

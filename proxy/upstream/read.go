@@ -34,6 +34,7 @@ func (c *conn) readLoop(br *bufio.Reader) {
 			c.fail(kindProtocol, fmt.Errorf("response for unknown correlation id %d: %w", corr, errProtocol))
 			return
 		}
+		c.confirmLocked(r.wseq) // answering in order, the broker is done with what came before
 		c.removeLocked(r)
 		c.armReadDeadlineLocked()
 		orphan := r.orphan

@@ -9,10 +9,11 @@ package upstream
 // MaxConnsPerBroker, reused when idle (the most recently used first, whose
 // buffers are warm), and closed by the pool's janitor after IdleTimeout
 // without requests. An affinity's next request follows its previous one on
-// the same connection while that one is outstanding, so one client's
-// requests keep the order Send was called in (an idempotent producer's
-// sequence numbers), and the broker never gets a client's requests in
-// parallel that it would serialize anyway.
+// the same connection while that one is outstanding (an acks=0 produce
+// until confirmed, confirm.go), so one client's requests keep the order
+// Send was called in (an idempotent producer's sequence numbers), and the
+// broker never gets a client's requests in parallel that it would
+// serialize anyway.
 
 import (
 	"context"
@@ -112,6 +113,7 @@ func (s *serialConns) takeLocked(aff uint64) (*conn, error) {
 			return nil, err
 		}
 		c = newConn(s.bp, s, 0)
+		c.confirms = true
 		s.all[c] = struct{}{}
 		c.start() // under s.mu, so that close sees every started conn
 	default:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kproxy/kproxy/retry"
 )
@@ -57,10 +58,7 @@ func waitCount(t *testing.T, reg *prometheus.Registry) uint64 {
 // are idle and reused, the most recently used first, and an affinity's next
 // request follows its outstanding one on the same connection.
 func TestInOrderConnsOnDemand(t *testing.T) {
-	fb := newInOrderFakeBroker(t)
-	res := &resolver{}
-	res.set(1, fb.addr())
-	p, reg := newTestPool(t, Config{ConnsPerBroker: 1}, res)
+	fb, p, reg := inOrderPool(t, Config{ConnsPerBroker: 1})
 
 	const n = 8
 	pends := make([]Pending, n)
@@ -118,10 +116,7 @@ func TestInOrderConnsOnDemand(t *testing.T) {
 // waits for one, fails with ErrNotSent when its context ends first, and
 // takes the first one freed.
 func TestInOrderConnLimit(t *testing.T) {
-	fb := newInOrderFakeBroker(t)
-	res := &resolver{}
-	res.set(1, fb.addr())
-	p, _ := newTestPool(t, Config{MaxConnsPerBroker: 2}, res)
+	fb, p, _ := inOrderPool(t, Config{MaxConnsPerBroker: 2})
 
 	a := sendReq(t, p, 1, produce())
 	ra := recvKey(t, fb, keyProduce)
@@ -209,4 +204,66 @@ func TestInOrderIdleConnsClose(t *testing.T) {
 		r.replyEmpty()
 	}
 	mustWait(t, after, "produce after the idle close")
+}
+
+func acksZero() *kmsg.ProduceRequest {
+	req := produce()
+	req.Acks = 0
+	return req
+}
+
+func expectBarrier(t *testing.T, fb *fakeBroker, conn int) {
+	t.Helper()
+	select {
+	case idx := <-fb.barriers:
+		if idx != conn {
+			t.Fatalf("barrier on connection %d, want %d", idx, conn)
+		}
+	case <-time.After(testWait):
+		t.Fatalf("no barrier on connection %d within %s", conn, testWait)
+	}
+}
+
+// TestInOrderAcksZeroKeepsConnection: an acks=0 produce, which the broker
+// never answers, keeps its affinity's on-demand connection after it is
+// written, until a barrier written behind it is answered; meanwhile
+// another affinity gets a connection of its own and the same affinity's
+// next request follows on the same connection, so an in-order broker
+// appends one client's acks=0 produces in the order they were sent. A
+// connection lost with acks=0 produces held lets their place go.
+func TestInOrderAcksZeroKeepsConnection(t *testing.T) {
+	fb, p, _ := inOrderPool(t, Config{ConnsPerBroker: 1})
+
+	first := sendReq(t, p, 1, acksZero())
+	mustWait(t, first, "first acks=0 produce")
+	r1 := recvKey(t, fb, keyProduce) // the broker works on it: it reads nothing more from that connection
+
+	other := sendReq(t, p, 2, produce())
+	r2 := recvKey(t, fb, keyProduce)
+	if r2.conn == r1.conn {
+		t.Fatalf("another affinity's produce on connection %d, which holds an unconfirmed acks=0 produce", r2.conn)
+	}
+	second := sendReq(t, p, 1, acksZero())
+	mustWait(t, second, "second acks=0 produce")
+	r1.processed()
+	if r := recvKey(t, fb, keyProduce); r.conn != r1.conn {
+		t.Fatalf("second acks=0 produce on connection %d, the first on %d", r.conn, r1.conn)
+	} else {
+		r.processed()
+	}
+	expectBarrier(t, fb, r1.conn)
+	r2.replyEmpty()
+	mustWait(t, other, "other affinity's produce")
+	waitFor(t, func() bool { return onDemand(p, "idle") == 2 && onDemand(p, "busy") == 0 }, "both connections idle once the barrier is answered")
+
+	// The most recently idle connection is taken again; lost with an acks=0
+	// produce unconfirmed, it holds no place.
+	third := sendReq(t, p, 3, acksZero())
+	mustWait(t, third, "third acks=0 produce")
+	r3 := recvKey(t, fb, keyProduce)
+	if got := onDemand(p, "busy"); got != 1 {
+		t.Fatalf("busy on-demand connections with an unconfirmed acks=0 produce = %v, want 1", got)
+	}
+	fb.kill(r3.conn)
+	waitFor(t, func() bool { return onDemand(p, "idle") == 1 && onDemand(p, "busy") == 0 }, "the lost connection's place given up")
 }

@@ -107,6 +107,9 @@ func (c *conn) takeBatch(batch []*wireReq) []*wireReq {
 				r := c.queue[i]
 				size += r.size
 				r.state = stWriting
+				if r.barrier {
+					c.barrierQueued = false // acks=0 requests written after it need another
+				}
 				batch = append(batch, r)
 			}
 			rest := copy(c.queue, c.queue[i:])
@@ -175,9 +178,17 @@ func (c *conn) afterWrite(batch []*wireReq, n int64) (queued bool) {
 		case off > n:
 			r.state = stQueued
 		case r.noResp:
-			c.removeLocked(r)
+			c.wseq++
+			r.wseq = c.wseq
+			if c.confirms {
+				c.holdUnconfirmedLocked(r)
+			} else {
+				c.removeLocked(r)
+			}
 			acked = append(acked, r)
 		default:
+			c.wseq++
+			r.wseq = c.wseq
 			r.state, r.deadline = stWritten, c.deadlineLocked(now, r.patience)
 			heap.Push(&c.written, r)
 		}
