@@ -131,6 +131,10 @@ func (g *Grant) reserve(n int) error {
 	return nil
 }
 
+// Reserve makes the grant cover n bytes (a buffer of the caller's own,
+// beside the Decoders' outputs), or fails with ErrBusy.
+func (g *Grant) Reserve(n int) error { return g.reserve(n) }
+
 // Release gives back what the grant holds.
 func (g *Grant) Release() {
 	if g.held > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/kproxy/kproxy/internal/kcodec"
 	"github.com/kproxy/kproxy/internal/kwire"
 	"github.com/kproxy/kproxy/proxy/apis/recordcheck"
 )
@@ -31,8 +32,13 @@ import (
 // changed is false when it left every record as it was.
 type recordsFunc func(dst, recs []byte, n int) (out []byte, changed bool, err error)
 
-// scratch holds decompressed and rewritten records between batches.
-type scratch struct{ plain, out []byte }
+// scratch holds decompressed and rewritten records between batches, and
+// the shares of the codecs' budget that cover them while a set is
+// rewritten.
+type scratch struct {
+	plain, out   []byte
+	gPlain, gOut kcodec.Grant
+}
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
@@ -47,7 +53,10 @@ const maxScratch = 8 << 20
 func (c *codecs) rewriteSet(dst, set []byte, encrypting bool, checked *recordcheck.Batch, fn recordsFunc) ([]byte, error) {
 	dropPartial := !encrypting
 	sc := scratchPool.Get().(*scratch)
+	sc.gPlain.Budget, sc.gOut.Budget = c.budget, c.budget
 	defer func() {
+		sc.gPlain.Release()
+		sc.gOut.Release()
 		if cap(sc.plain) <= maxScratch && cap(sc.out) <= maxScratch {
 			scratchPool.Put(sc)
 		}
@@ -127,13 +136,22 @@ func (c *codecs) rewriteBatch(dst, b []byte, sc *scratch, encrypting bool, check
 	} else {
 		plain := checked
 		if plain == nil {
-			if sc.plain, err = c.decompress(sc.plain[:0], b[kwire.BatchHeaderLen:], codec); err != nil {
+			if sc.plain, err = c.decompress(sc.plain[:0], b[kwire.BatchHeaderLen:], codec, &sc.gPlain); err != nil {
 				return nil, err
 			}
 			plain = sc.plain
 			c.count.decompressed(encrypting)
 		}
-		if sc.out, changed, err = fn(sc.out[:0], plain, n); err == nil && changed {
+		// The rewritten records are the same records, give or take each
+		// one's envelope: covered before fn for their size, after it for
+		// what the envelopes added.
+		if err = sc.gOut.Reserve(max(cap(sc.out), len(plain))); err != nil {
+			return nil, errBusy
+		}
+		if sc.out, changed, err = fn(sc.out[:0], plain, n); err == nil && sc.gOut.Reserve(cap(sc.out)) != nil {
+			err = errBusy
+		}
+		if err == nil && changed {
 			dst, err = c.compress(dst, sc.out, codec, encrypting) // lz4: stored blocks
 		}
 	}

@@ -7,23 +7,31 @@ import (
 	"errors"
 	"fmt"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/kproxy/kproxy/internal/kcodec"
 )
 
 // codecs decompresses and compresses the records of a batch with
 // internal/kcodec, the proxy's one home of Kafka's four codecs.
-// Decompression is bounded by max bytes, so that a small batch cannot make
-// the proxy allocate gigabytes; it draws on no shared budget (a batch is
-// rewritten by one goroutine, into scratch buffers it reuses).
+// Decompression is bounded twice, so that small batches cannot make the
+// proxy allocate gigabytes: each batch by max bytes, and the decompressed
+// records of all rewrites in flight, with their rewritten copies, by a
+// shared budget (a rewrite that finds it used up fails with errBusy
+// rather than wait while holding part of it).
 type codecs struct {
-	dec   *kcodec.Decoders
-	enc   *kcodec.Encoders
-	count *metrics // nil: not counted
+	dec    *kcodec.Decoders
+	enc    *kcodec.Encoders
+	budget *semaphore.Weighted
+	count  *metrics // nil: not counted
 }
 
-var errMaxBatch = errors.New("crypt: batch decompresses beyond the limit")
+var (
+	errMaxBatch = errors.New("crypt: batch decompresses beyond the limit")
+	errBusy     = errors.New("crypt: the decompression budget of rewrites in flight is used up")
+)
 
-func newCodecs(max int) (*codecs, error) {
+func newCodecs(max int, budget int64) (*codecs, error) {
 	dec, err := kcodec.NewDecoders(max)
 	if err != nil {
 		return nil, fmt.Errorf("crypt: decoders: %w", err)
@@ -33,7 +41,7 @@ func newCodecs(max int) (*codecs, error) {
 		dec.Close()
 		return nil, fmt.Errorf("crypt: encoders: %w", err)
 	}
-	return &codecs{dec: dec, enc: enc}, nil
+	return &codecs{dec: dec, enc: enc, budget: semaphore.NewWeighted(budget)}, nil
 }
 
 func (c *codecs) close() { c.dec.Close() }
@@ -48,15 +56,16 @@ const (
 )
 
 // decompress returns src decoded with codec, into dst's space (dst is
-// emptied first).
-func (c *codecs) decompress(dst, src []byte, codec int8) ([]byte, error) {
-	var g kcodec.Grant // no budget: max bounds each batch
-	out, err := c.dec.Decompress(uint8(codec), dst[:0], src, &g)
+// emptied first), its capacity covered by g.
+func (c *codecs) decompress(dst, src []byte, codec int8, g *kcodec.Grant) ([]byte, error) {
+	out, err := c.dec.Decompress(uint8(codec), dst[:0], src, g)
 	switch {
 	case err == nil:
 		return out, nil
 	case errors.Is(err, kcodec.ErrTooLarge):
 		return nil, errMaxBatch
+	case errors.Is(err, kcodec.ErrBusy):
+		return nil, errBusy
 	case errors.Is(err, kcodec.ErrCodec):
 		return nil, fmt.Errorf("%w: codec %d", ErrFormat, codec)
 	}

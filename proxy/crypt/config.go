@@ -25,6 +25,10 @@ type File struct {
 	// MaxBatchBytes bounds what one compressed batch may decompress to
 	// [128 MiB].
 	MaxBatchBytes int `yaml:"max_batch_bytes"`
+	// DecompressBudgetBytes bounds what the compressed batches being
+	// rewritten at once may decompress to, with their rewritten copies
+	// [2 x MaxBatchBytes; at least MaxBatchBytes].
+	DecompressBudgetBytes int64 `yaml:"decompress_budget_bytes"`
 }
 
 // KMSConfig names the KMS.
@@ -76,6 +80,12 @@ func ParseFile(data []byte) (File, error) {
 	}
 	if f.MaxBatchBytes <= 0 {
 		f.MaxBatchBytes = defaultMaxBatchBytes
+	}
+	if f.DecompressBudgetBytes <= 0 {
+		f.DecompressBudgetBytes = 2 * int64(f.MaxBatchBytes)
+	}
+	if f.DecompressBudgetBytes < int64(f.MaxBatchBytes) {
+		return File{}, fmt.Errorf("crypt: encryption config: decompress_budget_bytes %d is below max_batch_bytes %d: the largest batch could never be rewritten", f.DecompressBudgetBytes, f.MaxBatchBytes)
 	}
 	if _, err := compile(f); err != nil {
 		return File{}, err

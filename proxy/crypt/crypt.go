@@ -86,7 +86,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, m: newMetrics(cfg.Registerer), raw: raw,
 		log: ratelog.New(cfg.Logger, slog.LevelWarn, cfg.LogInterval, cfg.Now)}
-	if s.codecs, err = newCodecs(st.file.MaxBatchBytes); err != nil {
+	if s.codecs, err = newCodecs(st.file.MaxBatchBytes, st.file.DecompressBudgetBytes); err != nil {
 		return nil, err
 	}
 	s.codecs.count = s.m

@@ -23,7 +23,10 @@ import (
 //     as if it were empty, and the proxy does not retry it;
 //   - produced data that cannot be read: CORRUPT_MESSAGE for a bad CRC,
 //     INVALID_RECORD otherwise, MESSAGE_TOO_LARGE for a batch that
-//     decompresses beyond max_batch_bytes.
+//     decompresses beyond max_batch_bytes;
+//   - the decompression budget of rewrites in flight used up (either
+//     way): REQUEST_TIMED_OUT, which clients retry, as produce validation
+//     answers for its own budget; nothing was written.
 func (s *Service) failed(op, topic string, part int32, err error) int16 {
 	reason, code := classifyFailure(op, err)
 	s.m.failures.WithLabelValues(op, topic, reason).Inc()
@@ -42,6 +45,8 @@ func classifyFailure(op string, err error) (reason string, code int16) {
 		return "refused", kerr.CorruptMessage.Code
 	case errors.Is(err, ErrAuth):
 		return "auth", kerr.CorruptMessage.Code
+	case errors.Is(err, errBusy):
+		return "busy", kerr.RequestTimedOut.Code
 	case errors.Is(err, errMaxBatch):
 		return "format", kerr.MessageTooLarge.Code
 	case op == "fetch":

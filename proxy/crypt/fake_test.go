@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kproxy/kproxy/internal/kcodec"
 	"github.com/kproxy/kproxy/internal/kwire"
 )
 
@@ -129,7 +130,7 @@ func readBatch(t testing.TB, c *codecs, b []byte) (kmsg.RecordBatch, []kmsg.Reco
 	raw := rb.Records
 	if codec := int8(rb.Attributes & kwire.BatchAttrCodec); codec != codecNone {
 		var err error
-		if raw, err = c.decompress(nil, raw, codec); err != nil {
+		if raw, err = c.decompress(nil, raw, codec, new(kcodec.Grant)); err != nil {
 			t.Fatal(err)
 		}
 	}
