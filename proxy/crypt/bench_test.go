@@ -79,7 +79,7 @@ func BenchmarkDecrypt(b *testing.B) {
 // BenchmarkEncrypt/none is measured against (side by side, in one run).
 func BenchmarkGCMOnly(b *testing.B) {
 	s := newService(b, newMemKMS(), nil, "")
-	d, err := s.keys.sealerFor(context.Background(), s.cur.Load().kms, "k", 0)
+	d, err := s.keys.sealerFor(context.Background(), s.cur.Load().kms, "k", 0, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

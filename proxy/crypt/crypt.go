@@ -163,6 +163,9 @@ func (s *Service) Encrypt(ctx context.Context, dst []byte, topic string, part in
 // encrypted instead of being decompressed again, and the CRC-32C it
 // checked is not computed again. checked must still hold them (not
 // Released) and be of these very bytes; a Batch of other bytes is ignored.
+// When a new DEK must come from the KMS, EncryptChecked Releases checked
+// before the call (the caller's Release after is then a no-op) and
+// decompresses the records itself.
 func (s *Service) EncryptChecked(ctx context.Context, dst []byte, topic string, part int32, records []byte, checked *recordcheck.Batch) (out []byte, rewritten bool, code int16) {
 	st := s.cur.Load()
 	kek, ok := st.pol.kek(topic)
@@ -170,7 +173,14 @@ func (s *Service) EncryptChecked(ctx context.Context, dst []byte, topic string, 
 		return nil, false, 0
 	}
 	n := countRecords(records)
-	d, err := s.keys.sealerFor(ctx, st.kms, kek, n)
+	// Validation's decompressed records hold part of its budget, which a
+	// KMS call of seconds (an outage's timeout) must not keep from other
+	// produces: let them go, and decompress here, after the call.
+	d, err := s.keys.sealerFor(ctx, st.kms, kek, n, func() {
+		if checked != nil {
+			checked.Release()
+		}
+	})
 	if err != nil {
 		if errors.Is(err, ErrKeyRefused) && st.pol.passthrough {
 			s.m.passthrough.WithLabelValues(topic).Inc()

@@ -26,12 +26,18 @@ type memKMS struct {
 	decrypts atomic.Int64
 	down     atomic.Bool
 	refuse   atomic.Bool
+	// during, if set, runs inside each GenerateDataKey: what the test
+	// checks while a call is outstanding.
+	during func()
 }
 
 func newMemKMS() *memKMS { return &memKMS{keys: map[string][]byte{}} }
 
 func (m *memKMS) GenerateDataKey(_ context.Context, kek string) ([]byte, []byte, error) {
 	m.gens.Add(1)
+	if m.during != nil {
+		m.during()
+	}
 	if err := m.fail(); err != nil {
 		return nil, nil, err
 	}

@@ -106,8 +106,10 @@ func newKeys(lim Limits, now func() time.Time, calls func(op, result string)) *k
 }
 
 // sealerFor reserves n encryptions under kek's current DEK, making a new
-// DEK when there is none that may do them.
-func (k *keys) sealerFor(ctx context.Context, kms KMS, kek string, n int) (*dek, error) {
+// DEK when there is none that may do them. waiting, if not nil, is called
+// once before it waits for the KMS (its own call or another's), to let go
+// of what the caller should not hold that long.
+func (k *keys) sealerFor(ctx context.Context, kms KMS, kek string, n int, waiting func()) (*dek, error) {
 	if int64(n) > k.lim.MaxEncryptions {
 		return nil, fmt.Errorf("crypt: a batch of %d records exceeds the %d encryptions of one DEK", n, k.lim.MaxEncryptions)
 	}
@@ -121,6 +123,10 @@ func (k *keys) sealerFor(ctx context.Context, kms KMS, kek string, n int) (*dek,
 				return d, nil
 			}
 			return nil, err
+		}
+		if waiting != nil {
+			waiting()
+			waiting = nil
 		}
 		_, err, _ = k.gen.Do(kek, func() (any, error) {
 			// Detached: one client going away must not fail the others waiting.
