@@ -14,13 +14,14 @@ package upstream
 // before it goes out; it holds no in-flight token, and counts in
 // kproxy_upstream_barriers_total, not as a request.
 
-import (
-	"encoding/binary"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/kproxy/kproxy/internal/kwire"
-)
+// confirms tells whether c's acks=0 requests wait to be confirmed: only an
+// on-demand connection is given up when its requests leave (a shared one
+// stays, a dedicated one is its affinity's), and only a broker answering
+// in order confirms, by an answer, what came before it.
+func (c *conn) confirms() bool {
+	_, onDemand := c.owner.(*serialConns)
+	return onDemand && !c.unordered
+}
 
 // holdUnconfirmedLocked keeps r's release (written, answered nothing)
 // until a later answer on c: r is forgotten as a request, but its owner
@@ -56,15 +57,11 @@ func (c *conn) releaseUnconfirmedLocked(n int) {
 // waits for (an orphan from the start: the reader gives its frame back).
 func (c *conn) queueBarrierLocked() {
 	cfg := &c.bp.p.cfg
-	req := kmsg.ApiVersionsRequest{Version: 3, ClientSoftwareName: softwareName, ClientSoftwareVersion: softwareVersion}
 	r := &wireReq{c: c, barrier: true, orphan: true, done: make(chan struct{}), patience: cfg.ReadTimeout}
-	r.frame = c.bp.p.bufs.Get(64 + len(cfg.ClientID))
-	*r.frame = kwire.AppendRequestHeader(*r.frame, keyApiVersions, req.Version, 0, &cfg.ClientID, true)
-	*r.frame = req.AppendTo(*r.frame)
-	kwire.FinishFrame(*r.frame)
-	r.size = len(*r.frame)
 	r.corr = c.allocCorrLocked()
-	binary.BigEndian.PutUint32((*r.frame)[kwire.CorrOffset:], uint32(r.corr))
+	r.frame = c.bp.p.bufs.Get(64 + len(cfg.ClientID))
+	*r.frame = appendHello(*r.frame, r.corr, &cfg.ClientID)
+	r.size = len(*r.frame)
 	c.inflight[r.corr] = r
 	c.queue = append(c.queue, r)
 	c.barrierQueued = true

@@ -58,9 +58,6 @@ type conn struct {
 	// serialConns' mutex: the affinity served and its requests on c.
 	aff  uint64
 	load int
-	// confirms: c is an on-demand connection, whose acks=0 requests keep
-	// their affinity's hold until confirmed (confirm.go). Set before start.
-	confirms bool
 
 	mu        sync.Mutex
 	nc        net.Conn

@@ -82,13 +82,7 @@ func (c *conn) connect() (net.Conn, *bufio.Reader, string, error) {
 // whether it advertised layout.UnorderedResponsesFeature.
 func (c *conn) handshake(nc net.Conn, br *bufio.Reader) (*kmsg.ApiVersionsResponse, error) {
 	cfg := &c.bp.p.cfg
-	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version = 3
-	req.ClientSoftwareName = softwareName
-	req.ClientSoftwareVersion = softwareVersion
-	frame := kwire.AppendRequestHeader(nil, keyApiVersions, 3, handshakeCorr, &cfg.ClientID, true)
-	frame = req.AppendTo(frame)
-	kwire.FinishFrame(frame)
+	frame := appendHello(nil, handshakeCorr, &cfg.ClientID)
 
 	_ = nc.SetDeadline(time.Now().Add(cfg.DialTimeout))
 	if _, err := nc.Write(frame); err != nil {
@@ -114,6 +108,17 @@ func (c *conn) handshake(nc net.Conn, br *bufio.Reader) (*kmsg.ApiVersionsRespon
 		hello = nil
 	}
 	return hello, nc.SetDeadline(time.Time{})
+}
+
+// appendHello appends the proxy's ApiVersions v3 request frame (size
+// included) with correlation id corr to dst: the handshake, and the
+// barriers of confirm.go.
+func appendHello(dst []byte, corr int32, clientID *string) []byte {
+	req := kmsg.ApiVersionsRequest{Version: 3, ClientSoftwareName: softwareName, ClientSoftwareVersion: softwareVersion}
+	dst = kwire.AppendRequestHeader(dst, keyApiVersions, req.Version, corr, clientID, true)
+	dst = req.AppendTo(dst)
+	kwire.FinishFrame(dst)
+	return dst
 }
 
 // startTLS runs the TLS handshake on a dialed connection, within the dial

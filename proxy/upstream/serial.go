@@ -113,7 +113,6 @@ func (s *serialConns) takeLocked(aff uint64) (*conn, error) {
 			return nil, err
 		}
 		c = newConn(s.bp, s, 0)
-		c.confirms = true
 		s.all[c] = struct{}{}
 		c.start() // under s.mu, so that close sees every started conn
 	default:

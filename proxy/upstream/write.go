@@ -180,7 +180,7 @@ func (c *conn) afterWrite(batch []*wireReq, n int64) (queued bool) {
 		case r.noResp:
 			c.wseq++
 			r.wseq = c.wseq
-			if c.confirms && !c.unordered { // an answer confirms what came before only in order
+			if c.confirms() {
 				c.holdUnconfirmedLocked(r)
 			} else {
 				c.removeLocked(r)
