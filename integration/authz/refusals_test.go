@@ -2,6 +2,7 @@ package authz
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,10 +58,22 @@ func TestRefusalsReadAsRefusals(t *testing.T) {
 	req := kmsg.NewPtrMetadataRequest()
 	req.Version = 12
 	req.Topics = []kmsg.MetadataRequestTopic{{TopicID: topics["payroll"].ID}}
-	resp, err := req.RequestWith(ctx, newClient(t, c.ProxyAddrs()[0]))
-	if err != nil {
-		t.Fatalf("Metadata by id: %v", err)
-	}
+	cl := newClient(t, c.ProxyAddrs()[0])
+	var resp *kmsg.MetadataResponse
+	// The broker knows the topic once CreateTopics returns; the proxy once
+	// its watch brings the topic's partitions. Until then it rightly
+	// answers UNKNOWN_TOPIC_ID (CI once asked in between), so ask again
+	// until it knows the id; what it answers then is the refusal under test.
+	within(t, 10*time.Second, "the proxy learns payroll's id", func() error {
+		resp, err = req.RequestWith(ctx, cl)
+		if err != nil {
+			return fmt.Errorf("metadata by id: %w", err)
+		}
+		if len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == kerr.UnknownTopicID.Code {
+			return kerr.UnknownTopicID
+		}
+		return nil
+	})
 	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code || resp.Topics[0].Topic != nil || len(resp.Topics[0].Partitions) != 0 {
 		t.Fatalf("Metadata v12 by id without Describe: %+v, want TOPIC_AUTHORIZATION_FAILED with no name", resp.Topics)
 	}
