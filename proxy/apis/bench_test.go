@@ -134,6 +134,23 @@ func produceBody(parts []int32, size int) []byte {
 	return req.AppendTo(nil)
 }
 
+// written stands in for the client connection that writes reply: it
+// takes the reply's length without joining its parts, then gives its
+// memory back as the connection does once written. A loop that joined or
+// kept every reply would measure its own copies and garbage: for a fetch
+// merged from 3 brokers that was more than half of the time measured
+// (36.8 against 16.5 us per fetch, 38,036 against 5,246 B).
+func written(r Reply) int {
+	n := len(r.Body)
+	for _, p := range r.Parts {
+		n += len(p)
+	}
+	if r.Release != nil {
+		r.Release()
+	}
+	return n
+}
+
 func runProduce(b *testing.B, d *Dispatcher, body []byte) {
 	ctx := context.Background()
 	h := Header{Key: int16(kmsg.Produce), Version: 9}
@@ -142,8 +159,8 @@ func runProduce(b *testing.B, d *Dispatcher, body []byte) {
 	b.ResetTimer()
 	for b.Loop() {
 		reply, err := d.Begin(ctx, 1, h, body).Finish(ctx)
-		if err != nil || len(replyBytes(reply)) == 0 {
-			b.Fatalf("reply %d bytes, err %v", len(replyBytes(reply)), err)
+		if n := written(reply); err != nil || n == 0 {
+			b.Fatalf("reply %d bytes, err %v", n, err)
 		}
 	}
 }
@@ -222,8 +239,8 @@ func runFetch(b *testing.B, d *Dispatcher, body []byte) {
 	b.ResetTimer()
 	for b.Loop() {
 		reply, err := d.Begin(ctx, 1, h, body).Finish(ctx)
-		if err != nil || len(replyBytes(reply)) == 0 {
-			b.Fatalf("reply %d bytes, err %v", len(replyBytes(reply)), err)
+		if n := written(reply); err != nil || n == 0 {
+			b.Fatalf("reply %d bytes, err %v", n, err)
 		}
 	}
 }

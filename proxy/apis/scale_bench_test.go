@@ -68,8 +68,8 @@ var splitCases = []splitCase{
 func sendOnce(tb testing.TB, d *Dispatcher, h Header, body []byte) {
 	ctx := context.Background()
 	reply, err := d.Begin(ctx, 1, h, body).Finish(ctx)
-	if err != nil || len(replyBytes(reply)) == 0 {
-		tb.Fatalf("reply %d bytes, err %v", len(replyBytes(reply)), err)
+	if n := written(reply); err != nil || n == 0 {
+		tb.Fatalf("reply %d bytes, err %v", n, err)
 	}
 }
 
